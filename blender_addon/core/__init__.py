@@ -1,0 +1,1 @@
+"""Neural Pose Editor engine: numpy + onnxruntime only, importable without Blender."""

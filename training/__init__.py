@@ -1,0 +1,1 @@
+"""Headless training, export, evaluation and benchmarks (torch lives only here)."""
