@@ -1,0 +1,198 @@
+"""A trained model set: ``manifest.json`` plus ONNX files, run with onnxruntime.
+
+Sessions are created once per model set. Loading checks everything a bad or foreign model
+folder could get wrong — manifest version, skeleton, every module's file, inputs and
+shapes — and reports the file at fault. Only JSON and ONNX are read: nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import skeleton
+from .metrics import MetricSpec
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric")
+DEFAULT_THREADS = 1
+
+# Input names and shapes of each role; "B" is the dynamic batch axis, "L" the latent size,
+# "G" the number of joints of an effector group.
+ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
+    "encoder": (("pose", ("B", skeleton.NUM_JOINTS, 3)),),
+    "decoder": (("latent", ("B", "L")),),
+    "ik_universal": (("latent", ("B", "L")), ("mask", ("B", skeleton.NUM_JOINTS)),
+                     ("targets", ("B", skeleton.NUM_JOINTS, 3)),
+                     ("weights", ("B", skeleton.NUM_JOINTS))),
+    "ik_group": (("latent", ("B", "L")), ("targets", ("B", "G", 3))),
+    "metric": (("latent", ("B", "L")), ("value", ("B", 1))),
+}
+ROLE_OUTPUTS: dict[str, tuple[str, tuple[str | int, ...]]] = {
+    "encoder": ("latent", ("B", "L")),
+    "decoder": ("pose", ("B", skeleton.NUM_JOINTS, 3)),
+    "ik_universal": ("edited_latent", ("B", "L")),
+    "ik_group": ("edited_latent", ("B", "L")),
+    "metric": ("edited_latent", ("B", "L")),
+}
+
+
+class ModelError(ValueError):
+    """A model folder that is missing, corrupt, of an unknown version or another skeleton."""
+
+
+@dataclass
+class Module:
+    name: str
+    role: str
+    file: str
+    joints: tuple[str, ...] = ()  # ik_group: the group's joints, in target order
+    metric: MetricSpec | None = None
+    value_range: tuple[float, float] | None = None
+    session: Any = field(default=None, repr=False)
+
+    def run(self, *inputs: np.ndarray) -> np.ndarray:
+        names = [i.name for i in self.session.get_inputs()]
+        return self.session.run(None, dict(zip(names, inputs, strict=True)))[0]
+
+
+def default_models_dir() -> Path:
+    """The shipped set: ``models/`` beside ``core/`` in the extension, or at the repo root."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "models", here.parent.parent / "models"):
+        if (candidate / MANIFEST_NAME).is_file():
+            return candidate
+    return here.parent / "models"
+
+
+def _resolve_shape(shape: tuple[str | int, ...], latent: int, group: int) -> list[str | int]:
+    return [latent if d == "L" else group if d == "G" else d for d in shape]
+
+
+def module_io(role: str, latent: int, group: int = 0) -> dict[str, list[dict[str, Any]]]:
+    """The manifest's ``inputs``/``outputs`` entries for a module of ``role``."""
+    out_name, out_shape = ROLE_OUTPUTS[role]
+    return {
+        "inputs": [{"name": n, "shape": _resolve_shape(s, latent, group), "dtype": "float32"}
+                   for n, s in ROLE_INPUTS[role]],
+        "outputs": [{"name": out_name, "shape": _resolve_shape(out_shape, latent, group),
+                     "dtype": "float32"}],
+    }
+
+
+def read_manifest(folder: str | Path) -> dict[str, Any]:
+    """Parse and check ``manifest.json`` (no ONNX loaded)."""
+    path = Path(folder) / MANIFEST_NAME
+    if not path.is_file():
+        raise ModelError(f"{path}: model manifest not found; pick a folder made by "
+                         "`python -m training export`")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise ModelError(f"{path}: the manifest must be a JSON object")
+    version = manifest.get("format_version")
+    if version != MANIFEST_VERSION:
+        raise ModelError(f"{path}: unknown manifest format_version {version!r} "
+                         f"(this add-on reads version {MANIFEST_VERSION})")
+    for key in ("skeleton", "latent_size", "modules"):
+        if key not in manifest:
+            raise ModelError(f"{path}: missing {key!r}")
+    joints = tuple(manifest["skeleton"].get("joints", ()))
+    if joints != skeleton.JOINTS:
+        raise ModelError(f"{path}: skeleton mismatch: the models use joints {list(joints)}, "
+                         f"the add-on {list(skeleton.JOINTS)}")
+    names = [m.get("name") for m in manifest["modules"]]
+    for m in manifest["modules"]:
+        if m.get("role") not in ROLES:
+            raise ModelError(f"{path}: module {m.get('name')!r} has unknown role "
+                             f"{m.get('role')!r} (known: {', '.join(ROLES)})")
+        if not m.get("file"):
+            raise ModelError(f"{path}: module {m.get('name')!r} names no file")
+    for role in ("encoder", "decoder"):
+        if sum(m["role"] == role for m in manifest["modules"]) != 1:
+            raise ModelError(f"{path}: exactly one {role} module is required")
+    if len(set(names)) != len(names):
+        raise ModelError(f"{path}: duplicate module names in {names}")
+    return manifest
+
+
+def _session(path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    try:
+        return ort.InferenceSession(str(path), sess_options=opts,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises several private exception types
+        raise ModelError(f"{path}: not a loadable ONNX model ({exc})") from exc
+
+
+def _check_io(module: Module, path: Path, latent: int) -> None:
+    group = len(module.joints)
+    want = module_io(module.role, latent, group)
+    got_in = module.session.get_inputs()
+    if [i.name for i in got_in] != [i["name"] for i in want["inputs"]]:
+        raise ModelError(f"{path}: inputs {[i.name for i in got_in]} do not match role "
+                         f"{module.role!r} {[i['name'] for i in want['inputs']]}")
+    for got, exp in zip(got_in, want["inputs"], strict=True):
+        fixed = [d for d, e in zip(got.shape[1:], exp["shape"][1:], strict=False)
+                 if isinstance(d, int) and d != e]
+        if len(got.shape) != len(exp["shape"]) or fixed:
+            raise ModelError(f"{path}: input {got.name!r} has shape {got.shape}, expected "
+                             f"{exp['shape']}")
+
+
+class ModelSet:
+    """Every module of a model folder, loaded once, with typed calls."""
+
+    def __init__(self, folder: str | Path | None = None, threads: int = DEFAULT_THREADS):
+        self.folder = Path(folder) if folder is not None else default_models_dir()
+        self.manifest = read_manifest(self.folder)
+        self.latent_size = int(self.manifest["latent_size"])
+        self.modules: dict[str, Module] = {}
+        for m in self.manifest["modules"]:
+            path = self.folder / m["file"]
+            if not path.is_file():
+                raise ModelError(f"{path}: model file listed in {MANIFEST_NAME} is missing")
+            spec = MetricSpec.from_dict(m["metric"], source=str(path)) if m.get("metric") \
+                else None
+            module = Module(m["name"], m["role"], m["file"], tuple(m.get("joints", ())), spec,
+                            tuple(m["range"]) if m.get("range") else None,
+                            _session(path, threads))
+            if module.joints:
+                skeleton.joint_indices(module.joints)
+            _check_io(module, path, self.latent_size)
+            self.modules[module.name] = module
+        self.encoder = self._one("encoder")
+        self.decoder = self._one("decoder")
+
+    def _one(self, role: str) -> Module:
+        return next(m for m in self.modules.values() if m.role == role)
+
+    def by_role(self, role: str) -> list[Module]:
+        return [m for m in self.modules.values() if m.role == role]
+
+    @property
+    def metrics(self) -> dict[str, Module]:
+        return {m.metric.name: m for m in self.by_role("metric") if m.metric is not None}
+
+    @property
+    def groups(self) -> dict[str, Module]:
+        return {m.name.removeprefix("ik_"): m for m in self.by_role("ik_group")}
+
+    def encode(self, poses: np.ndarray) -> np.ndarray:
+        return self.encoder.run(np.ascontiguousarray(poses, dtype=np.float32))
+
+    def decode(self, latent: np.ndarray) -> np.ndarray:
+        return self.decoder.run(np.ascontiguousarray(latent, dtype=np.float32))

@@ -1,0 +1,78 @@
+"""Small synthetic mocap made by the tests themselves: BVH text and model-space poses.
+
+The skeleton is a T-pose with Bandai Namco joint names (Y up, facing +Z, left at +X,
+centimetres) under an extra ``joint_Root``; the motion is smooth seeded sinusoids on
+every joint plus root travel and turning, so clips look like (very stiff) mocap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# name, parent, offset (cm) in a T-pose facing +Z with the left side at +X
+TPOSE: tuple[tuple[str, str | None, tuple[float, float, float]], ...] = (
+    ("joint_Root", None, (0.0, 0.0, 0.0)),
+    ("Hips", "joint_Root", (0.0, 93.0, 0.0)),
+    ("Spine", "Hips", (0.0, 15.7, 0.0)),
+    ("Chest", "Spine", (0.0, 9.0, 0.0)),
+    ("Neck", "Chest", (0.0, 16.4, 0.0)),
+    ("Head", "Neck", (0.0, 6.5, 0.0)),
+    ("Shoulder_L", "Chest", (5.0, 12.9, 0.0)),
+    ("UpperArm_L", "Shoulder_L", (5.3, 0.0, 0.0)),
+    ("LowerArm_L", "UpperArm_L", (24.3, 0.0, 0.0)),
+    ("Hand_L", "LowerArm_L", (22.3, 0.0, 0.0)),
+    ("Shoulder_R", "Chest", (-5.0, 12.9, 0.0)),
+    ("UpperArm_R", "Shoulder_R", (-5.3, 0.0, 0.0)),
+    ("LowerArm_R", "UpperArm_R", (-24.3, 0.0, 0.0)),
+    ("Hand_R", "LowerArm_R", (-22.3, 0.0, 0.0)),
+    ("UpperLeg_L", "Hips", (6.8, 0.0, 0.0)),
+    ("LowerLeg_L", "UpperLeg_L", (0.0, -39.1, 0.0)),
+    ("Foot_L", "LowerLeg_L", (0.0, -41.0, 0.0)),
+    ("Toes_L", "Foot_L", (0.0, -5.0, 10.6)),
+    ("UpperLeg_R", "Hips", (-6.8, 0.0, 0.0)),
+    ("LowerLeg_R", "UpperLeg_R", (0.0, -39.1, 0.0)),
+    ("Foot_R", "LowerLeg_R", (0.0, -41.0, 0.0)),
+    ("Toes_R", "Foot_R", (0.0, -5.0, 10.6)),
+)
+ROTATION_AMPLITUDE_DEG = 25.0
+
+
+def synthetic_bvh(frames: int = 40, seed: int = 0, frame_time: float = 1 / 30,
+                  turn_deg_per_s: float = 30.0) -> str:
+    """A valid BVH text: 6 channels on the roots, 3 ZXY rotation channels on the rest."""
+    rng = np.random.default_rng(seed)
+    names = [n for n, _, _ in TPOSE]
+    lines = ["HIERARCHY"]
+
+    def emit(index: int, depth: int) -> None:
+        name, parent, offset = TPOSE[index]
+        pad = "  " * depth
+        lines.append(f"{pad}{'ROOT' if parent is None else 'JOINT'} {name}")
+        lines.append(f"{pad}{{")
+        lines.append(f"{pad}  OFFSET {offset[0]:.4f} {offset[1]:.4f} {offset[2]:.4f}")
+        chans = ("Xposition Yposition Zposition " if index < 2 else "") + \
+            "Zrotation Xrotation Yrotation"
+        lines.append(f"{pad}  CHANNELS {6 if index < 2 else 3} {chans}")
+        children = [i for i, (_, p, _) in enumerate(TPOSE) if p == name]
+        for c in children:
+            emit(c, depth + 1)
+        if not children:
+            lines.extend([f"{pad}  End Site", f"{pad}  {{", f"{pad}    OFFSET 0 0 0", f"{pad}  }}"])
+        lines.append(f"{pad}}}")
+
+    emit(0, 0)
+    t = np.arange(frames) * frame_time
+    phase = rng.uniform(0, 2 * np.pi, size=(len(names), 3))
+    freq = rng.uniform(0.5, 1.5, size=(len(names), 3))
+    rot = ROTATION_AMPLITUDE_DEG * np.sin(2 * np.pi * freq[None] * t[:, None, None] + phase)
+    rot[:, :2] = 0.0  # the roots turn only through the yaw below
+    values = [np.zeros((frames, 6)), np.zeros((frames, 6))]
+    values[1][:, 0] = 100.0 * np.sin(0.3 * t)  # Hips X travel, cm
+    values[1][:, 1] = 93.0 + 2.0 * np.sin(2 * np.pi * t)
+    values[1][:, 2] = 80.0 * t
+    values[1][:, 5] = turn_deg_per_s * t  # yaw (Y rotation)
+    values += [rot[:, j] for j in range(2, len(names))]
+    motion = np.concatenate(values, axis=1)
+    lines += ["MOTION", f"Frames: {frames}", f"Frame Time: {frame_time:.7f}"]
+    lines += [" ".join(f"{v:.5f}" for v in row) for row in motion]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,222 @@
+"""Command line: ``python -m training <command> [options]``.
+
+Each command's work lives in its own module, imported only when that command runs, so
+``prepare`` never pays for importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+
+DEFAULT_DATA = "runs/poses.npz"
+
+
+class CliError(Exception):
+    """A user error: printed as one line, exit code 2."""
+
+
+def _add_prepare(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("prepare", help="BVH files, folders or archives -> a model-space pose "
+                       "dataset (.npz) split by clip")
+    p.add_argument("--bvh", nargs="+", required=True, metavar="PATH",
+                   help="BVH files, folders (recursive) or archives (.tar.xz, .tar.gz, .zip)")
+    p.add_argument("--out", default=DEFAULT_DATA, help="output .npz (default %(default)s)")
+    p.add_argument("--map", default="auto", dest="map_spec",
+                   help="skeleton mapping: auto, a preset name or a JSON file (default auto)")
+    p.add_argument("--units", default="auto", help="auto, m, cm, mm or in (default auto)")
+    p.add_argument("--split", nargs=3, type=float, default=(0.8, 0.1, 0.1),
+                   metavar=("TRAIN", "VAL", "TEST"), help="clip fractions (default 0.8 0.1 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="parser processes (default: one per core)")
+    p.set_defaults(run=_run_prepare)
+
+
+def _run_prepare(args: argparse.Namespace) -> int:
+    from training.data import prepare
+
+    summary = prepare(args.bvh, args.out, map_spec=args.map_spec, units=args.units,
+                      fractions=args.split, seed=args.seed, workers=args.workers)
+    print(f"clips: {summary['clips']}  frames: {summary['frames']}  "
+          f"skipped files: {len(summary['skipped'])}  elapsed: {summary['elapsed_s']:.1f} s")
+    print("split (clips): " + ", ".join(f"{k} {v}" for k, v in summary["split_clips"].items()))
+    print("split (frames): " + ", ".join(f"{k} {v}" for k, v in summary["split_frames"].items()))
+    for note in summary["notes"]:
+        print(f"note: {note}")
+    print("source bone lengths (m): " + json.dumps(summary["bone_lengths"]))
+    print(f"wrote {summary['out']}")
+    return 0
+
+
+def _add_benchmark_bvh(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("benchmark-bvh", help="our BVH reader against the bvhio library, "
+                       "same clips, same run")
+    p.add_argument("--bvh", nargs="+", required=True, metavar="PATH")
+    p.add_argument("--clips", type=int, default=20, help="clips to time (default 20)")
+    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.set_defaults(run=_run_benchmark_bvh)
+
+
+def _run_benchmark_bvh(args: argparse.Namespace) -> int:
+    from training.bench_bvh import benchmark_bvh_readers
+
+    result = benchmark_bvh_readers(args.bvh, max_clips=args.clips)
+    if args.json:
+        from blender_addon.core.fileio import write_json
+
+        write_json(args.json, result)
+    return 0
+
+
+DEFAULT_RUNS = "runs/train"
+
+
+def _add_common_train(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=DEFAULT_DATA, help="dataset .npz (default %(default)s)")
+    p.add_argument("--out", default=DEFAULT_RUNS, help="checkpoint folder (default %(default)s)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--epochs", type=int, default=None, help="maximum epochs")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, default=512)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--steps-per-epoch", type=int, default=0,
+                   help="batches per epoch (default: one pass over the train split)")
+    p.add_argument("--patience", type=int, default=4, help="early-stopping patience in epochs")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _run_from(args: argparse.Namespace, default_epochs: int):
+    from pathlib import Path
+
+    from training.data import PoseData
+    from training.recipes import Run
+    from training.train import TrainConfig
+
+    if args.epochs is not None and args.epochs < 1:
+        raise CliError(f"--epochs must be at least 1, got {args.epochs}")
+    cfg = TrainConfig(epochs=args.epochs or default_epochs, batch_size=args.batch_size,
+                      lr=args.lr, steps_per_epoch=args.steps_per_epoch, patience=args.patience,
+                      seed=args.seed, device=args.device, resume=args.resume,
+                      progress=not args.no_progress)
+    return Run(PoseData.load(args.data), Path(args.out), cfg)
+
+
+def _add_train(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train-ae", help="train the pose autoencoder")
+    _add_common_train(p)
+    p.add_argument("--arch", default="all", help="seed, untied or all (default: all, the "
+                   "lowest validation loss becomes ae.pt)")
+    p.set_defaults(run=_run_train_ae)
+    p = sub.add_parser("train-solver", help="train an IK solver (needs ae.pt in --out)")
+    _add_common_train(p)
+    p.add_argument("--group", default="universal", help="universal, hands, feet or head")
+    p.set_defaults(run=_run_train_solver)
+    p = sub.add_parser("train-metric", help="train metric networks (needs ae.pt in --out)")
+    _add_common_train(p)
+    p.add_argument("--metric", action="append", default=None, metavar="NAME",
+                   help="metric name (repeatable; default: every metric of the spec file)")
+    p.add_argument("--metric-specs", default=None, metavar="FILE.json",
+                   help="metric specs (default: the built-in metrics)")
+    p.set_defaults(run=_run_train_metric)
+    p = sub.add_parser("train-all", help="train the whole default set (autoencoders, "
+                       "solvers, metric networks)")
+    _add_common_train(p)
+    p.add_argument("--metric-specs", default=None, metavar="FILE.json")
+    p.set_defaults(run=_run_train_all)
+
+
+def _run_train_ae(args: argparse.Namespace) -> int:
+    from training.recipes import AE_ARCHS, choose_autoencoder, train_autoencoder
+
+    archs = list(AE_ARCHS) if args.arch == "all" else [args.arch]
+    run = _run_from(args, 20)
+    results = [train_autoencoder(run, a) for a in archs]
+    best = choose_autoencoder(run, results)
+    for r in results:
+        print(f"ae {r['arch']}: best val loss {r['best_val']:.4e} ({r['epochs']} epochs, "
+              f"{r['seconds']:.0f} s)")
+    print(f"chosen: {best['arch']} -> {run.out / 'ae.pt'}")
+    return 0
+
+
+def _run_train_solver(args: argparse.Namespace) -> int:
+    from training.recipes import train_solver
+
+    r = train_solver(_run_from(args, 20), args.group)
+    print(f"{r['name']}: best val loss {r['best_val']:.4e} ({r['seconds']:.0f} s)")
+    return 0
+
+
+def _run_train_metric(args: argparse.Namespace) -> int:
+    from training.recipes import resolve_metrics, train_metric
+
+    run = _run_from(args, 4)
+    for spec in resolve_metrics(args.metric, args.metric_specs):
+        r = train_metric(run, spec)
+        print(f"{r['name']}: best val loss {r['best_val']:.4e} ({r['seconds']:.0f} s)")
+    return 0
+
+
+def _run_train_all(args: argparse.Namespace) -> int:
+    from training.recipes import TRAIN_ALL_EPOCHS, resolve_metrics, train_all
+
+    run = _run_from(args, 1)
+    epochs = {k: args.epochs for k in TRAIN_ALL_EPOCHS} if args.epochs else None
+    summary = train_all(run, resolve_metrics(None, args.metric_specs), epochs)
+    print(f"trained {len(summary['results']) + len(summary['autoencoders'])} networks in "
+          f"{summary['seconds'] / 60:.1f} min; autoencoder: {summary['chosen_ae']}")
+    return 0
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="trained checkpoints -> ONNX + manifest.json "
+                       "(and TorchScript)")
+    p.add_argument("--runs", default=DEFAULT_RUNS, help="checkpoint folder (default %(default)s)")
+    p.add_argument("--out", default="models", help="model folder to write (default %(default)s)")
+    p.add_argument("--data", default=None, help="dataset .npz for parity checks on real poses")
+    p.add_argument("--torchscript", default=None, metavar="DIR",
+                   help="also write TorchScript files here (default: RUNS/torchscript)")
+    p.set_defaults(run=_run_export)
+
+
+def _run_export(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from training.export import export
+
+    ts = args.torchscript or str(Path(args.runs) / "torchscript")
+    manifest = export(args.runs, args.out, data=args.data, torchscript=ts)
+    total = sum(m["bytes"] for m in manifest["modules"])
+    worst = max(manifest["parity_max_abs_error"].values())
+    print(f"exported {len(manifest['modules'])} modules to {args.out} "
+          f"({total / 1024:.0f} KiB ONNX); torch/onnxruntime parity max error {worst:.1e}; "
+          f"TorchScript in {ts}")
+    return 0
+
+
+COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    _add_prepare, _add_train, _add_export, _add_benchmark_bvh,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m training", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (CliError, FileNotFoundError, ValueError, KeyError) as exc:
+        # Every user-facing error names the file, joint or option at fault in its message.
+        msg = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"error: {msg}", file=sys.stderr)
+        return 2

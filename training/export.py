@@ -1,0 +1,192 @@
+"""Export trained networks to ONNX (what the add-on loads) and TorchScript, plus the manifest.
+
+Every file is written atomically; after writing, each ONNX module is run with onnxruntime
+against torch on random and real inputs and the export fails if they differ by more than
+:data:`PARITY_TOLERANCE`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from blender_addon.core import models as core_models
+from blender_addon.core import skeleton
+from blender_addon.core.fileio import atomic_open, write_json
+from training.data import PoseData
+from training.nets import (
+    Decoder,
+    Encoder,
+    GroupSolver,
+    MetricNet,
+    UniversalSolver,
+    count_parameters,
+)
+from training.recipes import load_autoencoder
+from training.tasks import EFFECTOR_GROUPS
+from training.train import load_checkpoint
+
+OPSET = 17
+PARITY_TOLERANCE = 1e-5
+PARITY_BATCH = 64
+
+
+@dataclass
+class Exported:
+    name: str
+    role: str
+    net: nn.Module
+    example: tuple[torch.Tensor, ...]
+    extra: dict[str, Any]
+
+
+def _onnx_bytes(net: nn.Module, example: tuple[torch.Tensor, ...], role: str) -> bytes:
+    inputs = [n for n, _ in core_models.ROLE_INPUTS[role]]
+    output = core_models.ROLE_OUTPUTS[role][0]
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation note
+        torch.onnx.export(net, example, buf, input_names=inputs, output_names=[output],
+                          dynamic_axes={n: {0: "batch"} for n in [*inputs, output]},
+                          opset_version=OPSET, dynamo=False)
+    return buf.getvalue()
+
+
+def _examples(role: str, latent: int, group: int, poses: torch.Tensor, gen: torch.Generator
+              ) -> tuple[torch.Tensor, ...]:
+    """Realistic inputs for tracing and parity: real poses, their latents, real targets."""
+    n = poses.shape[0]
+    z = torch.randn(n, latent, generator=gen)
+    if role == "encoder":
+        return (poses,)
+    if role == "decoder":
+        return (z,)
+    if role == "ik_universal":
+        mask = (torch.rand(n, skeleton.NUM_JOINTS, generator=gen) < 0.3).float()
+        return z, mask, poses, mask * torch.rand(n, skeleton.NUM_JOINTS, generator=gen)
+    if role == "ik_group":
+        return z, poses[:, :group]
+    return z, torch.randn(n, 1, generator=gen) * 20
+
+
+def collect(runs: Path) -> tuple[list[Exported], dict[str, Any]]:
+    """Every trained network in ``runs`` with its export wrapper and manifest extras."""
+    ae = load_autoencoder(runs / "ae.pt").eval()
+    latent = ae.latent_size
+    nets = [Exported("encoder", "encoder", Encoder(ae), (), {"config": ae.config}),
+            Exported("decoder", "decoder", Decoder(ae), (), {"config": ae.config})]
+    mean, std = ae.norm.mean, ae.norm.std
+    paths = sorted(runs.glob("solver_*.pt")) + sorted(runs.glob("metric_*.pt"))
+    for path in paths:
+        ckpt = load_checkpoint(path)
+        sd, cfg = ckpt["best_state"] or ckpt["state_dict"], ckpt["config"]
+        if cfg.get("latent") != latent:
+            raise ValueError(f"{path}: trained on a latent of {cfg.get('latent')}, but ae.pt "
+                             f"has {latent}; retrain it after the autoencoder")
+        if ckpt["kind"] == "ik_universal":
+            net: nn.Module = UniversalSolver(mean, std, latent, cfg["hidden"], cfg["layernorm"])
+            item = Exported("ik_universal", "ik_universal", net, (), {"config": cfg})
+        elif ckpt["kind"] == "ik_group":
+            net = GroupSolver(mean, std, latent, cfg["joints"], cfg["hidden"])
+            names = [skeleton.JOINTS[j] for j in cfg["joints"]]
+            item = Exported(f"ik_{cfg['group']}", "ik_group", net, (),
+                            {"config": cfg, "joints": names})
+        elif ckpt["kind"] == "metric":
+            net = MetricNet(latent, 0.0, 1.0, cfg["hidden"])
+            spec = cfg["spec"]
+            item = Exported(f"metric_{spec['name']}", "metric", net, (),
+                            {"config": cfg, "metric": spec, "range": cfg["range"]})
+        else:
+            continue
+        net.load_state_dict(sd)
+        nets.append(item)
+    return nets, {"latent": latent, "mean": mean.numpy(), "std": std.numpy(), "ae": ae}
+
+
+def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
+           torchscript: str | Path | None = None, seed: int = 0) -> dict[str, Any]:
+    """Write ``out/*.onnx`` and ``out/manifest.json`` (and TorchScript files if asked)."""
+    import onnxruntime as ort
+
+    runs, out = Path(runs), Path(out)
+    nets, info = collect(runs)
+    gen = torch.Generator().manual_seed(seed)
+    if data is not None:
+        pd = PoseData.load(data)
+        pick = torch.randint(len(pd.poses), (PARITY_BATCH,), generator=gen)
+        real = torch.from_numpy(pd.poses[pick.numpy()].astype(np.float32))
+    else:
+        real = torch.from_numpy(info["mean"].reshape(1, -1, 3)).repeat(PARITY_BATCH, 1, 1)
+        real = real + 0.05 * torch.randn(real.shape, generator=gen)
+    latent = info["latent"]
+    modules, parity = [], {}
+    for item in nets:
+        item.net.eval()
+        group = len(item.extra.get("joints", ()))
+        group_poses = real[:, skeleton.joint_indices(item.extra["joints"])] if group else real
+        example = _examples(item.role, latent, group, group_poses, gen)
+        if item.role in ("ik_universal", "metric", "decoder"):
+            z = info["ae"].encode(real).detach()
+            example = (z, *example[1:])
+        blob = _onnx_bytes(item.net, example, item.role)
+        file = f"{item.name}.onnx"
+        with atomic_open(out / file) as fh:
+            fh.write(blob)
+        sess = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
+        feeds = {i.name: t.numpy() for i, t in zip(sess.get_inputs(), example, strict=True)}
+        with torch.no_grad():
+            want = item.net(*example).numpy()
+        err = float(np.abs(sess.run(None, feeds)[0] - want).max())
+        parity[item.name] = err
+        if err > PARITY_TOLERANCE:
+            raise RuntimeError(f"{out / file}: onnxruntime differs from torch by {err:.2e} "
+                               f"(> {PARITY_TOLERANCE:.0e})")
+        if torchscript is not None:
+            with atomic_open(Path(torchscript) / f"{item.name}.pt") as fh:
+                torch.jit.save(torch.jit.trace(item.net, example), fh)
+        entry = {"name": item.name, "role": item.role, "file": file,
+                 "parameters": count_parameters(item.net), "bytes": len(blob),
+                 **core_models.module_io(item.role, latent, group)}
+        for key in ("joints", "metric", "range"):
+            if key in item.extra:
+                entry[key] = item.extra[key]
+        entry["config"] = item.extra["config"]
+        modules.append(entry)
+    manifest = build_manifest(runs, info, modules, parity)
+    write_json(out / core_models.MANIFEST_NAME, manifest)
+    return manifest
+
+
+def build_manifest(runs: Path, info: dict[str, Any], modules: list[dict[str, Any]],
+                   parity: dict[str, float]) -> dict[str, Any]:
+    summary_path = runs / "train_summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    validation = {}
+    for path in sorted(runs.glob("*.pt")):
+        ckpt = load_checkpoint(path)
+        validation[path.stem] = {"best_val_loss": float(ckpt["best_val"]),
+                                 "epochs": int(ckpt["epoch"])}
+    return {
+        "format_version": core_models.MANIFEST_VERSION,
+        "skeleton": {"joints": list(skeleton.JOINTS), "parents": skeleton.PARENTS.tolist(),
+                     "bone_lengths": skeleton.BONE_LENGTHS.round(6).tolist(), "units": "m",
+                     "up": "+Y", "facing": "+Z"},
+        "normalization": {"mean": info["mean"].round(7).tolist(),
+                          "std": info["std"].round(7).tolist()},
+        "latent_size": info["latent"],
+        "modules": modules,
+        "effector_groups": {k: list(v) for k, v in EFFECTOR_GROUPS.items()},
+        "metrics": [m["metric"] | {"range": m["range"]} for m in modules if m["role"] == "metric"],
+        "training": {"command": summary.get("command"), "data": summary.get("data"),
+                     "seconds": summary.get("seconds"), "chosen_ae": summary.get("chosen_ae"),
+                     "validation": validation},
+        "parity_max_abs_error": parity,
+    }

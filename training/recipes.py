@@ -1,0 +1,158 @@
+"""The training commands: build each network from a dataset and train it with :func:`fit`.
+
+Output folder layout (``--out``, default ``runs/train``): ``ae.pt`` (the chosen
+autoencoder), ``ae_<arch>.pt`` for each candidate, ``solver_universal.pt``,
+``solver_<group>.pt``, ``metric_<name>.pt``, a ``.csv`` loss log beside each, and
+``train_summary.json``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from blender_addon.core import skeleton
+from blender_addon.core.fileio import write_json
+from blender_addon.core.metrics import DEFAULT_METRICS, MetricSpec, metric_by_name
+from training.data import PoseData
+from training.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
+from training.tasks import (
+    EFFECTOR_GROUPS,
+    AutoencoderTask,
+    GroupSolverTask,
+    MetricTask,
+    PoseSampler,
+    UniversalSolverTask,
+)
+from training.train import TrainConfig, fit, load_checkpoint
+
+AE_ARCHS: dict[str, dict[str, Any]] = {
+    "seed": {"hidden": (200, 200), "latent": 64, "tied": True, "layernorm": False},
+    "untied": {"hidden": (256, 256), "latent": 64, "tied": False, "layernorm": True},
+}
+UNIVERSAL_HIDDEN = (256, 256)
+METRIC_HIDDEN = (128, 128)
+# Epoch budgets of train-all, sized so the whole set trains in under 30 minutes on 2 CPU
+# cores (each epoch is one pass over the mirrored train split, early stopping on val).
+TRAIN_ALL_EPOCHS = {"ae": 12, "universal": 12, "group": 4, "metric": 2}
+
+
+@dataclass
+class Run:
+    """What every training command shares: the data, where to write, the loop settings."""
+    data: PoseData
+    out: Path
+    cfg: TrainConfig
+
+    def sampler(self, split: str, metrics: tuple[MetricSpec, ...] = ()) -> PoseSampler:
+        return PoseSampler(self.data, split, mirror=split == "train", metrics=metrics)
+
+    def mean_std(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.from_numpy(self.data.mean), torch.from_numpy(self.data.std)
+
+
+def build_autoencoder(config: dict[str, Any], mean: torch.Tensor, std: torch.Tensor
+                      ) -> PoseAutoencoder:
+    return PoseAutoencoder(mean, std, hidden=config["hidden"], latent=config["latent"],
+                           tied=config["tied"], layernorm=config["layernorm"])
+
+
+def load_autoencoder(path: Path) -> PoseAutoencoder:
+    ckpt = load_checkpoint(path, "ae")
+    sd = ckpt["best_state"] or ckpt["state_dict"]
+    ae = build_autoencoder(ckpt["config"], sd["norm.mean"], sd["norm.std"])
+    ae.load_state_dict(sd)
+    return ae
+
+
+def train_autoencoder(run: Run, arch: str) -> dict[str, Any]:
+    if arch not in AE_ARCHS:
+        raise ValueError(f"--arch must be one of {sorted(AE_ARCHS)}, got {arch!r}")
+    ae = build_autoencoder(AE_ARCHS[arch], *run.mean_std())
+    result = fit(AutoencoderTask(ae), run.sampler("train"), run.sampler("val"), run.cfg,
+                 run.out, f"ae_{arch}", "ae", ae.config)
+    return {**result, "arch": arch}
+
+
+def choose_autoencoder(run: Run, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Copy the candidate with the lowest validation loss to ``ae.pt``."""
+    best = min(results, key=lambda r: r["best_val"])
+    shutil.copyfile(run.out / f"{best['name']}.pt", run.out / "ae.pt")
+    return best
+
+
+def _need_ae(run: Run) -> PoseAutoencoder:
+    path = run.out / "ae.pt"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no autoencoder yet; run `python -m training train-ae "
+                                f"--data {run.data.path} --out {run.out}` first")
+    return load_autoencoder(path)
+
+
+def train_solver(run: Run, group: str) -> dict[str, Any]:
+    ae = _need_ae(run)
+    mean, std = run.mean_std()
+    if group == "universal":
+        net = UniversalSolver(mean, std, ae.latent_size, UNIVERSAL_HIDDEN)
+        task = UniversalSolverTask(net, ae)
+    elif group in EFFECTOR_GROUPS:
+        joints = skeleton.joint_indices(EFFECTOR_GROUPS[group]).tolist()
+        net = GroupSolver(mean, std, ae.latent_size, joints)
+        task = GroupSolverTask(net, ae)
+    else:
+        raise ValueError(f"--group must be universal or one of {sorted(EFFECTOR_GROUPS)}, "
+                         f"got {group!r}")
+    return fit(task, run.sampler("train"), run.sampler("val"), run.cfg, run.out,
+               f"solver_{group}", "ik_universal" if group == "universal" else "ik_group",
+               {**net.config, "group": group})
+
+
+def train_metric(run: Run, spec: MetricSpec) -> dict[str, Any]:
+    ae = _need_ae(run)
+    train = run.sampler("train", (spec,))
+    values = train.metric_values[:, 0]
+    net = MetricNet(ae.latent_size, float(values.mean()), float(values.std()), METRIC_HIDDEN)
+    result = fit(MetricTask(net, ae, 0), train, run.sampler("val", (spec,)), run.cfg, run.out,
+                 f"metric_{spec.name}", "metric",
+                 {**net.config, "spec": spec.to_dict(),
+                  "range": [float(values.min()), float(values.max())]})
+    return result
+
+
+def resolve_metrics(names: list[str] | None, specs_file: str | None) -> tuple[MetricSpec, ...]:
+    from blender_addon.core.metrics import load_metric_specs
+
+    specs = tuple(load_metric_specs(specs_file)) if specs_file else DEFAULT_METRICS
+    if not names:
+        return specs
+    return tuple(metric_by_name(n, specs) for n in names)
+
+
+def train_all(run: Run, metrics: tuple[MetricSpec, ...], epochs: dict[str, int] | None = None
+              ) -> dict[str, Any]:
+    """Every network of the default set, in dependency order; times each."""
+    epochs = {**TRAIN_ALL_EPOCHS, **(epochs or {})}
+    start = time.perf_counter()
+    summary: dict[str, Any] = {"command": " ".join(["python -m training", *sys.argv[1:]]),
+                               "data": str(run.data.path), "results": []}
+
+    def with_epochs(kind: str) -> Run:
+        return Run(run.data, run.out, TrainConfig(**{**run.cfg.__dict__, "epochs": epochs[kind]}))
+
+    ae_results = [train_autoencoder(with_epochs("ae"), arch) for arch in AE_ARCHS]
+    summary["autoencoders"] = ae_results
+    summary["chosen_ae"] = choose_autoencoder(run, ae_results)["arch"]
+    summary["results"].append(train_solver(with_epochs("universal"), "universal"))
+    for group in EFFECTOR_GROUPS:
+        summary["results"].append(train_solver(with_epochs("group"), group))
+    for spec in metrics:
+        summary["results"].append(train_metric(with_epochs("metric"), spec))
+    summary["seconds"] = time.perf_counter() - start
+    write_json(run.out / "train_summary.json", summary)
+    return summary
