@@ -24,8 +24,8 @@ from blender_addon.core.bvh import (
 )
 
 # An extra root above the hips, orders ZXY / XYZ / YZX, position channels on the non-root
-# Hips (replacing a junk OFFSET) and a lone Zposition on Leg, End Sites. Values are written
-# multiplied by {s}: 1 gives metres, 100 centimetres.
+# Hips (replacing a junk OFFSET), a lone Zposition amid Leg's rotations, End Sites. Lengths
+# are written multiplied by {s}: 1 gives metres, 100 centimetres.
 SMALL = """\
 HIERARCHY
 ROOT World
@@ -48,7 +48,7 @@ ROOT World
     JOINT Leg
     {{
       OFFSET {leg_x} 0 0
-      CHANNELS 4 Zposition Yrotation Zrotation Xrotation
+      CHANNELS 4 Yrotation Zposition Zrotation Xrotation
       End Site
       {{
         OFFSET 0 {foot} 0
@@ -70,7 +70,8 @@ def small_bvh(s: float = 1.0) -> str:
 
     def frame(world: tuple, hips_rot: str, spine_rot: str, leg_rot: str) -> str:
         w = " ".join(f"{v * s:g}" for v in world)
-        return f"{w} 0 {s:g} 0 {hips_rot} {spine_rot} {0.1 * s:g} {leg_rot}"
+        leg_y, leg_z, leg_x = leg_rot.split()
+        return f"{w} 0 {s:g} 0 {hips_rot} {spine_rot} {leg_y} {0.1 * s:g} {leg_z} {leg_x}"
 
     return SMALL.format(
         h=5 * s, hz=-4 * s, spine=0.5 * s, head=0.25 * s, leg_x=0.2 * s, foot=-0.5 * s,
@@ -134,7 +135,7 @@ def motion_at(fps: float, frame_time: str, seconds: float = 1.0) -> str:
     head, _ = small_bvh().split("MOTION")
     t = np.arange(round(seconds * fps) + 1) / fps
     rows = [
-        f"{x:.9f} 0 0 0 1 0 {40 * x:.9f} {20 * x:.9f} 0 {30 * x:.9f} 0 0 0.1 {45 * x:.9f} 0 0"
+        f"{x:.9f} 0 0 0 1 0 {40 * x:.9f} {20 * x:.9f} 0 {30 * x:.9f} 0 0 {45 * x:.9f} 0.1 0 0"
         for x in t
     ]
     return f"{head}MOTION\nFrames: {len(t)}\nFrame Time: {frame_time}\n" + "\n".join(rows) + "\n"
@@ -205,7 +206,7 @@ MALFORMED = [  # (text, expected line, words in the message)
         line_of(GOOD, "CHANNELS 3 Xrot"),
         "count",
     ),
-    (edit("Zposition Yrotation", "Zposition Wrotation"), line_of(GOOD, "CHANNELS 4"), "Wrotation"),
+    (edit("Yrotation Zposition", "Wrotation Zposition"), line_of(GOOD, "CHANNELS 4"), "Wrotation"),
     (edit("OFFSET 0 0.5 0", "OFFSET 0 0.5"), line_of(GOOD, "OFFSET 0 0.5"), "OFFSET"),
     (edit("      OFFSET 0 0.25 0\n", ""), line_of(GOOD, "OFFSET 0 0.25"), "OFFSET"),
     (ZERO_JOINTS, 2, "no joints"),

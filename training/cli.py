@@ -198,8 +198,29 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("evaluate", help="the exported model set on the test split: autoencoder, "
+                       "solvers side by side, metric networks, sizes")
+    p.add_argument("--models", default="models", help="model folder (default %(default)s)")
+    p.add_argument("--data", default=DEFAULT_DATA, help="dataset .npz (default %(default)s)")
+    p.add_argument("--out", default="runs/eval", help="report folder (default %(default)s)")
+    p.add_argument("--pairs", type=int, default=4000, help="(x, x') pairs per effector set")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_run_evaluate)
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    from training.evaluate import evaluate, markdown, write_report
+
+    result = evaluate(args.models, args.data, n_pairs=args.pairs, seed=args.seed)
+    print(markdown(result))
+    paths = write_report(result, args.out)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _add_prepare, _add_train, _add_export, _add_benchmark_bvh,
+    _add_prepare, _add_train, _add_export, _add_evaluate, _add_benchmark_bvh,
 )
 
 

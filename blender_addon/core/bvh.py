@@ -16,6 +16,7 @@ import errno
 import math
 import os
 import tarfile
+import warnings
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -69,7 +70,6 @@ class BvhClip:
 class _Joint:
     name: str
     parent: int
-    line: int
     offset: np.ndarray | None = None
     channels: tuple[str, ...] = ()
     column: int = 0  # first column of this joint's channels in a frame line
@@ -118,7 +118,7 @@ def _parse_hierarchy(
                 name = " ".join(name_toks)
                 if any(j.name == name for j in joints):
                     raise err(lineno, f"duplicate joint name {name!r}")
-                joints.append(_Joint(name, stack[-1] if stack else -1, lineno))
+                joints.append(_Joint(name, stack[-1] if stack else -1))
                 pending = len(joints) - 1
             elif tok == "End":
                 if not toks or toks.pop(0) not in ("Site", "site"):
@@ -212,7 +212,9 @@ def _parse_motion(lines: list[str], first: int, frames: int, width: int, source:
     body = lines[first:]
     if frames > 0 and width > 0:
         try:
-            data = np.loadtxt(body, dtype=np.float64, comments=None, ndmin=2)
+            with warnings.catch_warnings():  # all-blank body: the scan below reports it
+                warnings.simplefilter("ignore", UserWarning)
+                data = np.loadtxt(body, dtype=np.float64, comments=None, ndmin=2)
         except (ValueError, OverflowError):
             data = None
         if data is not None and data.shape == (frames, width) and np.isfinite(data).all():
@@ -237,7 +239,8 @@ def _parse_motion(lines: list[str], first: int, frames: int, width: int, source:
         rows.append(row)
         last = lineno
     if len(rows) < frames:
-        raise BvhError(source, last + 1, f"truncated motion: {len(rows)} of {frames} frames")
+        line = min(last + 1, len(lines))  # where the next frame was due
+        raise BvhError(source, line, f"truncated motion: {len(rows)} of {frames} frames")
     return np.array(rows, dtype=np.float64).reshape(frames, width)
 
 
@@ -368,6 +371,9 @@ def parse_bvh(
     target_fps: float | None = 30.0,
 ) -> BvhClip:
     """Parse BVH text into world positions in metres at ``target_fps`` (None: keep the rate)."""
+    fixed = None if units == "auto" else UNITS.get(units) if isinstance(units, str) else units
+    if units != "auto" and not (isinstance(fixed, int | float) and 0 < fixed < math.inf):
+        raise ValueError(f"units must be 'auto', one of {sorted(UNITS)} or a number > 0: {units!r}")
     text = text.removeprefix("\ufeff")
     if "\n" not in text:  # classic Mac line ends
         text = text.replace("\r", "\n")
@@ -378,26 +384,21 @@ def parse_bvh(
     for jt in joints:
         jt.column, width = width, width + len(jt.channels)
     data = _parse_motion(lines, first, frames, width, source)
-    if isinstance(units, str) and units != "auto" and units not in UNITS:
-        raise ValueError(f"units must be 'auto', one of {sorted(UNITS)} or a number: {units!r}")
     with np.errstate(over="ignore", invalid="ignore"):
         pos, ends = _forward_kinematics(joints, end_sites, data)
         if not (np.isfinite(pos).all() and all(np.isfinite(e).all() for e in ends.values())):
             raise BvhError(source, None, "values too large: positions overflow")
-        if units == "auto":
+        if fixed is None:
             rest = _forward_kinematics(joints, end_sites, _rest(joints))[0] if not frames else pos
             scale = _auto_scale(joints, end_sites, rest[0])
         else:
-            scale = UNITS[units] if isinstance(units, str) else float(units)
+            scale = float(fixed)
     source_fps = 1.0 / frame_time
     positions = pos * scale
     end_positions = {j: e * scale for j, e in ends.items()}
-    fps = source_fps
     if target_fps is not None and abs(source_fps - target_fps) >= SAME_FPS_TOL:
         positions = _resample(positions, frame_time, target_fps)
         end_positions = {j: _resample(e, frame_time, target_fps) for j, e in end_positions.items()}
-    if target_fps is not None:
-        fps = float(target_fps)
     return BvhClip(
         source=source,
         names=[j.name for j in joints],
@@ -406,7 +407,7 @@ def parse_bvh(
         end_sites={j: off * scale for j, off in end_sites.items()},
         positions=positions,
         end_positions=end_positions,
-        fps=fps,
+        fps=source_fps if target_fps is None else float(target_fps),
         source_fps=source_fps,
         units_scale=scale,
     )

@@ -10,7 +10,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-
 FILE_MODE = 0o644  # mkstemp makes 0600 files; shipped models and zips must be readable
 
 

@@ -26,7 +26,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .skeleton import BONE_LENGTHS, JOINT_INDEX, NUM_JOINTS, PARENTS, ROOT, bone_lengths
+from .skeleton import (
+    ANCESTORS,
+    BONE_LENGTHS,
+    JOINT_INDEX,
+    NUM_JOINTS,
+    PARENTS,
+    ROOT,
+    bone_lengths,
+)
 
 # Bones are swept in joint order: that is parents-before-children for the canonical skeleton.
 assert all(PARENTS[j] < j for j in range(1, NUM_JOINTS)) and ROOT == 0
@@ -64,7 +72,7 @@ def _as_positions(positions: np.ndarray, name: str = "positions") -> np.ndarray:
 
 def _unit(v: np.ndarray) -> np.ndarray:
     """Unit vectors along the last axis; zero vectors stay zero."""
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    n = np.sqrt(np.einsum("...i,...i->...", v, v))[..., None]
     return np.where(n > _EPS, v / np.maximum(n, _EPS), 0.0)
 
 
@@ -78,8 +86,7 @@ def facing_yaw(positions: np.ndarray) -> np.ndarray:
     across = _unit(p[..., _L_THIGH, :] - p[..., _R_THIGH, :]) + _unit(
         p[..., _L_UPPERARM, :] - p[..., _R_UPPERARM, :]
     )
-    forward = np.cross(across, _UP)  # horizontal already: (-az, 0, ax)
-    fx, fz = forward[..., 0], forward[..., 2]
+    fx, fz = -across[..., 2], across[..., 0]  # cross(across, up), horizontal already
     degenerate = np.hypot(fx, fz) <= _EPS
     return np.where(degenerate, 0.0, np.arctan2(fx, fz))
 
@@ -106,19 +113,32 @@ def rotate_y(positions: np.ndarray, angle: np.ndarray | float) -> np.ndarray:
 
 def set_bone_lengths(positions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Give every bone the length in ``lengths`` (``(21,)`` or ``(..., 21)``), keeping its
-    direction; the pelvis stays where it is.
+    direction; the pelvis stays where it is. This is the FABRIK backward pass (seed
+    Algorithm 1) that restores a rig's bone lengths after a network's prediction.
 
-    A zero-length bone has no direction: it takes its parent bone's (new) direction, or +Y
-    for a bone hanging off the pelvis.
+    It runs as one product with :data:`~blender_addon.core.skeleton.ANCESTORS` (positions
+    are the pelvis plus the sum of the bone vectors above each joint). A zero-length bone
+    has no direction: it takes its parent bone's (new) direction, or +Y for a bone hanging
+    off the pelvis; that rare case falls back to a sweep over the joints.
     """
     p = _as_positions(positions)
     lengths = np.asarray(lengths, dtype=np.float64)
     if lengths.shape[-1:] != (NUM_JOINTS,):
         raise ValueError(f"lengths must have shape (..., {NUM_JOINTS}), got {lengths.shape}")
+    vec = p - p[..., PARENTS.clip(min=0), :]
+    norm = np.sqrt(np.einsum("...i,...i->...", vec, vec))[..., None]
+    if (norm[..., 1:, :] <= _EPS).any():
+        return _set_bone_lengths_sweep(p, lengths)
+    norm[..., ROOT, :] = 1.0
+    bones = vec * (lengths[..., None] / norm)
+    return p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones
+
+
+def _set_bone_lengths_sweep(p: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Joint-by-joint :func:`set_bone_lengths` for poses with zero-length bones."""
     batch = np.broadcast_shapes(p.shape[:-2], lengths.shape[:-1])
     p = np.broadcast_to(p, (*batch, NUM_JOINTS, 3))
     lengths = np.broadcast_to(lengths, (*batch, NUM_JOINTS))
-
     out = np.empty_like(p)
     out[..., ROOT, :] = p[..., ROOT, :]
     dirs = np.empty_like(p)  # unit direction of each bone in the output
@@ -189,13 +209,14 @@ def to_model_space(
 
 
 def from_model_space(
-    model: np.ndarray, frame: BodyFrame, lengths: np.ndarray | None = None
+    model: np.ndarray, frame: BodyFrame, lengths: np.ndarray | None = None,
+    fix_lengths: bool = True,
 ) -> np.ndarray:
     """Model-space poses back to the rig: its bone lengths, pelvis height, yaw and place.
 
     ``lengths`` default to ``frame.lengths`` (and the pelvis height is divided by
     ``frame.scale``); other lengths given here also set the pelvis-height scale
-    (canonical leg / their leg).
+    (canonical leg / their leg). ``fix_lengths=False`` keeps the model's bone lengths.
     """
     m = _as_positions(model, "model")
     if lengths is None:
@@ -204,7 +225,7 @@ def from_model_space(
     else:
         rig_lengths = np.asarray(lengths, dtype=np.float64)
         scale = _scale_for(rig_lengths)
-    rig = set_bone_lengths(m, rig_lengths)
+    rig = set_bone_lengths(m, rig_lengths) if fix_lengths else m
     height = rig[..., ROOT, 1]
     rig = _shift_y(rig, height * (1.0 / scale - 1.0))
     rig = rotate_y(rig, -np.asarray(frame.yaw, dtype=np.float64))

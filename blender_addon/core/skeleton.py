@@ -84,6 +84,18 @@ CHILDREN: tuple[tuple[int, ...], ...] = tuple(
     tuple(int(c) for c in np.flatnonzero(PARENTS == j)) for j in range(NUM_JOINTS)
 )
 
+# ANCESTORS[j, k] = 1 when bone k lies on the path from the pelvis to joint j (k = j
+# included, the pelvis excluded): joint positions are ``pelvis + ANCESTORS @ bone_vectors``,
+# which lets bone-length changes run as one matrix product instead of a joint loop.
+ANCESTORS: np.ndarray = np.zeros((NUM_JOINTS, NUM_JOINTS))
+for _j in range(1, NUM_JOINTS):
+    _k = _j
+    while _k != ROOT:
+        ANCESTORS[_j, _k] = 1.0
+        _k = int(PARENTS[_k])
+del _j, _k
+DEPTHS: np.ndarray = ANCESTORS.sum(axis=1).astype(np.int64)
+
 
 def joint_indices(names: list[str] | tuple[str, ...]) -> np.ndarray:
     """Indices of canonical joint names; an unknown name is an error that lists them all."""

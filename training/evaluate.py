@@ -1,0 +1,158 @@
+"""``python -m training evaluate``: the exported ONNX set on the test split.
+
+Everything runs through onnxruntime on the exported files (what the add-on ships), with
+(x, x') pairs drawn from the test clips as in training. Errors are in centimetres in
+model space (canonical proportions), angles in degrees.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from blender_addon.core import skeleton
+from blender_addon.core.fileio import atomic_open, write_json
+from blender_addon.core.metrics import evaluate_metric
+from blender_addon.core.models import ModelSet
+from training.data import PoseData
+
+CM = 100.0
+SOLVER_PAIR_OFFSET = 20
+METRIC_PAIR_OFFSET = 10
+EFFECTOR_SETS: dict[str, tuple[str, ...] | None] = {
+    "both hands": ("l_hand", "r_hand"),
+    "hands, feet, head": ("l_hand", "r_hand", "l_foot", "r_foot", "head"),
+    "random 1-6": None,
+}
+GROUP_ORDER = ("hands", "feet", "head")  # the 2021 paper's chaining order
+
+
+def sample_pairs(data: PoseData, split: str, n: int, max_offset: int,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """x and x' (same clip, at most ``max_offset`` frames apart) from one split."""
+    idx = np.flatnonzero(data.split_mask(split))
+    first, last = data.clip_bounds()
+    i = rng.choice(idx, size=n)
+    j = np.clip(i + rng.integers(-max_offset, max_offset + 1, size=n), first[i], last[i])
+    return data.poses[i].astype(np.float32), data.poses[j].astype(np.float32)
+
+
+def random_effector_masks(n: int, rng: np.random.Generator) -> np.ndarray:
+    """1-6 distinct joints per row, uniformly."""
+    k = rng.integers(1, 7, size=n)
+    order = np.argsort(rng.random((n, skeleton.NUM_JOINTS)), axis=1)
+    ranks = np.argsort(order, axis=1)
+    return (ranks < k[:, None]).astype(np.float32)
+
+
+def fixed_mask(names: tuple[str, ...], n: int) -> np.ndarray:
+    mask = np.zeros((n, skeleton.NUM_JOINTS), np.float32)
+    mask[:, skeleton.joint_indices(names)] = 1.0
+    return mask
+
+
+def solve_universal(models: ModelSet, x: np.ndarray, x2: np.ndarray, mask: np.ndarray
+                    ) -> np.ndarray:
+    solver = models.by_role("ik_universal")[0]
+    z = models.encode(x)
+    return models.decode(solver.run(z, mask, x2, mask.copy()))
+
+
+def solve_chained(models: ModelSet, x: np.ndarray, x2: np.ndarray, mask: np.ndarray
+                  ) -> np.ndarray:
+    """The 2021 paper: specialized group solvers one after another.
+
+    A group runs when any of its joints is an effector; its other joints get their current
+    position as target. Effectors outside every group cannot be reached by this method.
+    """
+    z = models.encode(x)
+    groups = models.groups
+    for name in GROUP_ORDER:
+        if name not in groups:
+            continue
+        module = groups[name]
+        idx = skeleton.joint_indices(module.joints)
+        rows = mask[:, idx].any(axis=1)
+        if not rows.any():
+            continue
+        targets = np.where(mask[:, idx, None] > 0, x2[:, idx], x[:, idx])
+        z = np.where(rows[:, None], module.run(z, np.ascontiguousarray(targets)), z)
+    return models.decode(z)
+
+
+def effector_errors(pred: np.ndarray, x2: np.ndarray, mask: np.ndarray) -> dict[str, float]:
+    err = np.linalg.norm(pred - x2, axis=-1) * CM
+    eff = mask > 0
+    return {"effector_cm": float(err[eff].mean()),
+            "effector_median_cm": float(np.median(err[eff])),
+            "non_effector_mpjpe_cm": float(err[~eff].mean())}
+
+
+def evaluate(models_dir: str | Path, data_path: str | Path, n_pairs: int = 4000,
+             seed: int = 0, split: str = "test") -> dict[str, Any]:
+    models = ModelSet(models_dir)
+    data = PoseData.load(data_path)
+    rng = np.random.default_rng(seed)
+    test = data.poses[data.split_mask(split)].astype(np.float32)
+    recon = models.decode(models.encode(test))
+    result: dict[str, Any] = {
+        "split": split, "frames": len(test), "pairs": n_pairs,
+        "ae_mpjpe_cm": float(np.linalg.norm(recon - test, axis=-1).mean() * CM),
+        "solvers": {}, "metrics": {},
+    }
+    for set_name, names in EFFECTOR_SETS.items():
+        x, x2 = sample_pairs(data, split, n_pairs, SOLVER_PAIR_OFFSET, rng)
+        mask = random_effector_masks(n_pairs, rng) if names is None else fixed_mask(names, n_pairs)
+        result["solvers"][set_name] = {
+            "universal": effector_errors(solve_universal(models, x, x2, mask), x2, mask),
+            "chained specialized": effector_errors(solve_chained(models, x, x2, mask), x2, mask),
+            "no edit": effector_errors(x, x2, mask),
+        }
+    for name, module in models.metrics.items():
+        x, x2 = sample_pairs(data, split, n_pairs, METRIC_PAIR_OFFSET, rng)
+        request = evaluate_metric(x2, module.metric).astype(np.float32)
+        pred = models.decode(module.run(models.encode(x), request[:, None]))
+        achieved = evaluate_metric(pred, module.metric)
+        scale = CM if module.metric.unit == "m" else 1.0
+        result["metrics"][name] = {
+            "unit": "cm" if module.metric.unit == "m" else "deg",
+            "abs_error": float(np.abs(achieved - request).mean() * scale),
+            "abs_error_unedited": float(np.abs(evaluate_metric(x, module.metric) - request
+                                               ).mean() * scale),
+            "joints_moved_cm": float(np.linalg.norm(pred - x, axis=-1).mean() * CM),
+        }
+    result["modules"] = {m["name"]: {"parameters": m.get("parameters"), "bytes": m.get("bytes")}
+                         for m in models.manifest["modules"]}
+    result["total_bytes"] = int(sum((Path(models.folder) / m["file"]).stat().st_size
+                                    for m in models.manifest["modules"]))
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"Autoencoder reconstruction MPJPE ({result['split']} split, {result['frames']} "
+             f"frames): **{result['ae_mpjpe_cm']:.2f} cm**", "",
+             "| effector set | method | effector error (cm) | median (cm) | "
+             "non-effector MPJPE vs x' (cm) |", "|---|---|---|---|---|"]
+    for set_name, methods in result["solvers"].items():
+        for method, r in methods.items():
+            lines.append(f"| {set_name} | {method} | {r['effector_cm']:.2f} | "
+                         f"{r['effector_median_cm']:.2f} | {r['non_effector_mpjpe_cm']:.2f} |")
+    lines += ["", "| metric | unit | abs error | unedited abs error | joints moved (cm) |",
+              "|---|---|---|---|---|"]
+    for name, r in result["metrics"].items():
+        lines.append(f"| {name} | {r['unit']} | {r['abs_error']:.2f} | "
+                     f"{r['abs_error_unedited']:.2f} | {r['joints_moved_cm']:.2f} |")
+    lines += ["", "| module | parameters | ONNX bytes |", "|---|---|---|"]
+    lines += [f"| {n} | {m['parameters']} | {m['bytes']} |" for n, m in result["modules"].items()]
+    lines += ["", f"Total model size: {result['total_bytes'] / 1024:.0f} KiB"]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(result: dict[str, Any], out: str | Path) -> tuple[Path, Path]:
+    out = Path(out)
+    write_json(out / "evaluation.json", result)
+    with atomic_open(out / "evaluation.md", "w") as fh:
+        fh.write(markdown(result))
+    return out / "evaluation.json", out / "evaluation.md"
