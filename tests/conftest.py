@@ -1,10 +1,19 @@
-"""Shared fixtures: where the real mocap lives, skipped with a message when absent."""
+"""Shared fixtures: where the real mocap lives (skipped with a message when absent), and a
+tiny synthetic dataset with a tiny trained and exported model set, made once per session.
+"""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+# One math thread per process (set before anything imports torch): on a small machine,
+# torch's thread pool fighting other processes (or the two DDP ranks) makes the tiny
+# training runs many times slower.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 BANDAI_DIR = REPO.parent / "shared" / "data" / "bandai-namco"
@@ -23,3 +32,50 @@ def bandai_dir() -> Path:
 def bandai_small_archive(bandai_dir: Path) -> Path:
     """Dataset 1 (174 clips, 7 MB): small enough to stream in a test."""
     return BANDAI_SMALL_ARCHIVE
+
+
+TINY_CLIPS = 8
+TINY_FRAMES = 60
+TINY_TRAIN_ARGS = ("--epochs", "1", "--steps-per-epoch", "3", "--batch-size", "64",
+                   "--no-progress")
+
+
+@dataclass(frozen=True)
+class TinySet:
+    """A synthetic dataset, the train-all output trained on it and its export."""
+    data: Path  # the .npz
+    runs: Path  # train-all --out
+    models: Path  # export --out
+    torchscript: Path  # export --torchscript
+    train_argv: tuple[str, ...]  # the train-all command line given to the CLI
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """8 synthetic clips of 60 frames, prepared into a dataset (6 train, 1 val, 1 test clips)."""
+    from tests.synth import synthetic_bvh
+    from training.data import prepare
+
+    folder = tmp_path_factory.mktemp("tiny_bvh")
+    for i in range(TINY_CLIPS):
+        (folder / f"clip_{i}.bvh").write_text(synthetic_bvh(frames=TINY_FRAMES, seed=i))
+    out = tmp_path_factory.mktemp("tiny_data") / "poses.npz"
+    prepare([str(folder)], out, workers=1, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_set(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> TinySet:
+    """``train-all`` (1 epoch of 3 steps per network) then ``export``, through the CLI."""
+    import torch
+
+    from training.cli import main
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("tiny_set")
+    runs, models, ts = root / "runs", root / "models", root / "torchscript"
+    argv = ("train-all", "--data", str(tiny_data), "--out", str(runs), *TINY_TRAIN_ARGS)
+    assert main(list(argv)) == 0
+    assert main(["export", "--runs", str(runs), "--out", str(models), "--data", str(tiny_data),
+                 "--torchscript", str(ts)]) == 0
+    return TinySet(tiny_data, runs, models, ts, argv)

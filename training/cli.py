@@ -166,7 +166,8 @@ def _run_train_all(args: argparse.Namespace) -> int:
 
     run = _run_from(args, 1)
     epochs = {k: args.epochs for k in TRAIN_ALL_EPOCHS} if args.epochs else None
-    summary = train_all(run, resolve_metrics(None, args.metric_specs), epochs)
+    summary = train_all(run, resolve_metrics(None, args.metric_specs), epochs,
+                        command=args.command_line)
     print(f"trained {len(summary['results']) + len(summary['autoencoders'])} networks in "
           f"{summary['seconds'] / 60:.1f} min; autoencoder: {summary['chosen_ae']}")
     return 0
@@ -219,8 +220,54 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _add_benchmark(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("benchmark", help="the engine vs classic FABRIK: accuracy, single-thread "
+                       "latency, propagation, memory, figure")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--data", default=None, help=f"dataset .npz, test split (default "
+                     f"{DEFAULT_DATA})")
+    src.add_argument("--bvh", nargs="+", default=None, metavar="PATH",
+                     help="BVH files, folders or archives, in their own proportions")
+    p.add_argument("--map", default="auto", dest="map_spec", help="mapping for --bvh")
+    p.add_argument("--units", default="auto", help="units for --bvh")
+    p.add_argument("--models", default="models", help="model folder (default %(default)s)")
+    p.add_argument("--pairs", type=int, default=1000, help="pairs per effector set")
+    p.add_argument("--solves", type=int, default=1000, help="timed single solves per method")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default="runs/benchmark", help="folder for the figure and reports")
+    p.add_argument("--json", default=None, help="JSON report path (default OUT/benchmark.json)")
+    p.set_defaults(run=_run_benchmark)
+
+
+def _run_benchmark(args: argparse.Namespace) -> int:
+    import os
+
+    for var in SINGLE_THREAD_ENV:  # before numpy loads: one thread, as the add-on runs
+        os.environ.setdefault(var, "1")
+    from pathlib import Path
+
+    from blender_addon.core.fileio import atomic_open, write_json
+    from training.benchmark import markdown, run
+
+    out = Path(args.out)
+    result = run(args.models, data=args.data or (None if args.bvh else DEFAULT_DATA),
+                 bvh=args.bvh, map_spec=args.map_spec, units=args.units, pairs=args.pairs,
+                 solves=args.solves, seed=args.seed, figure=str(out / "benchmark.png"))
+    text = markdown(result)
+    print(text)
+    write_json(args.json or out / "benchmark.json", result)
+    with atomic_open(out / "benchmark.md", "w") as fh:
+        fh.write(text)
+    print(f"wrote {args.json or out / 'benchmark.json'}, {out / 'benchmark.md'}, "
+          f"{result.get('figure')}")
+    return 0
+
+
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _add_prepare, _add_train, _add_export, _add_evaluate, _add_benchmark_bvh,
+    _add_prepare, _add_train, _add_export, _add_evaluate, _add_benchmark, _add_benchmark_bvh,
 )
 
 
@@ -234,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    args.command_line = " ".join(["python -m training", *words])  # recorded by train-all
     try:
         return args.run(args)
     except (CliError, FileNotFoundError, ValueError, KeyError) as exc:

@@ -43,15 +43,21 @@ class ClipResult:
     error: str | None = None
 
 
+def canonical_clip(source: str, text: str, map_spec: str = "auto", units: str = "auto"
+                   ) -> tuple[np.ndarray, list[str]]:
+    """One BVH text -> canonical joint positions (T, 21, 3) in the source's proportions."""
+    clip = parse_bvh(text, source=source, units=units)
+    has_end = {clip.names[j]: float(np.linalg.norm(off)) > 1e-3
+               for j, off in clip.end_sites.items()}
+    joint_map = resolve_mapping(clip.names, clip.parents, map_spec,
+                                has_end_site=lambda n: has_end.get(n, False))
+    return apply_mapping(joint_map, clip.names, clip.positions, clip.end_positions)
+
+
 def process_clip(source: str, text: str, map_spec: str, units: str) -> ClipResult:
     """Parse, map and normalize one clip; errors come back as text, not exceptions."""
     try:
-        clip = parse_bvh(text, source=source, units=units)
-        has_end = {clip.names[j]: float(np.linalg.norm(off)) > 1e-3
-                   for j, off in clip.end_sites.items()}
-        joint_map = resolve_mapping(clip.names, clip.parents, map_spec,
-                                    has_end_site=lambda n: has_end.get(n, False))
-        canon, notes = apply_mapping(joint_map, clip.names, clip.positions, clip.end_positions)
+        canon, notes = canonical_clip(source, text, map_spec, units)
         model, frame = to_model_space(canon)
         return ClipResult(source, model.astype(np.float32),
                           np.median(frame.lengths, axis=0), notes)

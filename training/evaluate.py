@@ -16,6 +16,7 @@ from blender_addon.core import skeleton
 from blender_addon.core.fileio import atomic_open, write_json
 from blender_addon.core.metrics import evaluate_metric
 from blender_addon.core.models import ModelSet
+from blender_addon.core.pipeline import PoseEditor, SolveOptions
 from training.data import PoseData
 
 CM = 100.0
@@ -26,7 +27,6 @@ EFFECTOR_SETS: dict[str, tuple[str, ...] | None] = {
     "hands, feet, head": ("l_hand", "r_hand", "l_foot", "r_foot", "head"),
     "random 1-6": None,
 }
-GROUP_ORDER = ("hands", "feet", "head")  # the 2021 paper's chaining order
 
 
 def sample_pairs(data: PoseData, split: str, n: int, max_offset: int,
@@ -53,33 +53,12 @@ def fixed_mask(names: tuple[str, ...], n: int) -> np.ndarray:
     return mask
 
 
-def solve_universal(models: ModelSet, x: np.ndarray, x2: np.ndarray, mask: np.ndarray
-                    ) -> np.ndarray:
-    solver = models.by_role("ik_universal")[0]
-    z = models.encode(x)
-    return models.decode(solver.run(z, mask, x2, mask.copy()))
-
-
-def solve_chained(models: ModelSet, x: np.ndarray, x2: np.ndarray, mask: np.ndarray
-                  ) -> np.ndarray:
-    """The 2021 paper: specialized group solvers one after another.
-
-    A group runs when any of its joints is an effector; its other joints get their current
-    position as target. Effectors outside every group cannot be reached by this method.
-    """
-    z = models.encode(x)
-    groups = models.groups
-    for name in GROUP_ORDER:
-        if name not in groups:
-            continue
-        module = groups[name]
-        idx = skeleton.joint_indices(module.joints)
-        rows = mask[:, idx].any(axis=1)
-        if not rows.any():
-            continue
-        targets = np.where(mask[:, idx, None] > 0, x2[:, idx], x[:, idx])
-        z = np.where(rows[:, None], module.run(z, np.ascontiguousarray(targets)), z)
-    return models.decode(z)
+def solve_latent(editor: PoseEditor, x: np.ndarray, x2: np.ndarray, mask: np.ndarray,
+                 solver: str) -> np.ndarray:
+    """The networks alone, in model space: encode x, edit towards x' targets, decode."""
+    z = editor.models.encode(x)
+    z_new, _ = editor.edit_latent(z, x, mask, x2, mask, {}, SolveOptions(solver=solver))
+    return editor.models.decode(z_new)
 
 
 def effector_errors(pred: np.ndarray, x2: np.ndarray, mask: np.ndarray) -> dict[str, float]:
@@ -93,6 +72,7 @@ def effector_errors(pred: np.ndarray, x2: np.ndarray, mask: np.ndarray) -> dict[
 def evaluate(models_dir: str | Path, data_path: str | Path, n_pairs: int = 4000,
              seed: int = 0, split: str = "test") -> dict[str, Any]:
     models = ModelSet(models_dir)
+    editor = PoseEditor(models)
     data = PoseData.load(data_path)
     rng = np.random.default_rng(seed)
     test = data.poses[data.split_mask(split)].astype(np.float32)
@@ -106,14 +86,18 @@ def evaluate(models_dir: str | Path, data_path: str | Path, n_pairs: int = 4000,
         x, x2 = sample_pairs(data, split, n_pairs, SOLVER_PAIR_OFFSET, rng)
         mask = random_effector_masks(n_pairs, rng) if names is None else fixed_mask(names, n_pairs)
         result["solvers"][set_name] = {
-            "universal": effector_errors(solve_universal(models, x, x2, mask), x2, mask),
-            "chained specialized": effector_errors(solve_chained(models, x, x2, mask), x2, mask),
+            "universal": effector_errors(solve_latent(editor, x, x2, mask, "universal"), x2,
+                                         mask),
+            "chained specialized": effector_errors(solve_latent(editor, x, x2, mask, "chained"),
+                                                   x2, mask),
             "no edit": effector_errors(x, x2, mask),
         }
     for name, module in models.metrics.items():
         x, x2 = sample_pairs(data, split, n_pairs, METRIC_PAIR_OFFSET, rng)
         request = evaluate_metric(x2, module.metric).astype(np.float32)
-        pred = models.decode(module.run(models.encode(x), request[:, None]))
+        z_new, _ = editor.edit_latent(models.encode(x), x, np.zeros(x.shape[:2]), x,
+                                      np.zeros(x.shape[:2]), {name: request}, SolveOptions())
+        pred = models.decode(z_new)
         achieved = evaluate_metric(pred, module.metric)
         scale = CM if module.metric.unit == "m" else 1.0
         result["metrics"][name] = {

@@ -30,7 +30,7 @@ from training.tasks import (
     PoseSampler,
     UniversalSolverTask,
 )
-from training.train import TrainConfig, fit, load_checkpoint
+from training.train import TrainConfig, barrier, distributed, fit, load_checkpoint, seed_everything
 
 AE_ARCHS: dict[str, dict[str, Any]] = {
     "seed": {"hidden": (200, 200), "latent": 64, "tied": True, "layernorm": False},
@@ -74,6 +74,7 @@ def load_autoencoder(path: Path) -> PoseAutoencoder:
 def train_autoencoder(run: Run, arch: str) -> dict[str, Any]:
     if arch not in AE_ARCHS:
         raise ValueError(f"--arch must be one of {sorted(AE_ARCHS)}, got {arch!r}")
+    seed_everything(run.cfg.seed)  # the initial weights depend on --seed only
     ae = build_autoencoder(AE_ARCHS[arch], *run.mean_std())
     result = fit(AutoencoderTask(ae), run.sampler("train"), run.sampler("val"), run.cfg,
                  run.out, f"ae_{arch}", "ae", ae.config)
@@ -83,7 +84,9 @@ def train_autoencoder(run: Run, arch: str) -> dict[str, Any]:
 def choose_autoencoder(run: Run, results: list[dict[str, Any]]) -> dict[str, Any]:
     """Copy the candidate with the lowest validation loss to ``ae.pt``."""
     best = min(results, key=lambda r: r["best_val"])
-    shutil.copyfile(run.out / f"{best['name']}.pt", run.out / "ae.pt")
+    if distributed()[0] == 0:
+        shutil.copyfile(run.out / f"{best['name']}.pt", run.out / "ae.pt")
+    barrier()  # every rank goes on with the same, complete ae.pt
     return best
 
 
@@ -98,6 +101,7 @@ def _need_ae(run: Run) -> PoseAutoencoder:
 def train_solver(run: Run, group: str) -> dict[str, Any]:
     ae = _need_ae(run)
     mean, std = run.mean_std()
+    seed_everything(run.cfg.seed)
     if group == "universal":
         net = UniversalSolver(mean, std, ae.latent_size, UNIVERSAL_HIDDEN)
         task = UniversalSolverTask(net, ae)
@@ -117,6 +121,7 @@ def train_metric(run: Run, spec: MetricSpec) -> dict[str, Any]:
     ae = _need_ae(run)
     train = run.sampler("train", (spec,))
     values = train.metric_values[:, 0]
+    seed_everything(run.cfg.seed)
     net = MetricNet(ae.latent_size, float(values.mean()), float(values.std()), METRIC_HIDDEN)
     result = fit(MetricTask(net, ae, 0), train, run.sampler("val", (spec,)), run.cfg, run.out,
                  f"metric_{spec.name}", "metric",
@@ -134,12 +139,16 @@ def resolve_metrics(names: list[str] | None, specs_file: str | None) -> tuple[Me
     return tuple(metric_by_name(n, specs) for n in names)
 
 
-def train_all(run: Run, metrics: tuple[MetricSpec, ...], epochs: dict[str, int] | None = None
-              ) -> dict[str, Any]:
-    """Every network of the default set, in dependency order; times each."""
+def train_all(run: Run, metrics: tuple[MetricSpec, ...], epochs: dict[str, int] | None = None,
+              command: str | None = None) -> dict[str, Any]:
+    """Every network of the default set, in dependency order; times each.
+
+    ``command`` is the command line recorded in the summary (default: this process's).
+    """
     epochs = {**TRAIN_ALL_EPOCHS, **(epochs or {})}
     start = time.perf_counter()
-    summary: dict[str, Any] = {"command": " ".join(["python -m training", *sys.argv[1:]]),
+    command = command or " ".join(["python -m training", *sys.argv[1:]])
+    summary: dict[str, Any] = {"command": command,
                                "data": str(run.data.path), "results": []}
 
     def with_epochs(kind: str) -> Run:

@@ -60,6 +60,12 @@ def distributed() -> tuple[int, int]:
     return (dist.get_rank(), world) if world > 1 else (0, 1)
 
 
+def barrier() -> None:
+    """Wait for every rank (a no-op outside torchrun), e.g. until rank 0 has written files."""
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "cuda" and not torch.cuda.is_available():
         raise ValueError("--device cuda: no CUDA device is available here; use --device cpu")
@@ -153,8 +159,9 @@ def fit(task: Task, train: PoseSampler, val: PoseSampler, cfg: TrainConfig, out:
             })
             tqdm.write(f"{name} epoch {epoch + 1}: train {train_loss:.3e}  val {val_loss:.3e}"
                        f"{'  *' if improved else ''}")
-        if state["bad_epochs"] >= cfg.patience:
+        if not improved and state["bad_epochs"] >= cfg.patience:
             break
+    barrier()  # the other ranks may read the checkpoint rank 0 just wrote
     if state["best_state"] is not None:
         task.net.load_state_dict(state["best_state"])
     return {"name": name, "best_val": state["best_val"], "epochs": state["epoch"],

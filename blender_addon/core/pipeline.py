@@ -142,7 +142,7 @@ class PoseEditor:
         mask = np.broadcast_to(np.asarray(mask, dtype=np.float64), p.shape[:2])
         t = _check_positions(np.where(mask[..., None] > 0, targets, p), "targets")
         w = mask if weights is None else np.asarray(weights, dtype=np.float64) * mask
-        metrics = self._check_metrics(metrics or {}, len(p))
+        metrics = self.check_metrics(metrics or {}, len(p))
         lengths = self.lengths if self.lengths is not None else skeleton.bone_lengths(p)
         if options.solver == "classic":
             if metrics:
@@ -247,7 +247,7 @@ class PoseEditor:
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _check_metrics(self, metrics: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
+    def check_metrics(self, metrics: dict[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
         out = {}
         for name, value in metrics.items():
             if self.models is None or name not in self._metrics:

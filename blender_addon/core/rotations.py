@@ -1,0 +1,529 @@
+"""Joint positions -> local bone rotations of a real rig, pure numpy.
+
+The networks move the 21 canonical joints; a Blender rig has more bones (a root above the
+hips, extra spine and neck bones, twist bones, fingers...). :func:`positions_to_rotations`
+turns new joint positions into the rig's local pose rotations (and the pelvis location)
+so the bpy layer only copies numbers into pose bones.
+
+Glossary (fixed once for this module):
+
+- ``q``: quaternion ``(..., 4)`` in **w, x, y, z** order (Blender's), unit length;
+  ``q`` and ``-q`` are the same rotation.
+- ``R``: rotation matrix ``(..., 3, 3)`` acting on column vectors (``v' = R @ v``).
+- ``p``, ``t``: position / translation ``(..., 3)``; ``l``: a pose bone's ``location``.
+- ``rad``: angles in radians.
+- *rest frame*: a bone's frame in the rest pose; *local* rotation / location: a pose
+  bone's ``rotation_quaternion`` / ``location`` (Blender's ``matrix_basis``).
+- *world*: the rig's armature space (whatever axes the rig's rest matrices use: Blender's
+  Z up when they come from ``bone.matrix_local``); targets must be in the same space.
+- ``T``: frames (any leading batch axes are accepted); ``B``: bones; ``N``: vectors.
+
+Pose evaluation is Blender's (scale ignored)::
+
+    world_R[b] = world_R[p] @ rest_rotations[b] @ R(q[b])
+    world_t[b] = world_t[p] + world_R[p] @ (rest_offsets[b] + rest_rotations[b] @ l[b])
+
+with identity / zero for a root's parent. A bone's head is ``world_t``; bones point along
+their local +Y, so a bone's direction is ``world_R[..., :, 1]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .skeleton import NUM_JOINTS
+
+_EPS = 1e-12  # vectors shorter than this have no direction
+# Weight (relative to sum |a||b|) pulling a multi-vector fit towards "no change", so a
+# degenerate fit (all vectors collinear) keeps the bone's twist like a swing does.
+_KABSCH_PRIOR = 1e-9
+_AXES = {"X": 0, "Y": 1, "Z": 2}
+_IDENTITY_Q = np.array([1.0, 0.0, 0.0, 0.0])
+
+
+# --------------------------------------------------------------------------- quaternions
+
+
+def quat_normalize(q: np.ndarray) -> np.ndarray:
+    """Unit quaternions along the last axis; a zero quaternion becomes the identity."""
+    q = np.asarray(q, dtype=np.float64)
+    n = np.linalg.norm(q, axis=-1, keepdims=True)
+    return np.where(n > _EPS, q / np.maximum(n, _EPS), _IDENTITY_Q)
+
+
+def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product ``a * b`` (apply ``b`` first, then ``a``), broadcast over ``...``."""
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack(
+        [
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ],
+        axis=-1,
+    )
+
+
+def quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    """``(..., 4)`` -> ``(..., 3, 3)``. Need not be unit (it is normalized); zero -> identity."""
+    q = np.asarray(q, dtype=np.float64)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    n2 = w * w + x * x + y * y + z * z
+    s = np.where(n2 > _EPS * _EPS, 2.0 / np.maximum(n2, _EPS * _EPS), 0.0)
+    xx, yy, zz = s * x * x, s * y * y, s * z * z
+    xy, xz, yz = s * x * y, s * x * z, s * y * z
+    wx, wy, wz = s * w * x, s * w * y, s * w * z
+    rows = [
+        [1.0 - yy - zz, xy - wz, xz + wy],
+        [xy + wz, 1.0 - xx - zz, yz - wx],
+        [xz - wy, yz + wx, 1.0 - xx - yy],
+    ]
+    return np.stack([np.stack(np.broadcast_arrays(*r), axis=-1) for r in rows], axis=-2)
+
+
+def matrix_to_quat(m: np.ndarray) -> np.ndarray:
+    """``(..., 3, 3)`` -> unit ``(..., 4)`` with ``w >= 0``, by Shepperd's method.
+
+    Each row of the symmetric 4x4 matrix below is ``4 q_i q``; the row with the largest
+    diagonal (the largest ``|q_i|``) is normalized, so no division by a small number happens
+    even at 180 degrees.
+    """
+    m = np.asarray(m, dtype=np.float64)
+    if m.shape[-2:] != (3, 3):
+        raise ValueError(f"rotation matrices must have shape (..., 3, 3), got {m.shape}")
+    m00, m01, m02 = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
+    m10, m11, m12 = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
+    m20, m21, m22 = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
+    k = np.stack(
+        [
+            np.stack([1.0 + m00 + m11 + m22, m21 - m12, m02 - m20, m10 - m01], axis=-1),
+            np.stack([m21 - m12, 1.0 + m00 - m11 - m22, m01 + m10, m02 + m20], axis=-1),
+            np.stack([m02 - m20, m01 + m10, 1.0 - m00 + m11 - m22, m12 + m21], axis=-1),
+            np.stack([m10 - m01, m02 + m20, m12 + m21, 1.0 - m00 - m11 + m22], axis=-1),
+        ],
+        axis=-2,
+    )
+    best = np.argmax(np.diagonal(k, axis1=-2, axis2=-1), axis=-1)
+    q = np.take_along_axis(k, best[..., None, None], axis=-2)[..., 0, :]
+    q = quat_normalize(q)
+    return np.where(q[..., :1] < 0.0, -q, q)
+
+
+def euler_to_matrix(angles_rad: np.ndarray, order: str) -> np.ndarray:
+    """Euler angles ``(..., 3)`` to ``(..., 3, 3)``, BVH's convention.
+
+    ``order`` names the axes of ``angles_rad[..., 0..2]`` (e.g. ``"ZXY"``, a BVH file's
+    channel order) and ``R = Rz @ Rx @ Ry``: intrinsic rotations applied in listed order.
+    """
+    a = np.asarray(angles_rad, dtype=np.float64)
+    key = order.upper()
+    if len(key) != 3 or any(c not in _AXES for c in key):
+        raise ValueError(f"order must be three of the letters X, Y, Z, got {order!r}")
+    if a.shape[-1:] != (3,):
+        raise ValueError(f"angles must have shape (..., 3), got {a.shape}")
+    out = np.broadcast_to(np.eye(3), (*a.shape[:-1], 3, 3))
+    for i, axis in enumerate(key):
+        c, s = np.cos(a[..., i]), np.sin(a[..., i])
+        r = np.zeros((*a.shape[:-1], 3, 3))
+        k = _AXES[axis]
+        u, v = (k + 1) % 3, (k + 2) % 3  # right-handed: u -> v by +90 degrees about k
+        r[..., k, k] = 1.0
+        r[..., u, u] = c
+        r[..., v, v] = c
+        r[..., v, u] = s
+        r[..., u, v] = -s
+        out = out @ r
+    return out
+
+
+# ------------------------------------------------------------------ vector-to-vector fits
+
+
+def _unit(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit vectors and a mask of the non-zero ones; zero vectors stay zero."""
+    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    ok = n > _EPS
+    return np.where(ok, v / np.maximum(n, _EPS), 0.0), ok[..., 0]
+
+
+def _perpendicular(a: np.ndarray) -> np.ndarray:
+    """Some unit vector perpendicular to each unit ``a``: crossed with its smallest axis."""
+    e = np.zeros_like(a)
+    np.put_along_axis(e, np.argmin(np.abs(a), axis=-1)[..., None], 1.0, axis=-1)
+    return _unit(np.cross(a, e))[0]
+
+
+def swing_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The smallest rotation taking direction ``a`` to direction ``b`` (``(..., 3)`` each).
+
+    It turns in the plane of ``a`` and ``b`` and fixes their normal, so a bone keeps its
+    twist. Antiparallel vectors turn 180 degrees about some perpendicular axis; a zero
+    vector gives the identity, as do exactly parallel ones (an exact identity, not 1e-16s).
+    """
+    a, a_ok = _unit(np.asarray(a, dtype=np.float64))
+    b, b_ok = _unit(np.asarray(b, dtype=np.float64))
+    a, b = np.broadcast_arrays(a, b)
+    c = np.sum(a * b, axis=-1)
+    # u: b's part perpendicular to a, orthogonalized twice so the result maps a to b even
+    # when a and b are nearly antiparallel (u's direction is then noise, but |u| ~ sin).
+    u = b - c[..., None] * a
+    u = u - np.sum(u * a, axis=-1, keepdims=True) * a
+    s = np.linalg.norm(u, axis=-1)
+    degenerate = s <= _EPS
+    u = np.where(degenerate[..., None], _perpendicular(a), u / np.maximum(s, _EPS)[..., None])
+    # Rotation by angle atan2(s, c) in the orthonormal plane (a, u).
+    au = u[..., :, None] * a[..., None, :] - a[..., :, None] * u[..., None, :]
+    plane = a[..., :, None] * a[..., None, :] + u[..., :, None] * u[..., None, :]
+    r = np.eye(3) + s[..., None, None] * au + (c - 1.0)[..., None, None] * plane
+    identity = ~(a_ok & b_ok) | (degenerate & (c > 0.0))
+    return np.where(identity[..., None, None], np.eye(3), r)
+
+
+def _rotation_from_covariance(h: np.ndarray) -> np.ndarray:
+    """The proper rotation R maximising ``trace(R @ h)`` (h = sum w a b^T), by SVD."""
+    u, _, vt = np.linalg.svd(h)
+    v = np.swapaxes(vt, -1, -2)
+    ut = np.swapaxes(u, -1, -2)
+    d = np.where(np.linalg.det(v @ ut) < 0.0, -1.0, 1.0)
+    v = v.copy()
+    v[..., :, 2] *= d[..., None]
+    return v @ ut
+
+
+def best_rotation(a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Kabsch / Wahba: the proper rotation R minimising ``sum_i w_i |R a_i - b_i|^2``.
+
+    ``a``, ``b``: ``(..., N, 3)`` vectors (not centred: there is no translation);
+    ``weights``: ``(..., N)``, default 1. A rank-deficient problem (all vectors on one
+    line) has many solutions; one of them is returned.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape[-1:] != (3,) or b.shape[-1:] != (3,) or a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"a and b must have shape (..., N, 3), got {a.shape} and {b.shape}")
+    w = np.ones(a.shape[-2]) if weights is None else np.asarray(weights, dtype=np.float64)
+    h = np.einsum("...n,...ni,...nj->...ij", w, a, b)
+    return _rotation_from_covariance(h)
+
+
+def quat_make_continuous(q: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Flip signs along ``axis`` (frames) so consecutive quaternions have a positive dot.
+
+    ``q`` and ``-q`` are the same rotation, but Blender interpolates keyframes component-wise,
+    so a sign jump between two keys makes a bone spin the long way round.
+    """
+    q = np.moveaxis(np.asarray(q, dtype=np.float64), axis, 0)
+    if q.shape[0] < 2:
+        return np.moveaxis(q.copy(), 0, axis)
+    dots = np.sum(q[1:] * q[:-1], axis=-1)
+    flips = np.cumprod(np.where(dots < 0.0, -1.0, 1.0), axis=0)
+    out = q.copy()
+    out[1:] *= flips[..., None]
+    return np.moveaxis(out, 0, axis)
+
+
+# ------------------------------------------------------------------------------- the rig
+
+
+@dataclass
+class Rig:
+    """A rig's bone hierarchy and rest pose, enough to evaluate poses like Blender does."""
+
+    names: list[str]  # bone names, parents before children
+    parents: np.ndarray  # (B,) int64, -1 for a root bone
+    rest_offsets: np.ndarray  # (B, 3) head in the parent's rest frame (a root: armature space)
+    rest_rotations: np.ndarray  # (B, 3, 3) rest frame in the parent's rest frame (root: armature)
+
+    def __post_init__(self) -> None:
+        self.names = list(self.names)
+        self.parents = np.asarray(self.parents, dtype=np.int64)
+        self.rest_offsets = np.asarray(self.rest_offsets, dtype=np.float64)
+        self.rest_rotations = np.asarray(self.rest_rotations, dtype=np.float64)
+        b = len(self.names)
+        if self.parents.shape != (b,):
+            raise ValueError(f"parents must have shape ({b},), got {self.parents.shape}")
+        if self.rest_offsets.shape != (b, 3):
+            raise ValueError(
+                f"rest_offsets must have shape ({b}, 3), got {self.rest_offsets.shape}"
+            )
+        if self.rest_rotations.shape != (b, 3, 3):
+            raise ValueError(
+                f"rest_rotations must have shape ({b}, 3, 3), got {self.rest_rotations.shape}"
+            )
+        bad = [
+            self.names[i]
+            for i, p in enumerate(self.parents)
+            if not (p == -1 or 0 <= p < i)
+        ]  # fmt: skip
+        if bad:
+            raise ValueError(f"bones must come after their parent (parent -1 for a root): {bad}")
+
+    @property
+    def num_bones(self) -> int:
+        return len(self.names)
+
+    @classmethod
+    def from_rest_matrices(
+        cls, names: Sequence[str], parents: Sequence[int] | np.ndarray, matrices_local: np.ndarray
+    ) -> Rig:
+        """From armature-space rest matrices ``(B, 4, 4)`` (Blender's ``bone.matrix_local``).
+
+        ``M_rel = parent_local^-1 @ local``. Rotations are re-orthonormalized (Blender stores
+        float32), so a rig read from Blender evaluates without drift.
+        """
+        m = np.asarray(matrices_local, dtype=np.float64)
+        p = np.asarray(parents, dtype=np.int64)
+        if m.shape != (len(names), 4, 4):
+            raise ValueError(f"matrices_local must have shape ({len(names)}, 4, 4), got {m.shape}")
+        rot = _orthonormalize(m[:, :3, :3])
+        head = m[:, :3, 3]
+        has_parent = p >= 0
+        prot = np.where(has_parent[:, None, None], rot[np.maximum(p, 0)], np.eye(3))
+        phead = np.where(has_parent[:, None], head[np.maximum(p, 0)], 0.0)
+        prot_t = np.swapaxes(prot, -1, -2)
+        rest_rot = prot_t @ rot
+        rest_off = np.einsum("bij,bj->bi", prot_t, head - phead)
+        return cls(list(names), p, rest_off, rest_rot)
+
+
+def _orthonormalize(m: np.ndarray) -> np.ndarray:
+    """The nearest rotation to each ``(..., 3, 3)`` (polar decomposition), dropping scale."""
+    return _rotation_from_covariance(np.swapaxes(m, -1, -2))
+
+
+def _check_batch(x: np.ndarray, tail: tuple[int, ...], name: str) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim < len(tail) or x.shape[x.ndim - len(tail) :] != tail:
+        shape = ", ".join(["..."] + [str(n) for n in tail])
+        raise ValueError(f"{name} must have shape ({shape}), got {x.shape}")
+    return x
+
+
+def _sweep(
+    rig: Rig, local_r: list, local_t: list, bones: Sequence[int], n: int
+) -> tuple[list, list]:
+    """FK over ``bones`` (ascending, ancestors included): per-bone world R ``(n, 3, 3)``, t."""
+    world_r: list = [None] * rig.num_bones
+    world_t: list = [None] * rig.num_bones
+    for b in bones:
+        p = rig.parents[b]
+        if p < 0:
+            world_r[b] = rig.rest_rotations[b] @ local_r[b]
+            world_t[b] = rig.rest_offsets[b] + local_t[b] @ rig.rest_rotations[b].T
+        else:
+            world_r[b] = world_r[p] @ (rig.rest_rotations[b] @ local_r[b])
+            off = rig.rest_offsets[b] + local_t[b] @ rig.rest_rotations[b].T
+            world_t[b] = world_t[p] + np.einsum("nij,nj->ni", world_r[p], off)
+    return world_r, world_t
+
+
+def forward_kinematics(
+    rig: Rig, quats: np.ndarray, locations: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """World (armature-space) rotations ``(..., B, 3, 3)`` and heads ``(..., B, 3)``.
+
+    ``quats``: local rotations ``(..., B, 4)``; ``locations``: local ``(..., B, 3)``, default
+    zero. Leading axes (frames) are optional and broadcast.
+    """
+    nb = rig.num_bones
+    q = _check_batch(quats, (nb, 4), "quats")
+    loc = np.zeros((nb, 3)) if locations is None else _check_batch(locations, (nb, 3), "locations")
+    batch = np.broadcast_shapes(q.shape[:-2], loc.shape[:-2])
+    n = int(np.prod(batch))
+    q = np.broadcast_to(q, (*batch, nb, 4)).reshape(n, nb, 4)
+    loc = np.broadcast_to(loc, (*batch, nb, 3)).reshape(n, nb, 3)
+    rl = quat_to_matrix(q)
+    world_r, world_t = _sweep(
+        rig, [rl[:, b] for b in range(nb)], [loc[:, b] for b in range(nb)], range(nb), n
+    )
+    r = np.stack(world_r, axis=1) if nb else np.zeros((n, 0, 3, 3))
+    t = np.stack(world_t, axis=1) if nb else np.zeros((n, 0, 3))
+    return r.reshape(*batch, nb, 3, 3), t.reshape(*batch, nb, 3)
+
+
+# ------------------------------------------------------------------- positions -> rotations
+
+
+@dataclass
+class _Plan:
+    """Which bones matter for a joint mapping, derived from the hierarchy alone."""
+
+    joint_of: dict[int, int]  # mapped bone -> canonical joint
+    next_mapped: dict[int, list[int]]  # mapped bone -> its next mapped descendants (bones)
+    top_level: list[int]  # mapped bones without a mapped ancestor: placed by location
+    needed: list[int]  # mapped bones and their ancestors, ascending: the only FK needed
+
+
+def _plan(rig: Rig, joint_bones: Sequence[int | None]) -> _Plan:
+    if len(joint_bones) != NUM_JOINTS:
+        raise ValueError(f"joint_bones must have {NUM_JOINTS} entries, got {len(joint_bones)}")
+    joint_of: dict[int, int] = {}
+    for j, b in enumerate(joint_bones):
+        if b is None:
+            continue
+        if isinstance(b, bool) or not isinstance(b, int | np.integer):
+            raise ValueError(f"joint_bones[{j}] must be a bone index or None, got {b!r}")
+        if not 0 <= b < rig.num_bones:
+            raise ValueError(
+                f"joint_bones[{j}] = {b} is out of range for a rig of {rig.num_bones} bones"
+            )
+        if int(b) in joint_of:
+            raise ValueError(f"bone {b} is mapped to two joints ({joint_of[int(b)]} and {j})")
+        joint_of[int(b)] = j
+    next_mapped: dict[int, list[int]] = {b: [] for b in joint_of}
+    top_level: list[int] = []
+    needed: set[int] = set()
+    for b in sorted(joint_of):
+        p = int(rig.parents[b])
+        while p >= 0 and p not in joint_of:
+            needed.add(p)
+            p = int(rig.parents[p])
+        needed.add(b)
+        if p < 0:
+            top_level.append(b)
+        else:
+            next_mapped[p].append(b)
+        while p >= 0:  # the rest of the ancestors
+            needed.add(p)
+            p = int(rig.parents[p])
+    return _Plan(joint_of, next_mapped, top_level, sorted(needed))
+
+
+def positions_to_rotations(
+    rig: Rig,
+    quats: np.ndarray,
+    locations: np.ndarray | None,
+    joint_bones: Sequence[int | None],
+    targets: np.ndarray,
+    orientations: dict[int, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """New local rotations ``(..., B, 4)`` and locations ``(..., B, 3)`` that put the mapped
+    bones' heads on ``targets``.
+
+    ``quats`` / ``locations``: the current pose (locations default to zero);
+    ``joint_bones[j]``: the bone whose head is canonical joint ``j``, or None (e.g. a
+    synthesized toe); ``targets``: ``(..., 21, 3)`` in armature space (entries of unmapped
+    joints are ignored); ``orientations[j]``: ``(..., 3, 3)`` armature-space rotation joint
+    ``j``'s bone must take (an effector's "use rotation"). Leading axes broadcast; ``(B, 4)``
+    and ``(21, 3)`` give a single pose.
+
+    Parents before children, in the pose as it is so far, each mapped bone turns by:
+
+    - its ``orientations`` entry, when given (exact; then its descendants may miss);
+    - else the smallest rotation (a swing, keeping its twist) pointing it at its one next
+      mapped descendant (``head(d) - head(b) -> targets[d] - head(b)``), or with several
+      (pelvis: spine and thighs; chest: neck and clavicles) the best rotation (Kabsch) of
+      all those vectors;
+    - else (an end bone) nothing: it keeps its local rotation.
+
+    A mapped bone without a mapped ancestor (the pelvis) also takes the ``location`` that
+    puts its head exactly on its target. Unmapped bones (roots above the pelvis, extra
+    spine/neck bones, twist bones, fingers) keep their local rotation and location, and
+    quaternions stay in the input's hemisphere (``dot(new, old) >= 0``).
+    """
+    nb = rig.num_bones
+    plan = _plan(rig, joint_bones)
+    q = _check_batch(quats, (nb, 4), "quats")
+    loc = np.zeros((nb, 3)) if locations is None else _check_batch(locations, (nb, 3), "locations")
+    tg = _check_batch(targets, (NUM_JOINTS, 3), "targets")
+    mapped_joints = sorted(plan.joint_of.values())
+    if not np.isfinite(tg[..., mapped_joints, :]).all():
+        bad = [j for j in mapped_joints if not np.isfinite(tg[..., j, :]).all()]
+        raise ValueError(f"targets of joints {bad} are not finite (NaN or inf)")
+    orient: dict[int, np.ndarray] = {}
+    for j, o in (orientations or {}).items():
+        if not (isinstance(j, int | np.integer) and 0 <= j < NUM_JOINTS):
+            raise ValueError(f"orientations keys must be joint indices 0..{NUM_JOINTS - 1}: {j!r}")
+        if joint_bones[j] is None:
+            raise ValueError(f"orientation given for joint {j}, which has no bone")
+        o = _check_batch(o, (3, 3), f"orientations[{j}]")
+        if not np.isfinite(o).all():
+            raise ValueError(f"orientations[{j}] is not finite (NaN or inf)")
+        orient[int(joint_bones[j])] = o
+
+    batch = np.broadcast_shapes(
+        q.shape[:-2], loc.shape[:-2], tg.shape[:-2], *(o.shape[:-2] for o in orient.values())
+    )
+    n = int(np.prod(batch))
+    q = np.broadcast_to(q, (*batch, nb, 4)).reshape(n, nb, 4)
+    loc = np.broadcast_to(loc, (*batch, nb, 3)).reshape(n, nb, 3)
+    tg = np.broadcast_to(tg, (*batch, NUM_JOINTS, 3)).reshape(n, NUM_JOINTS, 3)
+    orient = {
+        b: _orthonormalize(np.broadcast_to(o, (*batch, 3, 3)).reshape(n, 3, 3))
+        for b, o in orient.items()
+    }
+    new_q = q.copy()
+    new_loc = loc.copy()
+    if not plan.needed:
+        return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
+
+    needed = plan.needed
+    q_needed = quat_normalize(q[:, needed])
+    r_needed = quat_to_matrix(q_needed)
+    local_r: list = [None] * nb
+    local_q: list = [None] * nb
+    local_t: list = [None] * nb
+    for k, b in enumerate(needed):
+        local_r[b], local_q[b], local_t[b] = r_needed[:, k], q_needed[:, k], loc[:, b]
+
+    # Where each next mapped descendant's head sits in its mapped ancestor's posed frame:
+    # fixed, since only unmapped bones (which keep their local transforms) lie between.
+    old_r, old_t = _sweep(rig, local_r, local_t, needed, n)
+    rel = {
+        b: np.stack([np.einsum("nji,nj->ni", old_r[b], old_t[d] - old_t[b]) for d in ds], axis=1)
+        for b, ds in plan.next_mapped.items()
+        if ds
+    }
+
+    world_r: list = [None] * nb
+    world_t: list = [None] * nb
+    top_level = set(plan.top_level)
+    for b in needed:
+        p = rig.parents[b]
+        rest_r = rig.rest_rotations[b]
+        if p < 0:
+            a = np.broadcast_to(rest_r, (n, 3, 3))  # parent-rest frame in armature space
+            base = np.broadcast_to(rig.rest_offsets[b], (n, 3))
+        else:
+            a = world_r[p] @ rest_r
+            base = world_t[p] + world_r[p] @ rig.rest_offsets[b]
+        a_t = np.swapaxes(a, -1, -2)
+        if b in top_level:  # solve base + a @ l = target for the location l
+            local_t[b] = np.einsum("nij,nj->ni", a_t, tg[:, plan.joint_of[b]] - base)
+            new_loc[:, b] = local_t[b]
+        head = base + np.einsum("nij,nj->ni", a, local_t[b])
+        world_t[b] = head
+
+        if b in orient:
+            rot = matrix_to_quat(a_t @ orient[b])
+            new = np.where(np.sum(rot * local_q[b], axis=-1, keepdims=True) < 0.0, -rot, rot)
+        elif b in rel:
+            # Everything in b's parent-rest frame: current vectors R(q) @ rel, targets a^T @ ...
+            cur = np.einsum("nij,nkj->nki", local_r[b], rel[b])
+            goal = tg[:, [plan.joint_of[d] for d in plan.next_mapped[b]]] - head[:, None]
+            goal = np.einsum("nji,nkj->nki", a, goal)
+            if cur.shape[1] == 1:
+                change = swing_rotation(cur[:, 0], goal[:, 0])
+            else:
+                h = np.einsum("nki,nkj->nij", cur, goal)
+                scale = np.sum(
+                    np.linalg.norm(cur, axis=-1) * np.linalg.norm(goal, axis=-1), axis=-1
+                )
+                prior = (_KABSCH_PRIOR * scale)[:, None, None] * np.eye(3)
+                change = _rotation_from_covariance(h + prior)
+            # w >= 0 for the change, so dot(new, old) = w * |old|^2 >= 0: same hemisphere.
+            new = quat_multiply(matrix_to_quat(change), local_q[b])
+        else:
+            new = None
+        if new is not None:
+            new_q[:, b] = new
+            local_r[b] = quat_to_matrix(new)
+        world_r[b] = a @ local_r[b]
+    return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)

@@ -1,0 +1,247 @@
+"""``python -m training benchmark``: the engine against classic FABRIK, side by side, one run.
+
+Accuracy on (x, x') pairs (x' within +-20 frames of x in the same clip, as in training):
+effector error, non-effector MPJPE against x' and bone-length error, for the universal
+solver, universal + refinement, the 2021 paper's chained specialized solvers and classic
+FABRIK, on three effector sets. Latency: single-thread, one pose at a time, through
+:meth:`PoseEditor.solve` (the call the add-on makes, backward pass included). Also: a
+1,000-frame propagation, the models' memory, and a figure of a few cases.
+
+Data: the test split of a prepared ``.npz`` (model space), or any BVH files/folders/
+archives through the mapping presets, kept in their own proportions (rig space).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from blender_addon.core import skeleton
+from blender_addon.core.bvh import iter_bvh_texts
+from blender_addon.core.models import ModelSet
+from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
+from blender_addon.core.propagate import propagate, weight_curve
+from training.data import PoseData, canonical_clip
+from training.evaluate import CM, EFFECTOR_SETS, fixed_mask, random_effector_masks
+
+PAIR_OFFSET = 20
+REFINE_STEPS = 3
+LATENCY_SETS = {"2 effectors (hands)": ("l_hand", "r_hand"),
+                "5 effectors (hands, feet, head)": ("l_hand", "r_hand", "l_foot", "r_foot",
+                                                    "head")}
+PROPAGATION_FRAMES = 1000
+PROPAGATION_RUNS = 5
+FIGURE_CASES = 3
+MM = 1000.0
+
+METHODS: dict[str, SolveOptions] = {
+    "universal": SolveOptions(),
+    f"universal + refinement ({REFINE_STEPS} steps)": SolveOptions(refine_steps=REFINE_STEPS),
+    "chained specialized (2021 paper)": SolveOptions(solver="chained"),
+    "classic FABRIK": SolveOptions(solver="classic"),
+}
+
+
+def load_clips(data: str | None, bvh: list[str] | None, map_spec: str, units: str,
+               max_clips: int) -> tuple[list[np.ndarray], str]:
+    """Clips (T, 21, 3): the test split of a dataset, or BVH clips in their own proportions."""
+    if bvh:
+        clips, skipped = [], 0
+        for source, text in iter_bvh_texts(bvh):
+            try:
+                clips.append(canonical_clip(source, text, map_spec, units)[0])
+            except ValueError:
+                skipped += 1
+            if len(clips) >= max_clips:
+                break
+        if not clips:
+            raise ValueError(f"no usable BVH clip in {bvh} ({skipped} skipped)")
+        return clips, f"{len(clips)} BVH clips from {', '.join(bvh)} (map {map_spec})"
+    pd = PoseData.load(data)
+    test = np.flatnonzero(pd.clip_split == 2)[:max_clips]
+    clips = [pd.poses[pd.clip == c].astype(np.float64) for c in test]
+    return clips, f"{len(clips)} test clips of {data}"
+
+
+def sample_pairs(clips: list[np.ndarray], n: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.array([len(c) for c in clips])
+    which = rng.choice(len(clips), size=n, p=lengths / lengths.sum())
+    i = (rng.random(n) * lengths[which]).astype(int)
+    j = np.clip(i + rng.integers(-PAIR_OFFSET, PAIR_OFFSET + 1, n), 0, lengths[which] - 1)
+    x = np.stack([clips[c][k] for c, k in zip(which, i, strict=True)])
+    x2 = np.stack([clips[c][k] for c, k in zip(which, j, strict=True)])
+    return x, x2
+
+
+def accuracy(editor: PoseEditor, x: np.ndarray, x2: np.ndarray, mask: np.ndarray,
+             options: SolveOptions) -> tuple[dict[str, float], np.ndarray]:
+    out = editor.solve_arrays(x, mask, x2, mask, options=options).positions
+    err = np.linalg.norm(out - x2, axis=-1)
+    eff = mask > 0
+    length_err = np.abs(skeleton.bone_lengths(out) - skeleton.bone_lengths(x))[:, 1:]
+    return {"effector_cm": float(err[eff].mean() * CM),
+            "effector_median_mm": float(np.median(err[eff]) * MM),
+            "non_effector_mpjpe_cm": float(err[~eff].mean() * CM),
+            "bone_length_error_max_mm": float(length_err.max() * MM),
+            "bone_length_error_mean_mm": float(length_err.mean() * MM)}, out
+
+
+def latency(editor: PoseEditor, poses: np.ndarray, targets: np.ndarray, joints: tuple[str, ...],
+            options: SolveOptions) -> dict[str, float]:
+    """Single solves through the add-on's call; each pose a fresh problem."""
+    times = np.empty(len(poses))
+    for k, (pose, tgt) in enumerate(zip(poses, targets, strict=True)):
+        effs = [Effector(j, tgt[skeleton.JOINT_INDEX[j]]) for j in joints]
+        start = time.perf_counter()
+        editor.solve(pose, effs, options=options)
+        times[k] = time.perf_counter() - start
+    return {"median_ms": float(np.median(times) * 1e3),
+            "p95_ms": float(np.percentile(times, 95) * 1e3)}
+
+
+def rss_bytes() -> int:
+    """Resident memory of this process (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError):
+        return 0
+
+
+def model_memory(models_dir: str) -> dict[str, float]:
+    import onnx
+
+    before = rss_bytes()
+    models = ModelSet(models_dir)
+    after = rss_bytes()
+    weights = 0
+    for m in models.manifest["modules"]:
+        graph = onnx.load(str(Path(models.folder) / m["file"])).graph
+        weights += sum(int(np.prod(t.dims)) * 4 for t in graph.initializer)
+    return {"rss_increase_mb": (after - before) / 2**20, "weights_mb": weights / 2**20,
+            "files_mb": sum((Path(models.folder) / m["file"]).stat().st_size
+                            for m in models.manifest["modules"]) / 2**20}
+
+
+def propagation_time(editor: PoseEditor, clips: list[np.ndarray]) -> dict[str, float]:
+    clip = np.concatenate(clips)
+    while len(clip) < PROPAGATION_FRAMES:
+        clip = np.concatenate([clip, clip])
+    clip = clip[:PROPAGATION_FRAMES]
+    center = PROPAGATION_FRAMES // 2
+    w = weight_curve(len(clip), center, PROPAGATION_FRAMES / 2, "smooth")
+    hand = skeleton.JOINT_INDEX["l_hand"]
+    effs = [Effector("l_hand", clip[center, hand] + np.array([0.0, 0.15, 0.1]))]
+    metric = next(iter(editor.models.metrics), None)
+    metrics = {metric: 5.0} if metric else {}
+    times = []
+    for _ in range(PROPAGATION_RUNS):
+        start = time.perf_counter()
+        propagate(editor, clip, center, w, effs, metrics)
+        times.append(time.perf_counter() - start)
+    return {"frames": PROPAGATION_FRAMES, "median_ms": float(np.median(times) * 1e3),
+            "edited_frames": int((w > 0).sum())}
+
+
+def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
+        map_spec: str = "auto", units: str = "auto", pairs: int = 1000, solves: int = 1000,
+        max_clips: int = 400, seed: int = 0, figure: str | None = None) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    rng = np.random.default_rng(seed)
+    clips, description = load_clips(data, bvh, map_spec, units, max_clips)
+    memory = model_memory(models_dir)
+    editor = PoseEditor(ModelSet(models_dir))
+    result: dict[str, Any] = {"data": description, "pairs": pairs, "models": models_dir,
+                              "accuracy": {}, "latency": {}, "memory": memory}
+    cases = None
+    for set_name, names in tqdm(EFFECTOR_SETS.items(), desc="accuracy", leave=False):
+        x, x2 = sample_pairs(clips, pairs, rng)
+        mask = random_effector_masks(pairs, rng) if names is None else fixed_mask(names, pairs)
+        result["accuracy"][set_name] = {}
+        outs = {}
+        for method, options in METHODS.items():
+            result["accuracy"][set_name][method], outs[method] = accuracy(editor, x, x2, mask,
+                                                                          options)
+        if names is not None and len(names) == 5:
+            cases = (x[:FIGURE_CASES], x2[:FIGURE_CASES], mask[:FIGURE_CASES],
+                     {k: v[:FIGURE_CASES] for k, v in outs.items()})
+    x, x2 = sample_pairs(clips, solves, rng)
+    for set_name, joints in LATENCY_SETS.items():
+        result["latency"][set_name] = {
+            method: latency(editor, x, x2, joints, options)
+            for method, options in tqdm(METHODS.items(), desc=f"latency {set_name}", leave=False)}
+        base = result["latency"][set_name]["classic FABRIK"]["median_ms"]
+        for r in result["latency"][set_name].values():
+            r["ratio_to_fabrik"] = r["median_ms"] / base
+    result["propagation"] = propagation_time(editor, clips)
+    if figure and cases is not None:
+        plot_cases(*cases, figure)
+        result["figure"] = figure
+    return result
+
+
+def plot_cases(x: np.ndarray, x2: np.ndarray, mask: np.ndarray, outs: dict[str, np.ndarray],
+               path: str) -> None:
+    """Stick figures, front view: start, classic FABRIK, ours (refined), ground truth."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ours = next(k for k in outs if k.startswith("universal +"))
+    columns = [("start pose x", x), ("classic FABRIK", outs["classic FABRIK"]),
+               ("ours: " + ours, outs[ours]), ("ground truth x'", x2)]
+    fig, axes = plt.subplots(len(x), len(columns), figsize=(3.2 * len(columns), 3.4 * len(x)),
+                             squeeze=False)
+    for r in range(len(x)):
+        for c, (title, poses) in enumerate(columns):
+            ax = axes[r, c]
+            p = poses[r] - np.array([poses[r, 0, 0], 0.0, poses[r, 0, 2]])
+            for j in range(1, skeleton.NUM_JOINTS):
+                q = p[[skeleton.PARENTS[j], j]]
+                ax.plot(q[:, 0], q[:, 1], color="0.25", lw=2)
+            t = x2[r, mask[r] > 0] - np.array([poses[r, 0, 0], 0.0, poses[r, 0, 2]])
+            ax.scatter(t[:, 0], t[:, 1], s=40, facecolors="none", edgecolors="crimson", lw=1.5,
+                       label="targets")
+            ax.set_aspect("equal")
+            ax.set_xlim(-1.0, 1.0)
+            ax.set_ylim(-0.05, 1.9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(title, fontsize=9)
+    axes[0, 0].legend(loc="lower left", fontsize=7)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [f"Data: {result['data']}; {result['pairs']} (x, x') pairs per effector set.", "",
+             "| effector set | method | effector error (cm) | median (mm) | "
+             "non-effector MPJPE (cm) | bone-length error max (mm) |",
+             "|---|---|---|---|---|---|"]
+    for set_name, methods in result["accuracy"].items():
+        for method, r in methods.items():
+            lines.append(f"| {set_name} | {method} | {r['effector_cm']:.2f} | "
+                         f"{r['effector_median_mm']:.1f} | {r['non_effector_mpjpe_cm']:.2f} | "
+                         f"{r['bone_length_error_max_mm']:.1e} |")
+    lines += ["", "| latency, one thread | method | median (ms) | p95 (ms) | x FABRIK |",
+              "|---|---|---|---|---|"]
+    for set_name, methods in result["latency"].items():
+        for method, r in methods.items():
+            lines.append(f"| {set_name} | {method} | {r['median_ms']:.3f} | {r['p95_ms']:.3f} | "
+                         f"{r['ratio_to_fabrik']:.2f} |")
+    prop, mem = result["propagation"], result["memory"]
+    lines += ["", f"Propagation of a {prop['frames']}-frame clip ({prop['edited_frames']} frames "
+              f"edited): **{prop['median_ms']:.1f} ms** median.",
+              f"Models: {mem['weights_mb']:.2f} MB of weights, {mem['files_mb']:.2f} MB of ONNX "
+              f"files, {mem['rss_increase_mb']:.1f} MB resident after loading."]
+    return "\n".join(lines) + "\n"
