@@ -128,7 +128,6 @@ def test_onnx_matches_torch_on_random_and_real_inputs(tiny_set: TinySet,
             got = module.run(*inputs)
             assert got.shape == want.shape, (item.name, kind)
             err = float(np.abs(got - want).max())
-            print(item.name, kind, err, np.abs(want).max())
             assert err <= PARITY_TOLERANCE, f"{item.name} ({kind} inputs): max abs diff {err:.2e}"
 
 

@@ -21,6 +21,10 @@ MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric")
 DEFAULT_THREADS = 1
+# The manifest's top-level keys that must be present, with their JSON type.
+MANIFEST_TYPES: dict[str, tuple[type, str]] = {
+    "skeleton": (dict, "object"), "latent_size": (int, "integer"), "modules": (list, "list"),
+}
 
 # Input names and shapes of each role; "B" is the dynamic batch axis, "L" the latent size,
 # "G" the number of joints of an effector group.
@@ -101,9 +105,13 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
     if version != MANIFEST_VERSION:
         raise ModelError(f"{path}: unknown manifest format_version {version!r} "
                          f"(this add-on reads version {MANIFEST_VERSION})")
-    for key in ("skeleton", "latent_size", "modules"):
+    for key, (kind, kind_name) in MANIFEST_TYPES.items():
         if key not in manifest:
             raise ModelError(f"{path}: missing {key!r}")
+        if not isinstance(manifest[key], kind) or isinstance(manifest[key], bool):
+            raise ModelError(f"{path}: {key!r} must be a JSON {kind_name}")
+    if not all(isinstance(m, dict) for m in manifest["modules"]):
+        raise ModelError(f"{path}: every entry of 'modules' must be a JSON object")
     joints = tuple(manifest["skeleton"].get("joints", ()))
     if joints != skeleton.JOINTS:
         raise ModelError(f"{path}: skeleton mismatch: the models use joints {list(joints)}, "
@@ -165,13 +173,20 @@ class ModelSet:
             path = self.folder / m["file"]
             if not path.is_file():
                 raise ModelError(f"{path}: model file listed in {MANIFEST_NAME} is missing")
-            spec = MetricSpec.from_dict(m["metric"], source=str(path)) if m.get("metric") \
-                else None
+            # Metric specs and group joints come from the (hand-editable) manifest.
+            where = f"{self.folder / MANIFEST_NAME}: module {m['name']!r}"
+            try:
+                spec = MetricSpec.from_dict(m["metric"], source=where) if m.get("metric") \
+                    else None
+            except ValueError as exc:
+                raise ModelError(str(exc)) from exc
+            try:
+                skeleton.joint_indices(list(m.get("joints", ())))
+            except KeyError as exc:
+                raise ModelError(f"{where}: {exc.args[0]}") from exc
             module = Module(m["name"], m["role"], m["file"], tuple(m.get("joints", ())), spec,
                             tuple(m["range"]) if m.get("range") else None,
                             _session(path, threads))
-            if module.joints:
-                skeleton.joint_indices(module.joints)
             _check_io(module, path, self.latent_size)
             self.modules[module.name] = module
         self.encoder = self._one("encoder")

@@ -107,8 +107,12 @@ def rotate_y(positions: np.ndarray, angle: np.ndarray | float) -> np.ndarray:
         raise ValueError(f"angle shape {a.shape} has more axes than points {p.shape[:-1]}")
     a = a.reshape(a.shape + (1,) * (p.ndim - 1 - a.ndim))
     c, s = np.cos(a), np.sin(a)
-    x, y, z = p[..., 0], p[..., 1], p[..., 2]
-    return np.stack(np.broadcast_arrays(c * x + s * z, y, -s * x + c * z), axis=-1)
+    x, z = p[..., 0], p[..., 2]
+    out = np.empty((*np.broadcast_shapes(p.shape[:-1], a.shape), 3))
+    out[..., 0] = c * x + s * z
+    out[..., 1] = p[..., 1]
+    out[..., 2] = c * z - s * x
+    return out
 
 
 def set_bone_lengths(positions: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -155,8 +155,13 @@ class PoseEditor:
         t_model = self.targets_to_model(p, t, model, frame)
         z = self.models.encode(model)
         z_new, notes = self.edit_latent(z, model, mask, t_model, w, metrics, options)
-        detail = self.details(z, model, options)
-        out = self.decode_to_rig(z_new, detail, frame, options)
+        if options.keep_details:  # one decoder call for the edit and the reconstruction
+            both = self.models.decode(np.concatenate([z_new, z]))
+            detail = model - both[len(z):]
+            pose = both[:len(z)] + detail
+        else:
+            detail, pose = None, self.models.decode(z_new)
+        out = from_model_space(pose, frame, fix_lengths=options.fix_lengths)
         if options.refine_steps and mask.any():
             z_new, out = self._refine(z_new, out, detail, frame, t, w, options)
         return EditResult(out, z_new, self._errors(out, t, mask), notes)

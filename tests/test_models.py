@@ -1,0 +1,178 @@
+"""The add-on's model loading: a broken or foreign model folder is a ModelError naming the file.
+
+Each case copies the tiny exported set, breaks one thing and checks the error's message.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+from blender_addon.core import skeleton
+from blender_addon.core.models import MANIFEST_NAME, ModelError, ModelSet, read_manifest
+from tests.conftest import TinySet
+
+GARBAGE = b"\x00not an onnx model\xff" * 64
+
+
+@pytest.fixture
+def folder(tiny_set: TinySet, tmp_path: Path) -> Path:
+    """A private copy of the tiny model set, free to break."""
+    return Path(shutil.copytree(tiny_set.models, tmp_path / "models"))
+
+
+def _edit_manifest(folder: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    path = folder / MANIFEST_NAME
+    manifest = json.loads(path.read_text())
+    edit(manifest)
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def _module(manifest: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(m for m in manifest["modules"] if m["name"] == name)
+
+
+def _rename_onnx_input(path: Path, old: str, new: str) -> None:
+    model = onnx.load(str(path))
+    for value in model.graph.input:
+        if value.name == old:
+            value.name = new
+    for node in model.graph.node:
+        node.input[:] = [new if i == old else i for i in node.input]
+    onnx.save(model, str(path))
+
+
+def _assert_model_error(folder: Path, culprit: Path, *fragments: str) -> None:
+    with pytest.raises(ModelError) as info:
+        ModelSet(folder)
+    message = str(info.value)
+    assert str(culprit) in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_the_untouched_copy_loads(folder: Path) -> None:
+    models = ModelSet(folder)
+    poses = np.zeros((2, skeleton.NUM_JOINTS, 3), np.float32)
+    assert models.decode(models.encode(poses)).shape == poses.shape
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    _assert_model_error(missing, missing / MANIFEST_NAME, "not found")
+
+
+def test_missing_manifest(folder: Path) -> None:
+    (folder / MANIFEST_NAME).unlink()
+    _assert_model_error(folder, folder / MANIFEST_NAME, "not found")
+
+
+@pytest.mark.parametrize("text", ["{not json", "", "\xff\xfe garbage"])
+def test_manifest_not_json(folder: Path, text: str) -> None:
+    (folder / MANIFEST_NAME).write_text(text, encoding="latin-1")
+    _assert_model_error(folder, folder / MANIFEST_NAME, "not valid JSON")
+
+
+def test_manifest_not_an_object(folder: Path) -> None:
+    (folder / MANIFEST_NAME).write_text("[1, 2]")
+    _assert_model_error(folder, folder / MANIFEST_NAME, "JSON object")
+
+
+@pytest.mark.parametrize("version", [2, 0, "1", None])
+def test_unknown_format_version(folder: Path, version: Any) -> None:
+    path = _edit_manifest(folder, lambda m: m.update(format_version=version))
+    _assert_model_error(folder, path, "format_version", repr(version))
+
+
+def test_skeleton_mismatch(folder: Path) -> None:
+    def swap_hands(m: dict[str, Any]) -> None:
+        joints = m["skeleton"]["joints"]
+        a, b = joints.index("l_hand"), joints.index("r_hand")
+        joints[a], joints[b] = joints[b], joints[a]
+
+    path = _edit_manifest(folder, swap_hands)
+    _assert_model_error(folder, path, "skeleton mismatch")
+
+
+def test_fewer_joints_is_a_skeleton_mismatch(folder: Path) -> None:
+    path = _edit_manifest(folder, lambda m: m["skeleton"]["joints"].pop())
+    _assert_model_error(folder, path, "skeleton mismatch")
+
+
+@pytest.mark.parametrize("edit", [
+    lambda m: m.update(skeleton=[]),
+    lambda m: m.update(modules={}),
+    lambda m: m.update(latent_size="64"),
+    lambda m: m["modules"].append("extra.onnx"),
+    lambda m: m.pop("latent_size"),
+], ids=["skeleton-list", "modules-object", "latent-string", "module-string", "no-latent"])
+def test_malformed_manifest_structure(folder: Path, edit: Callable[[dict], None]) -> None:
+    path = _edit_manifest(folder, edit)
+    _assert_model_error(folder, path)
+
+
+def test_module_file_missing(folder: Path) -> None:
+    (folder / "ik_universal.onnx").unlink()
+    _assert_model_error(folder, folder / "ik_universal.onnx", "missing")
+
+
+@pytest.mark.parametrize("name", ["encoder", "metric_head_tilt"])
+def test_corrupt_onnx(folder: Path, name: str) -> None:
+    (folder / f"{name}.onnx").write_bytes(GARBAGE)
+    _assert_model_error(folder, folder / f"{name}.onnx", "not a loadable ONNX")
+
+
+def test_empty_onnx(folder: Path) -> None:
+    (folder / "decoder.onnx").write_bytes(b"")
+    _assert_model_error(folder, folder / "decoder.onnx")
+
+
+def test_unknown_role(folder: Path) -> None:
+    path = _edit_manifest(folder, lambda m: _module(m, "ik_hands").update(role="teleporter"))
+    _assert_model_error(folder, path, "teleporter", "ik_hands")
+
+
+def test_missing_encoder(folder: Path) -> None:
+    path = _edit_manifest(folder, lambda m: m["modules"].remove(_module(m, "encoder")))
+    _assert_model_error(folder, path, "encoder")
+
+
+def test_onnx_with_wrong_input_names(folder: Path) -> None:
+    onnx_path = folder / "ik_hands.onnx"
+    _rename_onnx_input(onnx_path, "latent", "z")
+    _assert_model_error(folder, onnx_path, "'z'", "'latent'")
+
+
+def test_onnx_of_another_role(folder: Path) -> None:
+    shutil.copyfile(folder / "decoder.onnx", folder / "encoder.onnx")  # latent in, not pose
+    _assert_model_error(folder, folder / "encoder.onnx", "inputs")
+
+
+def test_group_with_another_joint_count(folder: Path) -> None:
+    _edit_manifest(folder, lambda m: _module(m, "ik_hands")["joints"].append("head"))
+    _assert_model_error(folder, folder / "ik_hands.onnx", "targets")
+
+
+def test_group_with_unknown_joint(folder: Path) -> None:
+    path = _edit_manifest(folder, lambda m: _module(m, "ik_hands").update(
+        joints=["l_hand", "l_paw"]))
+    _assert_model_error(folder, path, "l_paw", "ik_hands")
+
+
+def test_metric_with_a_bad_spec(folder: Path) -> None:
+    path = _edit_manifest(folder, lambda m: _module(m, "metric_head_tilt")["metric"].update(
+        kind="wobble"))
+    _assert_model_error(folder, path, "wobble", "metric_head_tilt")
+
+
+def test_read_manifest_loads_no_onnx(folder: Path) -> None:
+    (folder / "encoder.onnx").write_bytes(GARBAGE)
+    assert read_manifest(folder)["latent_size"] > 0
