@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # One math thread per process (set before anything imports torch): on a small machine,
@@ -79,3 +80,23 @@ def tiny_set(tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> TinyS
     assert main(["export", "--runs", str(runs), "--out", str(models), "--data", str(tiny_data),
                  "--torchscript", str(ts)]) == 0
     return TinySet(tiny_data, runs, models, ts, argv)
+
+
+@pytest.fixture(scope="session")
+def shipped_models():
+    """The default model set in models/ (NPE_TEST_MODELS overrides the folder)."""
+    from blender_addon.core.models import MANIFEST_NAME, ModelSet, default_models_dir
+
+    folder = Path(os.environ.get("NPE_TEST_MODELS", default_models_dir()))
+    if not (folder / MANIFEST_NAME).is_file():
+        pytest.skip(f"no trained model set at {folder} (python -m training train-all + export)")
+    return ModelSet(folder)
+
+
+@pytest.fixture(scope="session")
+def synthetic_clip() -> np.ndarray:
+    """A 90-frame clip of canonical joints in Bandai proportions (rig space, metres)."""
+    from tests.synth import synthetic_bvh
+    from training.data import canonical_clip
+
+    return canonical_clip("synthetic.bvh", synthetic_bvh(frames=90, seed=3))[0]

@@ -63,7 +63,8 @@ def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
     eff = mask & (np.arange(NUM_JOINTS) != ROOT)
     for _ in range(iterations):
         err = np.where(eff, np.linalg.norm(p - targets, axis=-1), 0.0)
-        if err.max(initial=0.0) <= tolerance:
+        running = err.max(axis=-1, initial=0.0) > tolerance  # each pose stops on its own
+        if not running.any():
             break
         q = p.copy()
         for level in _LEVELS:
@@ -79,5 +80,6 @@ def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
         bones = np.where(active[..., None], q - q[..., PARENTS.clip(min=0), :],
                          p - p[..., PARENTS.clip(min=0), :])
         bones[..., ROOT, :] = 0.0
-        p = set_bone_lengths(p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones, lengths)
+        solved = set_bone_lengths(p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones, lengths)
+        p = np.where(running[..., None, None], solved, p)
     return p

@@ -50,7 +50,7 @@ _IDENTITY_Q = np.array([1.0, 0.0, 0.0, 0.0])
 def quat_normalize(q: np.ndarray) -> np.ndarray:
     """Unit quaternions along the last axis; a zero quaternion becomes the identity."""
     q = np.asarray(q, dtype=np.float64)
-    n = np.linalg.norm(q, axis=-1, keepdims=True)
+    n = _norm(q)[..., None]
     return np.where(n > _EPS, q / np.maximum(n, _EPS), _IDENTITY_Q)
 
 
@@ -58,34 +58,37 @@ def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product ``a * b`` (apply ``b`` first, then ``a``), broadcast over ``...``."""
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        [
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ],
-        axis=-1,
-    )
+    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = aw * bw - ax * bx - ay * by - az * bz
+    out[..., 1] = aw * bx + ax * bw + ay * bz - az * by
+    out[..., 2] = aw * by - ax * bz + ay * bw + az * bx
+    out[..., 3] = aw * bz + ax * by - ay * bx + az * bw
+    return out
 
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     """``(..., 4)`` -> ``(..., 3, 3)``. Need not be unit (it is normalized); zero -> identity."""
     q = np.asarray(q, dtype=np.float64)
-    w, x, y, z = np.moveaxis(q, -1, 0)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     n2 = w * w + x * x + y * y + z * z
     s = np.where(n2 > _EPS * _EPS, 2.0 / np.maximum(n2, _EPS * _EPS), 0.0)
-    xx, yy, zz = s * x * x, s * y * y, s * z * z
-    xy, xz, yz = s * x * y, s * x * z, s * y * z
-    wx, wy, wz = s * w * x, s * w * y, s * w * z
-    rows = [
-        [1.0 - yy - zz, xy - wz, xz + wy],
-        [xy + wz, 1.0 - xx - zz, yz - wx],
-        [xz - wy, yz + wx, 1.0 - xx - yy],
-    ]
-    return np.stack([np.stack(np.broadcast_arrays(*r), axis=-1) for r in rows], axis=-2)
+    xs, ys, zs = x * s, y * s, z * s
+    out = np.empty((*q.shape[:-1], 3, 3))
+    xx, yy, zz = x * xs, y * ys, z * zs
+    out[..., 0, 0] = 1.0 - yy - zz
+    out[..., 1, 1] = 1.0 - xx - zz
+    out[..., 2, 2] = 1.0 - xx - yy
+    xy, xz, yz = x * ys, x * zs, y * zs
+    wx, wy, wz = w * xs, w * ys, w * zs
+    out[..., 0, 1] = xy - wz
+    out[..., 1, 0] = xy + wz
+    out[..., 0, 2] = xz + wy
+    out[..., 2, 0] = xz - wy
+    out[..., 1, 2] = yz - wx
+    out[..., 2, 1] = yz + wx
+    return out
 
 
 def matrix_to_quat(m: np.ndarray) -> np.ndarray:
@@ -146,9 +149,28 @@ def euler_to_matrix(angles_rad: np.ndarray, order: str) -> np.ndarray:
 # ------------------------------------------------------------------ vector-to-vector fits
 
 
+def _norm(v: np.ndarray) -> np.ndarray:
+    """Euclidean norm along the last axis (np.linalg.norm costs more per call)."""
+    return np.sqrt(np.sum(v * v, axis=-1))
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cross product of ``(..., 3)`` vectors (np.cross costs ~30 us per call)."""
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    out[..., 0] = a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]
+    out[..., 1] = a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2]
+    out[..., 2] = a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]
+    return out
+
+
+def _apply(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``m @ v`` for matrices ``(..., 3, 3)`` and vectors ``(..., 3)``."""
+    return (m @ v[..., None])[..., 0]
+
+
 def _unit(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Unit vectors and a mask of the non-zero ones; zero vectors stay zero."""
-    n = np.linalg.norm(v, axis=-1, keepdims=True)
+    n = _norm(v)[..., None]
     ok = n > _EPS
     return np.where(ok, v / np.maximum(n, _EPS), 0.0), ok[..., 0]
 
@@ -157,15 +179,16 @@ def _perpendicular(a: np.ndarray) -> np.ndarray:
     """Some unit vector perpendicular to each unit ``a``: crossed with its smallest axis."""
     e = np.zeros_like(a)
     np.put_along_axis(e, np.argmin(np.abs(a), axis=-1)[..., None], 1.0, axis=-1)
-    return _unit(np.cross(a, e))[0]
+    return _unit(_cross(a, e))[0]
 
 
-def swing_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The smallest rotation taking direction ``a`` to direction ``b`` (``(..., 3)`` each).
+def swing_quat(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The smallest rotation taking direction ``a`` to direction ``b`` (``(..., 3)`` each),
+    as a quaternion ``(..., 4)`` with ``w >= 0``.
 
-    It turns in the plane of ``a`` and ``b`` and fixes their normal, so a bone keeps its
-    twist. Antiparallel vectors turn 180 degrees about some perpendicular axis; a zero
-    vector gives the identity, as do exactly parallel ones (an exact identity, not 1e-16s).
+    It turns in the plane of ``a`` and ``b`` about their normal, so a bone keeps its twist.
+    Antiparallel vectors turn 180 degrees about some perpendicular axis; a zero vector gives
+    the identity, as do exactly parallel ones (an exact identity, not 1e-16s).
     """
     a, a_ok = _unit(np.asarray(a, dtype=np.float64))
     b, b_ok = _unit(np.asarray(b, dtype=np.float64))
@@ -174,16 +197,26 @@ def swing_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # u: b's part perpendicular to a, orthogonalized twice so the result maps a to b even
     # when a and b are nearly antiparallel (u's direction is then noise, but |u| ~ sin).
     u = b - c[..., None] * a
-    u = u - np.sum(u * a, axis=-1, keepdims=True) * a
-    s = np.linalg.norm(u, axis=-1)
+    u -= np.sum(u * a, axis=-1, keepdims=True) * a
+    s = _norm(u)
     degenerate = s <= _EPS
-    u = np.where(degenerate[..., None], _perpendicular(a), u / np.maximum(s, _EPS)[..., None])
-    # Rotation by angle atan2(s, c) in the orthonormal plane (a, u).
-    au = u[..., :, None] * a[..., None, :] - a[..., :, None] * u[..., None, :]
-    plane = a[..., :, None] * a[..., None, :] + u[..., :, None] * u[..., None, :]
-    r = np.eye(3) + s[..., None, None] * au + (c - 1.0)[..., None, None] * plane
+    u /= np.maximum(s, _EPS)[..., None]
+    if degenerate.any():
+        u = np.where(degenerate[..., None], _perpendicular(a), u)
+    # Turn by atan2(s, c) about the unit normal a x u: a -> c a + s u = b.
+    half = 0.5 * np.arctan2(s, c)
+    q = np.empty((*c.shape, 4))
+    q[..., 0] = np.cos(half)
+    q[..., 1:] = np.sin(half)[..., None] * _cross(a, u)
     identity = ~(a_ok & b_ok) | (degenerate & (c > 0.0))
-    return np.where(identity[..., None, None], np.eye(3), r)
+    if identity.any():
+        q[identity] = _IDENTITY_Q
+    return q
+
+
+def swing_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """:func:`swing_quat` as a rotation matrix ``(..., 3, 3)``."""
+    return quat_to_matrix(swing_quat(a, b))
 
 
 def _rotation_from_covariance(h: np.ndarray) -> np.ndarray:
@@ -320,7 +353,7 @@ def _sweep(
         else:
             world_r[b] = world_r[p] @ (rig.rest_rotations[b] @ local_r[b])
             off = rig.rest_offsets[b] + local_t[b] @ rig.rest_rotations[b].T
-            world_t[b] = world_t[p] + np.einsum("nij,nj->ni", world_r[p], off)
+            world_t[b] = world_t[p] + _apply(world_r[p], off)
     return world_r, world_t
 
 
@@ -477,7 +510,9 @@ def positions_to_rotations(
     # fixed, since only unmapped bones (which keep their local transforms) lie between.
     old_r, old_t = _sweep(rig, local_r, local_t, needed, n)
     rel = {
-        b: np.stack([np.einsum("nji,nj->ni", old_r[b], old_t[d] - old_t[b]) for d in ds], axis=1)
+        b: np.stack(
+            [_apply(np.swapaxes(old_r[b], -1, -2), old_t[d] - old_t[b]) for d in ds], axis=1
+        )
         for b, ds in plan.next_mapped.items()
         if ds
     }
@@ -496,9 +531,9 @@ def positions_to_rotations(
             base = world_t[p] + world_r[p] @ rig.rest_offsets[b]
         a_t = np.swapaxes(a, -1, -2)
         if b in top_level:  # solve base + a @ l = target for the location l
-            local_t[b] = np.einsum("nij,nj->ni", a_t, tg[:, plan.joint_of[b]] - base)
+            local_t[b] = _apply(a_t, tg[:, plan.joint_of[b]] - base)
             new_loc[:, b] = local_t[b]
-        head = base + np.einsum("nij,nj->ni", a, local_t[b])
+        head = base + _apply(a, local_t[b])
         world_t[b] = head
 
         if b in orient:
@@ -506,20 +541,18 @@ def positions_to_rotations(
             new = np.where(np.sum(rot * local_q[b], axis=-1, keepdims=True) < 0.0, -rot, rot)
         elif b in rel:
             # Everything in b's parent-rest frame: current vectors R(q) @ rel, targets a^T @ ...
-            cur = np.einsum("nij,nkj->nki", local_r[b], rel[b])
+            cur = rel[b] @ np.swapaxes(local_r[b], -1, -2)
             goal = tg[:, [plan.joint_of[d] for d in plan.next_mapped[b]]] - head[:, None]
-            goal = np.einsum("nji,nkj->nki", a, goal)
+            goal = goal @ a
             if cur.shape[1] == 1:
-                change = swing_rotation(cur[:, 0], goal[:, 0])
+                change = swing_quat(cur[:, 0], goal[:, 0])
             else:
-                h = np.einsum("nki,nkj->nij", cur, goal)
-                scale = np.sum(
-                    np.linalg.norm(cur, axis=-1) * np.linalg.norm(goal, axis=-1), axis=-1
-                )
+                h = np.swapaxes(cur, -1, -2) @ goal
+                scale = np.sum(_norm(cur) * _norm(goal), axis=-1)
                 prior = (_KABSCH_PRIOR * scale)[:, None, None] * np.eye(3)
-                change = _rotation_from_covariance(h + prior)
+                change = matrix_to_quat(_rotation_from_covariance(h + prior))
             # w >= 0 for the change, so dot(new, old) = w * |old|^2 >= 0: same hemisphere.
-            new = quat_multiply(matrix_to_quat(change), local_q[b])
+            new = quat_multiply(change, local_q[b])
         else:
             new = None
         if new is not None:

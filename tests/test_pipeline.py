@@ -1,0 +1,133 @@
+"""The edit pipeline on the shipped models: effectors, pins, lengths, modules, refinement,
+other proportions, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from blender_addon.core import skeleton
+from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
+
+HANDS = skeleton.joint_indices(["l_hand", "r_hand"])
+ENDS = skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"])
+PIN_TOLERANCE = 0.01  # m
+OFFSET = 15  # frames between x and x'
+
+
+@pytest.fixture(scope="module")
+def editor(shipped_models) -> PoseEditor:
+    return PoseEditor(shipped_models)
+
+
+@pytest.fixture(scope="module")
+def pairs(synthetic_clip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return synthetic_clip[:-OFFSET:3], synthetic_clip[OFFSET::3]
+
+
+def _mask(joints: np.ndarray, n: int) -> np.ndarray:
+    mask = np.zeros((n, skeleton.NUM_JOINTS))
+    mask[:, joints] = 1.0
+    return mask
+
+
+def _effector_error(out: np.ndarray, x2: np.ndarray, joints: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(out[:, joints] - x2[:, joints], axis=-1)
+
+
+@pytest.mark.parametrize("solver", ["universal", "chained", "classic"])
+def test_effectors_pull_and_lengths_are_exact(editor: PoseEditor, pairs, solver: str) -> None:
+    x, x2 = pairs
+    mask = _mask(ENDS, len(x))
+    out = editor.solve_arrays(x, mask, x2, options=SolveOptions(solver=solver)).positions
+    assert _effector_error(out, x2, ENDS).mean() < _effector_error(x, x2, ENDS).mean()
+    np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(x), atol=1e-9)
+
+
+def test_refinement_lowers_effector_error(editor: PoseEditor, pairs) -> None:
+    x, x2 = pairs
+    mask = _mask(HANDS, len(x))
+    plain = editor.solve_arrays(x, mask, x2).positions
+    refined = editor.solve_arrays(x, mask, x2, options=SolveOptions(refine_steps=3)).positions
+    assert np.median(_effector_error(refined, x2, HANDS)) < \
+        0.5 * np.median(_effector_error(plain, x2, HANDS))
+
+
+def test_pins_hold_while_hands_move(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
+    pose = synthetic_clip[40]
+    effs = [Effector("l_hand", pose[HANDS[0]] + [0.1, 0.15, 0.1]),
+            Effector("l_foot", pin=True), Effector("r_foot", pin=True)]
+    out = editor.solve(pose, effs, options=SolveOptions(refine_steps=3)).positions[0]
+    feet = skeleton.joint_indices(["l_foot", "r_foot"])
+    assert np.linalg.norm(out[feet] - pose[feet], axis=-1).max() < PIN_TOLERANCE
+    assert np.linalg.norm(out[HANDS[0]] - effs[0].target) < \
+        np.linalg.norm(pose[HANDS[0]] - effs[0].target)
+
+
+def test_average_and_sequence(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
+    pose = synthetic_clip[10]
+    metric = next(iter(editor.models.metrics))
+    effs = [Effector("r_hand", pose[HANDS[1]] + [0.0, 0.2, 0.0])]
+    avg = editor.solve(pose, effs, {metric: 30.0}, SolveOptions(combine="average"))
+    seq = editor.solve(pose, effs, {metric: 30.0}, SolveOptions(combine="sequence"))
+    assert not np.allclose(avg.positions, seq.positions)
+    # With one module the two modes are the same edit.
+    one_a = editor.solve(pose, effs, options=SolveOptions(combine="average")).positions
+    one_s = editor.solve(pose, effs, options=SolveOptions(combine="sequence")).positions
+    np.testing.assert_allclose(one_a, one_s, atol=1e-6)
+
+
+def test_no_request_keeps_the_pose(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
+    pose = synthetic_clip[5]
+    np.testing.assert_allclose(editor.solve(pose).positions[0], pose, atol=1e-6)
+
+
+@pytest.mark.parametrize("arm_scale, rig_scale", [(1.2, 1.0), (1.2, 0.01), (1.0, 100.0)])
+def test_other_proportions_and_scales(shipped_models, synthetic_clip: np.ndarray,
+                                      arm_scale: float, rig_scale: float) -> None:
+    lengths = skeleton.bone_lengths(synthetic_clip[0])
+    arms = skeleton.joint_indices(["l_forearm", "l_hand", "r_forearm", "r_hand"])
+    lengths[arms] *= arm_scale
+    lengths *= rig_scale
+    from blender_addon.core.normalize import set_bone_lengths
+
+    clip = set_bone_lengths(synthetic_clip * rig_scale, lengths)
+    editor = PoseEditor(shipped_models, lengths)
+    x, x2 = clip[:-OFFSET:4], clip[OFFSET::4]
+    mask = _mask(HANDS, len(x))
+    out = editor.solve_arrays(x, mask, x2, options=SolveOptions(refine_steps=3)).positions
+    np.testing.assert_allclose(skeleton.bone_lengths(out), np.broadcast_to(lengths, out.shape[:2]),
+                               atol=1e-9 * rig_scale)
+    assert np.median(_effector_error(out, x2, HANDS)) < \
+        0.5 * np.median(_effector_error(x, x2, HANDS))
+
+
+def test_clean_pose_projects_and_fixes_lengths(editor: PoseEditor,
+                                               synthetic_clip: np.ndarray) -> None:
+    pose = synthetic_clip[20:21]
+    rough = pose + np.random.default_rng(0).normal(0, 0.03, pose.shape)
+    clean = editor.clean_pose(rough)
+    np.testing.assert_allclose(skeleton.bone_lengths(clean), skeleton.bone_lengths(rough),
+                               atol=1e-9)
+    again = editor.clean_pose(clean)
+    assert np.abs(again - clean).mean() < np.abs(clean - rough).mean()
+
+
+def test_bad_input_is_a_clear_error(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
+    pose = synthetic_clip[0]
+    with pytest.raises(ValueError, match="l_hand"):
+        editor.solve(pose, [Effector("l_hand", [np.nan, 0.0, 0.0])])
+    with pytest.raises(ValueError, match="elbow"):
+        editor.solve(pose, [Effector("elbow", [0.0, 0.0, 0.0])])
+    with pytest.raises(ValueError, match="shape"):
+        editor.solve_arrays(pose, np.zeros(21), pose)
+    with pytest.raises(ValueError, match="unknown metric"):
+        editor.solve(pose, metrics={"no_such_metric": 1.0})
+    with pytest.raises(ValueError, match="weight"):
+        editor.solve(pose, [Effector("head", pose[4], weight=0.0)])
+    with pytest.raises(ValueError, match="solver"):
+        editor.solve(pose, options=SolveOptions(solver="magic"))
+    bad = pose.copy()
+    bad[7] = np.inf
+    with pytest.raises(ValueError, match="l_forearm"):
+        editor.solve(bad)

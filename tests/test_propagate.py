@@ -1,0 +1,65 @@
+"""Clip propagation: weight curves, untouched frames, the edited frame, proportional change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from blender_addon.core import skeleton
+from blender_addon.core.pipeline import Effector, PoseEditor
+from blender_addon.core.propagate import propagate, weight_curve
+
+CENTER, RADIUS = 45, 20
+
+
+@pytest.mark.parametrize("kind", ["hat", "smooth", "constant"])
+def test_curve_shapes(kind: str) -> None:
+    w = weight_curve(100, CENTER, RADIUS, kind)
+    assert w[CENTER] == 1.0 and w[CENTER - RADIUS - 1] == 0.0 and w[CENTER + RADIUS + 1] == 0.0
+    assert ((w >= 0) & (w <= 1)).all()
+    np.testing.assert_allclose(w[CENTER - 10:CENTER], w[CENTER + 10:CENTER:-1])  # symmetric
+    if kind == "hat":
+        assert w[CENTER + RADIUS // 2] == pytest.approx(0.5)
+    if kind == "smooth":
+        assert w[CENTER + RADIUS // 2] == pytest.approx(0.5)
+        assert w[CENTER + 2] > 1 - 2 / RADIUS  # flat top, unlike the hat
+
+
+def test_custom_curve_and_range() -> None:
+    w = weight_curve(100, CENTER, RADIUS, "custom", samples=[1.0, 1.0, 0.0])
+    assert w[CENTER + RADIUS // 2] == pytest.approx(1.0)
+    assert w[CENTER + 3 * RADIUS // 4] == pytest.approx(0.5)
+    clipped = weight_curve(100, CENTER, RADIUS, "hat", start=40, end=50)
+    assert clipped[39] == 0 and clipped[51] == 0 and clipped[40] > 0
+    with pytest.raises(ValueError, match="custom"):
+        weight_curve(100, CENTER, RADIUS, "custom", samples=[1.0])
+    with pytest.raises(ValueError, match="outside"):
+        weight_curve(100, 100, RADIUS)
+
+
+def test_propagation_weights(shipped_models, synthetic_clip: np.ndarray) -> None:
+    editor = PoseEditor(shipped_models)
+    clip = synthetic_clip
+    w = weight_curve(len(clip), CENTER, RADIUS, "hat")
+    hand = skeleton.JOINT_INDEX["l_hand"]
+    effs = [Effector("l_hand", clip[CENTER, hand] + [0.0, 0.2, 0.1])]
+    metric = next(iter(shipped_models.metrics))
+    out = propagate(editor, clip, CENTER, w, effs, {metric: 25.0})
+    np.testing.assert_array_equal(out[w == 0], clip[w == 0])  # bit-identical
+    single = editor.solve(clip[CENTER], effs, {metric: 25.0}).positions[0]
+    np.testing.assert_allclose(out[CENTER], single, atol=1e-9)
+    moved = np.linalg.norm(out - clip, axis=-1).mean(axis=1)
+    inside = w > 0
+    assert np.corrcoef(moved[inside], w[inside])[0, 1] > 0.9
+    np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(clip), atol=1e-9)
+
+
+def test_propagation_bad_input(shipped_models, synthetic_clip: np.ndarray) -> None:
+    editor = PoseEditor(shipped_models)
+    w = weight_curve(len(synthetic_clip), CENTER, RADIUS)
+    with pytest.raises(ValueError, match="weights"):
+        propagate(editor, synthetic_clip, CENTER, w[:-1])
+    with pytest.raises(ValueError, match="metric_mode"):
+        propagate(editor, synthetic_clip, CENTER, w, metric_mode="relative")
+    with pytest.raises(ValueError, match="outside"):
+        propagate(editor, synthetic_clip, len(synthetic_clip), w)
