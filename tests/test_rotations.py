@@ -18,6 +18,7 @@ from blender_addon.core.rotations import (
     quat_multiply,
     quat_normalize,
     quat_to_matrix,
+    swing_quat,
     swing_rotation,
 )
 from blender_addon.core.skeleton import (
@@ -267,6 +268,9 @@ def test_swing_rotation_is_the_smallest_rotation_from_a_to_b(a, b):
     assert angle == pytest.approx(between, abs=1e-6)  # arccos near 0 / pi: 1e-6 resolution
     normal = np.cross(a, b)
     np.testing.assert_allclose(r @ normal, normal, atol=1e-12)  # no twist about anything
+    q = swing_quat(a, b)
+    assert q[0] >= 0.0 and np.linalg.norm(q) == pytest.approx(1.0)
+    np.testing.assert_allclose(quat_to_matrix(q), r, atol=1e-15)
 
 
 def test_swing_rotation_special_cases_batched():

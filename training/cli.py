@@ -167,7 +167,7 @@ def _run_train_all(args: argparse.Namespace) -> int:
     run = _run_from(args, 1)
     epochs = {k: args.epochs for k in TRAIN_ALL_EPOCHS} if args.epochs else None
     summary = train_all(run, resolve_metrics(None, args.metric_specs), epochs,
-                        command=None)
+                        command=args.command_line)
     print(f"trained {len(summary['results']) + len(summary['autoencoders'])} networks in "
           f"{summary['seconds'] / 60:.1f} min; autoencoder: {summary['chosen_ae']}")
     return 0

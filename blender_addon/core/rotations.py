@@ -119,6 +119,22 @@ def matrix_to_quat(m: np.ndarray) -> np.ndarray:
     return np.where(q[..., :1] < 0.0, -q, q)
 
 
+def quat_make_continuous(q: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Flip signs along ``axis`` (frames) so consecutive quaternions have a positive dot.
+
+    ``q`` and ``-q`` are the same rotation, but Blender interpolates keyframes component-wise,
+    so a sign jump between two keys makes a bone spin the long way round.
+    """
+    q = np.moveaxis(np.asarray(q, dtype=np.float64), axis, 0)
+    if q.shape[0] < 2:
+        return np.moveaxis(q.copy(), 0, axis)
+    dots = np.sum(q[1:] * q[:-1], axis=-1)
+    flips = np.cumprod(np.where(dots < 0.0, -1.0, 1.0), axis=0)
+    out = q.copy()
+    out[1:] *= flips[..., None]
+    return np.moveaxis(out, 0, axis)
+
+
 def euler_to_matrix(angles_rad: np.ndarray, order: str) -> np.ndarray:
     """Euler angles ``(..., 3)`` to ``(..., 3, 3)``, BVH's convention.
 
@@ -246,22 +262,6 @@ def best_rotation(a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = Non
     return _rotation_from_covariance(h)
 
 
-def quat_make_continuous(q: np.ndarray, axis: int = 0) -> np.ndarray:
-    """Flip signs along ``axis`` (frames) so consecutive quaternions have a positive dot.
-
-    ``q`` and ``-q`` are the same rotation, but Blender interpolates keyframes component-wise,
-    so a sign jump between two keys makes a bone spin the long way round.
-    """
-    q = np.moveaxis(np.asarray(q, dtype=np.float64), axis, 0)
-    if q.shape[0] < 2:
-        return np.moveaxis(q.copy(), 0, axis)
-    dots = np.sum(q[1:] * q[:-1], axis=-1)
-    flips = np.cumprod(np.where(dots < 0.0, -1.0, 1.0), axis=0)
-    out = q.copy()
-    out[1:] *= flips[..., None]
-    return np.moveaxis(out, 0, axis)
-
-
 # ------------------------------------------------------------------------------- the rig
 
 
@@ -339,21 +339,40 @@ def _check_batch(x: np.ndarray, tail: tuple[int, ...], name: str) -> np.ndarray:
     return x
 
 
-def _sweep(
-    rig: Rig, local_r: list, local_t: list, bones: Sequence[int], n: int
-) -> tuple[list, list]:
+@dataclass
+class _Locals:
+    """Per bone (lists indexed by bone, None where not computed), arrays over ``n`` poses."""
+
+    q: list  # (n, 4) unit local rotation
+    r: list  # (n, 3, 3) R(q)
+    m: list  # (n, 3, 3) pose frame in the parent's pose frame: rest_rot @ R(q)
+    off: list  # (n, 3) head in the parent's pose frame: rest_offset + rest_rot @ l
+
+
+def _locals(rig: Rig, q: np.ndarray, loc: np.ndarray, bones: Sequence[int]) -> _Locals:
+    """:class:`_Locals` of ``bones``, computed for all of them at once."""
+    rest_r = rig.rest_rotations[bones]
+    qn = quat_normalize(q[:, bones])
+    r = quat_to_matrix(qn)
+    m = rest_r @ r
+    off = rig.rest_offsets[bones] + (rest_r @ loc[:, bones, :, None])[..., 0]
+    out = _Locals(*([None] * rig.num_bones for _ in range(4)))
+    for k, b in enumerate(bones):
+        out.q[b], out.r[b], out.m[b], out.off[b] = qn[:, k], r[:, k], m[:, k], off[:, k]
+    return out
+
+
+def _sweep(rig: Rig, m: list, off: list, bones: Sequence[int]) -> tuple[list, list]:
     """FK over ``bones`` (ascending, ancestors included): per-bone world R ``(n, 3, 3)``, t."""
     world_r: list = [None] * rig.num_bones
     world_t: list = [None] * rig.num_bones
     for b in bones:
         p = rig.parents[b]
         if p < 0:
-            world_r[b] = rig.rest_rotations[b] @ local_r[b]
-            world_t[b] = rig.rest_offsets[b] + local_t[b] @ rig.rest_rotations[b].T
+            world_r[b], world_t[b] = m[b], off[b]
         else:
-            world_r[b] = world_r[p] @ (rig.rest_rotations[b] @ local_r[b])
-            off = rig.rest_offsets[b] + local_t[b] @ rig.rest_rotations[b].T
-            world_t[b] = world_t[p] + _apply(world_r[p], off)
+            world_r[b] = world_r[p] @ m[b]
+            world_t[b] = world_t[p] + _apply(world_r[p], off[b])
     return world_r, world_t
 
 
@@ -372,10 +391,9 @@ def forward_kinematics(
     n = int(np.prod(batch))
     q = np.broadcast_to(q, (*batch, nb, 4)).reshape(n, nb, 4)
     loc = np.broadcast_to(loc, (*batch, nb, 3)).reshape(n, nb, 3)
-    rl = quat_to_matrix(q)
-    world_r, world_t = _sweep(
-        rig, [rl[:, b] for b in range(nb)], [loc[:, b] for b in range(nb)], range(nb), n
-    )
+    bones = list(range(nb))
+    lo = _locals(rig, q, loc, bones)
+    world_r, world_t = _sweep(rig, lo.m, lo.off, bones)
     r = np.stack(world_r, axis=1) if nb else np.zeros((n, 0, 3, 3))
     t = np.stack(world_t, axis=1) if nb else np.zeros((n, 0, 3))
     return r.reshape(*batch, nb, 3, 3), t.reshape(*batch, nb, 3)
@@ -498,17 +516,11 @@ def positions_to_rotations(
         return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
 
     needed = plan.needed
-    q_needed = quat_normalize(q[:, needed])
-    r_needed = quat_to_matrix(q_needed)
-    local_r: list = [None] * nb
-    local_q: list = [None] * nb
-    local_t: list = [None] * nb
-    for k, b in enumerate(needed):
-        local_r[b], local_q[b], local_t[b] = r_needed[:, k], q_needed[:, k], loc[:, b]
-
+    lo = _locals(rig, q, loc, needed)
+    m, off = lo.m, lo.off
     # Where each next mapped descendant's head sits in its mapped ancestor's posed frame:
     # fixed, since only unmapped bones (which keep their local transforms) lie between.
-    old_r, old_t = _sweep(rig, local_r, local_t, needed, n)
+    old_r, old_t = _sweep(rig, m, off, needed)
     rel = {
         b: np.stack(
             [_apply(np.swapaxes(old_r[b], -1, -2), old_t[d] - old_t[b]) for d in ds], axis=1
@@ -520,28 +532,31 @@ def positions_to_rotations(
     world_r: list = [None] * nb
     world_t: list = [None] * nb
     top_level = set(plan.top_level)
+    changed = (set(orient) | set(rel) | top_level) & set(needed)
+    eye = np.broadcast_to(np.eye(3), (n, 3, 3))
     for b in needed:
         p = rig.parents[b]
-        rest_r = rig.rest_rotations[b]
-        if p < 0:
-            a = np.broadcast_to(rest_r, (n, 3, 3))  # parent-rest frame in armature space
-            base = np.broadcast_to(rig.rest_offsets[b], (n, 3))
-        else:
-            a = world_r[p] @ rest_r
-            base = world_t[p] + world_r[p] @ rig.rest_offsets[b]
+        parent_r = eye if p < 0 else world_r[p]
+        if b not in changed:  # keeps its local transform
+            world_r[b] = parent_r @ m[b]
+            world_t[b] = off[b] if p < 0 else world_t[p] + _apply(parent_r, off[b])
+            continue
+        a = parent_r @ rig.rest_rotations[b]  # b's parent-rest frame in armature space
         a_t = np.swapaxes(a, -1, -2)
+        head = off[b] if p < 0 else world_t[p] + _apply(parent_r, off[b])
         if b in top_level:  # solve base + a @ l = target for the location l
-            local_t[b] = _apply(a_t, tg[:, plan.joint_of[b]] - base)
-            new_loc[:, b] = local_t[b]
-        head = base + _apply(a, local_t[b])
+            base = head - _apply(a, loc[:, b])
+            new_loc[:, b] = _apply(a_t, tg[:, plan.joint_of[b]] - base)
+            head = base + _apply(a, new_loc[:, b])
         world_t[b] = head
 
+        old = lo.q[b]
         if b in orient:
             rot = matrix_to_quat(a_t @ orient[b])
-            new = np.where(np.sum(rot * local_q[b], axis=-1, keepdims=True) < 0.0, -rot, rot)
+            new = np.where(np.sum(rot * old, axis=-1, keepdims=True) < 0.0, -rot, rot)
         elif b in rel:
-            # Everything in b's parent-rest frame: current vectors R(q) @ rel, targets a^T @ ...
-            cur = rel[b] @ np.swapaxes(local_r[b], -1, -2)
+            # In b's parent-rest frame: current vectors R(q) @ rel, target vectors a^T @ ...
+            cur = rel[b] @ np.swapaxes(lo.r[b], -1, -2)
             goal = tg[:, [plan.joint_of[d] for d in plan.next_mapped[b]]] - head[:, None]
             goal = goal @ a
             if cur.shape[1] == 1:
@@ -552,11 +567,9 @@ def positions_to_rotations(
                 prior = (_KABSCH_PRIOR * scale)[:, None, None] * np.eye(3)
                 change = matrix_to_quat(_rotation_from_covariance(h + prior))
             # w >= 0 for the change, so dot(new, old) = w * |old|^2 >= 0: same hemisphere.
-            new = quat_multiply(change, local_q[b])
-        else:
-            new = None
-        if new is not None:
-            new_q[:, b] = new
-            local_r[b] = quat_to_matrix(new)
-        world_r[b] = a @ local_r[b]
+            new = quat_multiply(change, old)
+        else:  # a top-level end bone: only its location moves
+            new = q[:, b]
+        new_q[:, b] = new
+        world_r[b] = a @ quat_to_matrix(new)
     return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
