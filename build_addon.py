@@ -236,8 +236,8 @@ def copy_tree(src: Path, dest: Path) -> None:
             shutil.copy2(path, dest / rel)
 
 
-def stage_addon(addon_dir: Path, models_dir: Path, dest: Path) -> None:
-    """Copy the extension root and the model set (into ``models/``) to ``dest``."""
+def check_sources(addon_dir: Path, models_dir: Path) -> None:
+    """The extension root and the model set look right (checked before anything slow)."""
     if not (addon_dir / MANIFEST_NAME).is_file():
         raise BuildError(f"{addon_dir} has no {MANIFEST_NAME}")
     if not (models_dir / MODELS_MANIFEST).is_file():
@@ -246,6 +246,11 @@ def stage_addon(addon_dir: Path, models_dir: Path, dest: Path) -> None:
     for reserved in (STAGED_MODELS, STAGED_WHEELS):
         if (addon_dir / reserved).exists():
             raise BuildError(f"{addon_dir / reserved} would clash with the build's {reserved}/")
+
+
+def stage_addon(addon_dir: Path, models_dir: Path, dest: Path) -> None:
+    """Copy the extension root and the model set (into ``models/``) to ``dest``."""
+    check_sources(addon_dir, models_dir)
     copy_tree(addon_dir, dest)
     copy_tree(models_dir, dest / STAGED_MODELS)
 
@@ -368,6 +373,7 @@ def build(platform_names: Iterable[str] = tuple(PLATFORMS), out_dir: Path = DIST
     """Build, validate and check one zip per platform; the zips now in ``out_dir``."""
     platforms = [PLATFORMS[n] for n in dict.fromkeys(platform_names)]
     pins = read_pins(pins_file)
+    check_sources(addon_dir, models_dir)
     blender_ext = blender_ext or ensure_blender_ext()
     wheels = download_all(platforms, pins, cache, blender_ext.python)
     with tempfile.TemporaryDirectory(prefix="npe-build-") as tmp:

@@ -121,6 +121,7 @@ class RigInfo:
     needed: tuple[int, ...]  # mapped bones and their ancestors: what a joint depends on
     toe_feet: dict[int, int]  # boneless toe joint -> its foot bone
     lengths: np.ndarray  # (B,) rest bone lengths, armature space (a foot's tail)
+    pose_order: np.ndarray  # (B,) each bone's index in ``obj.pose.bones`` (may differ)
 
 
 _RIGS: dict[str, RigInfo] = {}
@@ -166,6 +167,9 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
     lengths = np.empty(len(bones), dtype=np.float32)
     bones.foreach_get("length", lengths)
     rig = rotations.Rig.from_rest_matrices(list(names), parents, mats.astype(np.float64))
+    pose_index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
+    if len(pose_index) != len(names) or any(n not in pose_index for n in names):
+        raise RigError(f"{obj.name}: the pose is out of date with the bones; leave Edit Mode")
     joint_bones = tuple(index[joints[j]] if j in joints else None for j in JOINTS)
     mapped = sorted(b for b in joint_bones if b is not None)
     mapped_set = set(mapped)
@@ -186,7 +190,8 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
     toe_feet = {JOINT_INDEX[t]: index[joints[f]] for t, f in TOE_FOOT.items() if t not in joints}
     info = RigInfo(key, names, rig, joint_bones, tuple(mapped),
                    tuple(b for b in mapped if not has_mapped_ancestor(b)),
-                   tuple(sorted(needed)), toe_feet, lengths.astype(np.float64))
+                   tuple(sorted(needed)), toe_feet, lengths.astype(np.float64),
+                   np.array([pose_index[n] for n in names], dtype=np.int64))
     _RIGS[obj.name] = info
     return info
 
@@ -214,15 +219,18 @@ def _set(collection: bpy.types.bpy_prop_collection, attr: str, values: np.ndarra
     collection.foreach_set(attr, np.ascontiguousarray(values, dtype=np.float32).ravel())
 
 
-def read_pose(obj: bpy.types.Object) -> Pose:
-    """The armature's current local pose; Euler and axis-angle bones become quaternions."""
+def read_pose(obj: bpy.types.Object, info: RigInfo) -> Pose:
+    """The armature's current local pose in ``info``'s bone order; Euler and axis-angle
+    bones become quaternions."""
     pbones = obj.pose.bones
-    modes = tuple(pb.rotation_mode for pb in pbones)
-    quats = _get(pbones, "rotation_quaternion", 4)
-    eulers = _get(pbones, "rotation_euler", 3)
-    axis_angles = _get(pbones, "rotation_axis_angle", 4) if AXIS_ANGLE in modes else quats
-    return Pose(to_quats(modes, quats, eulers, axis_angles), _get(pbones, "location", 3),
-                modes, eulers)
+    order = info.pose_order
+    modes = tuple(pbones[int(i)].rotation_mode for i in order)
+    quats = _get(pbones, "rotation_quaternion", 4)[order]
+    eulers = _get(pbones, "rotation_euler", 3)[order]
+    axis_angles = (_get(pbones, "rotation_axis_angle", 4)[order] if AXIS_ANGLE in modes
+                   else quats)
+    return Pose(to_quats(modes, quats, eulers, axis_angles),
+                _get(pbones, "location", 3)[order], modes, eulers)
 
 
 def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
@@ -235,22 +243,23 @@ def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
     """
     bones = info.mapped if bones is None else tuple(bones)
     pbones = obj.pose.bones
-    modes = [pbones[b].rotation_mode for b in bones]
+    order = info.pose_order
+    modes = [pbones[int(order[b])].rotation_mode for b in bones]
     quat_bones = [b for b, m in zip(bones, modes, strict=True) if m == QUATERNION]
     if quat_bones:
         current = _get(pbones, "rotation_quaternion", 4)
-        current[quat_bones] = quats[quat_bones]
+        current[order[quat_bones]] = quats[quat_bones]
         _set(pbones, "rotation_quaternion", current)
     for b, mode in zip(bones, modes, strict=True):
+        pb = pbones[int(order[b])]
         if mode == AXIS_ANGLE:
-            pbones[b].rotation_axis_angle = quat_to_axis_angle(quats[b])
+            pb.rotation_axis_angle = quat_to_axis_angle(quats[b])
         elif mode != QUATERNION:
-            pb = pbones[b]
             pb.rotation_euler = Quaternion(quats[b]).to_euler(mode, pb.rotation_euler)
     roots = [b for b in bones if b in info.roots]
     if roots:
         current = _get(pbones, "location", 3)
-        current[roots] = locations[roots]
+        current[order[roots]] = locations[roots]
         _set(pbones, "location", current)
     obj.update_tag()  # foreach_set does not tag the pose for re-evaluation
 
@@ -366,12 +375,13 @@ def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray
     frame changes); unanimated channels and other bones keep their current values. The
     action alone is read: drivers, constraints and NLA strips are not.
     """
-    pose = read_pose(obj)
+    pose = read_pose(obj, info)
     pbones = obj.pose.bones
     t = len(frames)
-    quats = np.repeat(_get(pbones, "rotation_quaternion", 4)[None], t, axis=0)
+    order = info.pose_order
+    quats = np.repeat(_get(pbones, "rotation_quaternion", 4)[order][None], t, axis=0)
     eulers = np.repeat(pose.eulers[None], t, axis=0)
-    axis_angles = np.repeat(_get(pbones, "rotation_axis_angle", 4)[None], t, axis=0)
+    axis_angles = np.repeat(_get(pbones, "rotation_axis_angle", 4)[order][None], t, axis=0)
     locations = np.repeat(pose.locations[None], t, axis=0)
     bag = channelbag(obj)
     if bag is not None:
@@ -431,7 +441,7 @@ def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
     groups = {g.name: g for g in bag.groups}
     written = 0
     for b in bones:
-        pb = pbones[b]
+        pb = pbones[int(info.pose_order[b])]
         name = info.names[b]
         mode = pb.rotation_mode
         prop, width = _rotation_prop(mode)

@@ -1,0 +1,11 @@
+"""Operators (``bpy.ops.npe.*``), one module per family; each calls plain functions."""
+
+from . import effectors, mapping, metrics, propagate, solve
+
+CLASSES = (
+    *mapping.CLASSES,
+    *effectors.CLASSES,
+    *solve.CLASSES,
+    *metrics.CLASSES,
+    *propagate.CLASSES,
+)

@@ -1,0 +1,85 @@
+"""Effector operators: add empties at joints, remove them."""
+
+import bpy
+from bpy.props import BoolProperty, EnumProperty, IntProperty
+
+from . import common
+
+
+class NPE_OT_add_effectors(bpy.types.Operator):
+    """Add target empties at joints of the armature: move them to pose the character"""
+
+    bl_idname = "npe.add_effectors"
+    bl_label = "Add Effectors"
+    bl_options = {"REGISTER", "UNDO"}
+
+    preset: EnumProperty(
+        name="Joints",
+        description="Which joints get an effector",
+        items=(
+            ("HANDS", "Hands", "Both wrists"),
+            ("FEET", "Feet", "Both ankles"),
+            ("HEAD", "Head", "The head"),
+            ("LIMBS", "Hands, Feet and Head", "Both wrists, both ankles and the head"),
+            ("SELECTED", "Selected Bones", "The joints of the selected pose bones"),
+        ),
+        default="HANDS",
+    )
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import empties, rig_io, session
+
+        def action() -> session.Outcome:
+            scene = context.scene
+            obj = session.armature_from_context(context)
+            info = session.rig_for(obj)
+            if self.preset == "SELECTED":
+                joints, strangers = empties.selected_joints(obj, info)
+                if strangers:
+                    self.report({"WARNING"}, f"Not mapped to a joint: {', '.join(strangers)}")
+                if not joints:
+                    raise session.EditError("Select mapped pose bones first (Pose Mode)")
+            else:
+                joints = list(empties.PRESETS[self.preset])
+            pose = rig_io.read_pose(obj, info)
+            if not session.base_is_current(obj, info, pose, scene.frame_current):
+                session.make_current_base(scene, obj, info)
+            added, existing = empties.add(scene, obj, info, joints)
+            msg = f"Added effectors: {', '.join(added)}" if added else "No effector added"
+            if existing:
+                msg += f" (already there: {', '.join(existing)})"
+            return session.Outcome(msg)
+
+        return common.run(self, action)
+
+
+class NPE_OT_remove_effectors(bpy.types.Operator):
+    """Remove effectors and delete their empties"""
+
+    bl_idname = "npe.remove_effectors"
+    bl_label = "Remove Effectors"
+    bl_options = {"REGISTER", "UNDO"}
+
+    index: IntProperty(name="Index", default=-1,
+                       description="Effector to remove (-1: the active one in the list)")
+    all: BoolProperty(name="All", default=False, description="Remove every effector")
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import empties, session
+
+        def action() -> session.Outcome:
+            obj = session.armature_from_context(context)
+            items = obj.npe.effectors
+            if not items:
+                raise session.EditError(f"{obj.name} has no effectors")
+            index = None if self.all else (obj.npe.active_effector if self.index < 0
+                                           else self.index)
+            if index is not None and not 0 <= index < len(items):
+                raise session.EditError(f"No effector number {index}")
+            n = empties.remove(obj, index)
+            return session.Outcome(f"Removed {n} effector(s)")
+
+        return common.run(self, action)
+
+
+CLASSES = (NPE_OT_add_effectors, NPE_OT_remove_effectors)

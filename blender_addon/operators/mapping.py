@@ -1,0 +1,106 @@
+"""Rig mapping operators: map by preset or auto-detection, save and load JSON maps."""
+
+import bpy
+from bpy.props import EnumProperty, StringProperty
+from bpy_extras.io_utils import ExportHelper, ImportHelper
+
+from . import common
+
+_PRESET_LABELS = {
+    "bandai": "Bandai Namco BVH", "cmu": "CMU BVH", "mixamo": "Mixamo", "daz": "Daz Genesis",
+    "rigify": "Rigify (DEF bones)", "metarig": "Rigify Metarig",
+}  # fmt: skip
+
+
+def _preset_items(_self: bpy.types.Operator, _context: bpy.types.Context | None) -> list:
+    from ..core.mapping import PRESETS
+
+    items = [("auto", "Auto-Detect", "Find the joints by bone names and hierarchy")]
+    items += [(k, _PRESET_LABELS.get(k, k.title()), f"Bone names of the {k} preset")
+              for k in PRESETS]
+    _preset_items.items = items  # Blender needs the list to outlive the call
+    return items
+
+
+class NPE_OT_map_rig(bpy.types.Operator):
+    """Map the active armature's bones to the models' 21 joints"""
+
+    bl_idname = "npe.map_rig"
+    bl_label = "Map Rig"
+    bl_options = {"REGISTER", "UNDO"}
+
+    preset: EnumProperty(
+        name="Preset",
+        description="Bone naming scheme of the rig, or auto-detection",
+        items=_preset_items,
+    )
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import rig_mapping, session
+
+        def action() -> session.Outcome:
+            obj = session.armature_from_context(context)
+            joint_map, missing = rig_mapping.map_rig(obj, self.preset)
+            if missing:
+                self.report({"WARNING"}, f"{obj.name}: no bone found for "
+                            f"{', '.join(missing)}: pick them in Rig Mapping › Joints")
+                return session.Outcome(f"Mapped {21 - len(missing)} of 21 joints")
+            try:
+                session.measure(context.scene, obj)
+            except session.EditError:
+                pass  # measuring is a courtesy: models may be missing while mapping
+            toes = f", {', '.join(joint_map.synthesized)} at the foot tails" \
+                if joint_map.synthesized else ""
+            return session.Outcome(f"Mapped {obj.name} ({joint_map.source}): "
+                                   f"{len(joint_map.joints)} joints{toes}")
+
+        return common.run(self, action)
+
+
+class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
+    """Save the armature's rig mapping as JSON, to reuse on rigs with the same bone names"""
+
+    bl_idname = "npe.save_mapping"
+    bl_label = "Save Mapping"
+    bl_options = {"REGISTER"}
+
+    filename_ext = ".json"
+    filter_glob: StringProperty(default="*.json", options={"HIDDEN"},
+                                description="File name filter")
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import rig_mapping, session
+
+        def action() -> session.Outcome:
+            obj = session.armature_from_context(context)
+            rig_mapping.save(obj.data, self.filepath)
+            return session.Outcome(f"Saved the mapping of {obj.name} to {self.filepath}")
+
+        return common.run(self, action)
+
+
+class NPE_OT_load_mapping(bpy.types.Operator, ImportHelper):
+    """Load a JSON rig mapping; joints it leaves out are auto-detected"""
+
+    bl_idname = "npe.load_mapping"
+    bl_label = "Load Mapping"
+    bl_options = {"REGISTER", "UNDO"}
+
+    filename_ext = ".json"
+    filter_glob: StringProperty(default="*.json", options={"HIDDEN"},
+                                description="File name filter")
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import rig_mapping, session
+
+        def action() -> session.Outcome:
+            obj = session.armature_from_context(context)
+            missing = rig_mapping.load(obj, self.filepath)
+            if missing:
+                self.report({"WARNING"}, f"Still unmapped: {', '.join(missing)}")
+            return session.Outcome(f"Loaded the mapping of {obj.name} from {self.filepath}")
+
+        return common.run(self, action)
+
+
+CLASSES = (NPE_OT_map_rig, NPE_OT_save_mapping, NPE_OT_load_mapping)

@@ -1,0 +1,71 @@
+"""Metric operators: apply the requests, measure, (re)load the model set."""
+
+import bpy
+
+from . import common
+
+
+class NPE_OT_apply_metrics(bpy.types.Operator):
+    """Edit the pose so the enabled metrics take their requested values (with the
+    effectors)"""
+
+    bl_idname = "npe.apply_metrics"
+    bl_label = "Apply Metrics"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import session
+
+        def action() -> session.Outcome:
+            obj = session.armature_from_context(context)
+            if not any(m.enabled for m in context.scene.npe.metrics):
+                raise session.EditError("No metric request is enabled: tick one in Metrics")
+            return session.edit(context.scene, obj, context.evaluated_depsgraph_get())
+
+        return common.run(self, action)
+
+
+class NPE_OT_measure(bpy.types.Operator):
+    """Measure the metrics on the current pose"""
+
+    bl_idname = "npe.measure"
+    bl_label = "Measure"
+    bl_options = {"REGISTER"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import session
+
+        def action() -> session.Outcome:
+            obj = session.armature_from_context(context)
+            values = session.measure(context.scene, obj)
+            return session.Outcome(f"Measured {len(values)} metrics on {obj.name}")
+
+        return common.run(self, action)
+
+
+class NPE_OT_load_models(bpy.types.Operator):
+    """Load the chosen model set again (after retraining) and list its metrics"""
+
+    bl_idname = "npe.load_models"
+    bl_label = "Reload Models"
+    bl_options = {"REGISTER", "UNDO"}
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        from .. import session
+
+        def action() -> session.Outcome:
+            session.forget_model_sets()
+            models = session.load_models(context.scene)
+            session.sync_metrics(context.scene, models)
+            session.STATUS.pop("models", None)
+            if context.active_object is not None and context.active_object.type == "ARMATURE":
+                try:
+                    session.measure(context.scene, context.active_object)
+                except session.EditError:
+                    pass  # an unmapped armature: nothing to measure yet
+            return session.Outcome(f"Loaded {len(models.modules)} models from {models.folder}")
+
+        return common.run(self, action)
+
+
+CLASSES = (NPE_OT_apply_metrics, NPE_OT_measure, NPE_OT_load_models)

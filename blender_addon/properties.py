@@ -1,0 +1,368 @@
+"""Property groups: the rig mapping (armature data), the edit session (armature object),
+effector tags (empties) and the scene's solver, metric and propagation settings.
+
+Everything the add-on remembers lives here, in Blender data, so it is saved with the file
+and restored by undo; module-level state only caches what can be rebuilt from it.
+Update callbacks stay thin: they call :mod:`.session` / :mod:`.live`.
+"""
+
+import bpy
+from bpy.props import (
+    BoolProperty,
+    CollectionProperty,
+    EnumProperty,
+    FloatProperty,
+    FloatVectorProperty,
+    IntProperty,
+    PointerProperty,
+    StringProperty,
+)
+from bpy.types import PropertyGroup
+
+from .core.pipeline import MAX_REFINE_STEPS
+
+DEFAULT_REFINE_STEPS = 3
+DEFAULT_RADIUS = 10  # frames
+ANGLE_SOFT_MAX = 180.0  # degrees: slider range of angle metrics
+DISTANCE_SOFT_MAX = 2.0  # metres: slider range of distance and height metrics
+MIN_WEIGHT = 0.01  # the core needs weights in (0, 1]
+
+# --------------------------------------------------------------------------- callbacks
+
+
+def _mapping_edited(self: "NPE_JointBone", context: bpy.types.Context) -> None:
+    from . import session
+
+    session.mapping_changed(self.id_data)
+
+
+def _effector_edited(self: "NPE_Effector", context: bpy.types.Context) -> None:
+    from . import live
+
+    live.effector_settings_changed(context, self.id_data)
+
+
+def _request_edited(self: "NPE_MetricRequest", context: bpy.types.Context) -> None:
+    from . import session
+
+    session.metric_request_changed(context, self, enabled_changed=False)
+
+
+def _request_toggled(self: "NPE_MetricRequest", context: bpy.types.Context) -> None:
+    from . import session
+
+    session.metric_request_changed(context, self, enabled_changed=True)
+
+
+def _live_toggled(self: "NPE_SceneSettings", context: bpy.types.Context) -> None:
+    from . import live
+
+    live.sync()
+
+
+def _model_set_items(self: "NPE_SceneSettings", context: bpy.types.Context | None) -> list:
+    from . import session
+
+    return session.model_set_items(context)
+
+
+def _model_set_changed(self: "NPE_SceneSettings", context: bpy.types.Context) -> None:
+    from . import session
+
+    session.model_set_changed(context)
+
+
+def _curve_kind_changed(self: "NPE_PropagationSettings", context: bpy.types.Context) -> None:
+    if self.curve == "CUSTOM":
+        from . import session
+
+        session.ensure_weight_curve()
+
+
+# --------------------------------------------------------------------------- rig mapping
+
+
+class NPE_JointBone(PropertyGroup):
+    """One canonical joint and the bone whose head is that joint."""
+
+    joint: StringProperty(name="Joint", description="Canonical joint of the models' skeleton")
+    bone: StringProperty(
+        name="Bone",
+        description="The bone whose head is this joint (empty: not mapped; a toe left empty "
+        "sits at its foot bone's tail)",
+        update=_mapping_edited,
+    )
+
+
+class NPE_RigMapping(PropertyGroup):
+    """Which bone is each of the 21 joints (on the armature data, shared by its objects)."""
+
+    joints: CollectionProperty(type=NPE_JointBone, description="One item per canonical joint")
+    source: StringProperty(
+        name="Source",
+        description="How the mapping was made: a preset, auto-detection, a JSON file, or "
+        "edited by hand",
+    )
+
+
+# --------------------------------------------------------------------------- effectors
+
+
+def _is_empty(_self: PropertyGroup, obj: bpy.types.Object) -> bool:
+    return obj.type == "EMPTY"
+
+
+class NPE_Effector(PropertyGroup):
+    """A target empty for one joint, with how strongly and how it pulls."""
+
+    joint: StringProperty(name="Joint", description="Canonical joint this effector moves")
+    empty: PointerProperty(
+        type=bpy.types.Object,
+        name="Empty",
+        description="The empty the joint follows (its world location, and its rotation when "
+        "Use Rotation is on)",
+        poll=_is_empty,
+    )
+    weight: FloatProperty(
+        name="Weight",
+        description="How strongly the joint is pulled to its empty, against the others",
+        default=1.0,
+        min=MIN_WEIGHT,
+        max=1.0,
+        update=_effector_edited,
+    )
+    pin: BoolProperty(
+        name="Pin",
+        description="Hold the joint where it is in the base pose; the empty is ignored",
+        default=False,
+        update=_effector_edited,
+    )
+    use_rotation: BoolProperty(
+        name="Use Rotation",
+        description="The joint's bone also takes the empty's world orientation",
+        default=False,
+        update=_effector_edited,
+    )
+    solved_matrix: FloatVectorProperty(
+        name="Solved Matrix",
+        description="The empty's world matrix at the last solve: live mode skips updates "
+        "that did not move it",
+        size=16,
+        options={"HIDDEN"},
+    )
+
+
+# --------------------------------------------------------------------------- base pose
+
+
+class NPE_BoneValues(PropertyGroup):
+    """One mapped bone's local pose values: what the base pose restores exactly."""
+
+    bone: StringProperty(name="Bone", description="Pose bone name")
+    rotation_quaternion: FloatVectorProperty(
+        name="Quaternion", description="Base rotation (quaternion mode)", size=4,
+        default=(1.0, 0.0, 0.0, 0.0))
+    rotation_euler: FloatVectorProperty(
+        name="Euler", description="Base rotation (Euler modes)", size=3)
+    rotation_axis_angle: FloatVectorProperty(
+        name="Axis Angle", description="Base rotation (axis-angle mode)", size=4,
+        default=(0.0, 0.0, 1.0, 0.0))
+    location: FloatVectorProperty(name="Location", description="Base location", size=3)
+    written: FloatVectorProperty(
+        name="Written", description="Rotation (quaternion) and location the add-on last "
+        "wrote: a different pose means the user changed it, and the base is taken again",
+        size=7)
+
+
+class NPE_ObjectSettings(PropertyGroup):
+    """Per object: an armature's effectors and edit session, or an empty's effector tag."""
+
+    effectors: CollectionProperty(type=NPE_Effector, description="Effectors of this armature")
+    active_effector: IntProperty(name="Active Effector", description="Selected effector row")
+    base_pose: CollectionProperty(
+        type=NPE_BoneValues,
+        description="The pose every edit starts from (mapped bones), taken when the edit "
+        "session starts",
+    )
+    base_frame: IntProperty(name="Base Frame", description="Frame the base pose was taken at")
+    effector_of: PointerProperty(
+        type=bpy.types.Object,
+        name="Effector Of",
+        description="For an effector empty: the armature it drives",
+    )
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+class NPE_MetricRequest(PropertyGroup):
+    """One metric of the model set: its measured value and an optional requested value."""
+
+    label: StringProperty(name="Label", description="Display name")
+    description: StringProperty(name="Description", description="What the metric measures")
+    unit: StringProperty(name="Unit", description="deg or m")
+    measured: FloatProperty(
+        name="Measured", description="The metric on the current pose (updated by edits and "
+        "Measure)", precision=3)
+    has_measured: BoolProperty(name="Has Measured", description="A measured value exists")
+    enabled: BoolProperty(
+        name="Request",
+        description="Edit the pose so this metric takes the requested value (combines with "
+        "the effectors and the other requests)",
+        update=_request_toggled,
+    )
+    angle: FloatProperty(
+        name="Requested Angle", description="Requested value, in degrees",
+        soft_min=0.0, soft_max=ANGLE_SOFT_MAX, precision=1, update=_request_edited)
+    distance: FloatProperty(
+        name="Requested Distance", description="Requested value, in metres of the models' "
+        "body", soft_min=0.0, soft_max=DISTANCE_SOFT_MAX, precision=3, update=_request_edited)
+
+    @property
+    def value_prop(self) -> str:
+        """Name of the property that holds the requested value for this metric's unit."""
+        return "angle" if self.unit == "deg" else "distance"
+
+    @property
+    def requested(self) -> float:
+        return float(getattr(self, self.value_prop))
+
+
+# --------------------------------------------------------------------------- propagation
+
+
+class NPE_PropagationSettings(PropertyGroup):
+    """How an edit at the current frame spreads over its neighbours."""
+
+    range_mode: EnumProperty(
+        name="Range",
+        description="How the frames to edit are chosen",
+        items=(
+            ("RADIUS", "Radius", "Frames within a radius of the current frame"),
+            ("RANGE", "Start/End", "An explicit frame range around the current frame"),
+        ),
+        default="RADIUS",
+    )
+    radius: IntProperty(
+        name="Radius", description="The edit fades to nothing this many frames away",
+        default=DEFAULT_RADIUS, min=1, soft_max=200)
+    frame_start: IntProperty(name="Start", description="First frame edited", default=1)
+    frame_end: IntProperty(name="End", description="Last frame edited", default=60)
+    curve: EnumProperty(
+        name="Falloff",
+        description="Weight of the edit by distance from the current frame",
+        items=(
+            ("SMOOTH", "Smooth", "Cosine falloff"),
+            ("HAT", "Linear", "Linear falloff"),
+            ("CONSTANT", "Constant", "Full edit on every frame of the range"),
+            ("CUSTOM", "Custom", "A curve drawn in the panel"),
+        ),
+        default="SMOOTH",
+        update=_curve_kind_changed,
+    )
+    metric_mode: EnumProperty(
+        name="Metrics",
+        description="How metric requests travel to the other frames",
+        items=(
+            ("DELTA", "Change", "Each frame changes its metric by the change requested here"),
+            ("ABSOLUTE", "Value", "Each frame takes the requested value"),
+        ),
+        default="DELTA",
+    )
+
+
+# --------------------------------------------------------------------------- scene
+
+
+class NPE_SceneSettings(PropertyGroup):
+    """Model set, live mode, solver options, metric requests and propagation."""
+
+    model_set: EnumProperty(
+        name="Models",
+        description="Model set used to edit poses (add your own in the add-on preferences)",
+        items=_model_set_items,
+        update=_model_set_changed,
+    )
+    live: BoolProperty(
+        name="Live",
+        description="Solve again as soon as an effector empty moves",
+        default=False,
+        update=_live_toggled,
+    )
+    solver: EnumProperty(
+        name="Solver",
+        description="What moves the joints to the effectors",
+        items=(
+            ("universal", "Neural", "One learned solver for any set of effectors"),
+            ("chained", "Neural Chained", "The learned hands, feet and head solvers in turn"),
+            ("classic", "Classic FABRIK", "Plain full-body FABRIK, no learned prior"),
+        ),
+        default="universal",
+    )
+    combine: EnumProperty(
+        name="Combine",
+        description="How the effector solver and metric requests are combined",
+        items=(
+            ("average", "Average", "Average their edits of the pose code"),
+            ("sequence", "Sequence", "Apply them one after another"),
+        ),
+        default="average",
+    )
+    refine_steps: IntProperty(
+        name="Refinement",
+        description="Extra steps bringing joints closer to their effectors (0 = off)",
+        default=DEFAULT_REFINE_STEPS,
+        min=0,
+        max=MAX_REFINE_STEPS,
+    )
+    fix_lengths: BoolProperty(
+        name="Fix Lengths",
+        description="Keep the rig's exact bone lengths between the mapped joints",
+        default=True,
+    )
+    keep_details: BoolProperty(
+        name="Keep Details",
+        description="Keep what the models cannot reproduce of the pose (small offsets, "
+        "style)",
+        default=True,
+    )
+    metrics: CollectionProperty(type=NPE_MetricRequest, description="The model set's metrics")
+    metrics_folder: StringProperty(
+        name="Metrics Folder", description="Model set the metric list was made from",
+        options={"HIDDEN"})
+    propagation: PointerProperty(type=NPE_PropagationSettings,
+                                 description="Propagation settings")
+
+
+CLASSES = (
+    NPE_JointBone,
+    NPE_RigMapping,
+    NPE_Effector,
+    NPE_BoneValues,
+    NPE_ObjectSettings,
+    NPE_MetricRequest,
+    NPE_PropagationSettings,
+    NPE_SceneSettings,
+)
+
+# (owner type, attribute, group): attached in register, removed in unregister
+ATTACHMENTS = (
+    (bpy.types.Armature, "npe_mapping", NPE_RigMapping),
+    (bpy.types.Object, "npe", NPE_ObjectSettings),
+    (bpy.types.Scene, "npe", NPE_SceneSettings),
+)
+
+
+def register() -> None:
+    for cls in CLASSES:
+        bpy.utils.register_class(cls)
+    for owner, attr, group in ATTACHMENTS:
+        setattr(owner, attr, PointerProperty(type=group, description=group.__doc__))
+
+
+def unregister() -> None:
+    for owner, attr, _group in reversed(ATTACHMENTS):
+        if hasattr(owner, attr):
+            delattr(owner, attr)
+    for cls in reversed(CLASSES):
+        bpy.utils.unregister_class(cls)
