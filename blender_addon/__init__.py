@@ -1,9 +1,35 @@
-"""Neural Pose Editor: Blender extension entry point (register/unregister only)."""
+"""Neural Pose Editor: Blender extension entry point (register/unregister only).
+
+Nothing is imported at module level: ``blender_addon.core`` and the training code import
+this package outside Blender, where there is no ``bpy``.
+"""
+
+
+def _classes() -> tuple:
+    from . import panels, preferences
+    from .operators import CLASSES as OPERATOR_CLASSES
+
+    return (*preferences.CLASSES, *OPERATOR_CLASSES, *panels.CLASSES)
 
 
 def register() -> None:
-    """Nothing to register yet: operators and panels arrive with the add-on issue."""
+    import bpy
+
+    from . import live, properties
+
+    properties.register()
+    for cls in _classes():
+        bpy.utils.register_class(cls)
+    live.register()
 
 
 def unregister() -> None:
-    """Mirror of :func:`register`."""
+    """Remove exactly what :func:`register` added (our own handlers only)."""
+    import bpy
+
+    from . import live, properties
+
+    live.unregister()
+    for cls in reversed(_classes()):
+        bpy.utils.unregister_class(cls)
+    properties.unregister()

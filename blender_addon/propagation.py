@@ -113,6 +113,28 @@ def preview(scene: bpy.types.Scene) -> list[tuple[int, float]]:
 # ------------------------------------------------------------------ the edit
 
 
+def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, center: int,
+           matrix_world: np.ndarray) -> dict[int, np.ndarray]:
+    """Where effector joints must land exactly on every frame (armature space).
+
+    A pin holds its joint where the clip had it; a full-weight effector reaches its empty at
+    the edited frame, the rest of the models' miss fading out with W(t); a softer one keeps
+    the edited positions.
+    """
+    goals = {}
+    for t in targets:
+        j = JOINT_INDEX[t.joint]
+        if t.pin:
+            goal = clip[:, j]
+        elif t.weight >= 1.0:
+            goal = edited[:, j] + w[:, None] * (t.target_core - edited[center, j])
+        else:
+            goal = edited[:, j]
+        goals[j] = rig_io.core_to_armature(matrix_world, goal)
+    return goals
+
+
+
 def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
                    depsgraph: bpy.types.Depsgraph | None,
                    progress: Callable[[int], None] = lambda _step: None) -> Outcome:
@@ -150,9 +172,10 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
         raise EditError(f"Cannot propagate: {exc}") from exc
     session.check_finite(edited)
     progress(2)
+    edited_arm = rig_io.core_to_armature(mw, edited)
+    goals = _goals(targets, clip, edited, w, center, mw)
     try:
-        new_q, new_l = rig_io.rotations.positions_to_rotations(
-            info.rig, quats, locs, info.joint_bones, rig_io.core_to_armature(mw, edited))
+        new_q, new_l = rig_io.solve_rotations(info, quats, locs, edited_arm, goals)
     except ValueError as exc:
         raise EditError(f"Cannot turn the edited clip into bone rotations: {exc}") from exc
     session.check_finite(new_q, new_l)

@@ -24,7 +24,16 @@ import numpy as np
 from mathutils import Euler, Quaternion
 
 from .core import rotations
-from .core.skeleton import JOINT_INDEX, JOINTS, NUM_JOINTS, blender_to_yup, yup_to_blender
+from .core.skeleton import (
+    ANCESTORS,
+    CHILDREN,
+    JOINT_INDEX,
+    JOINTS,
+    NUM_JOINTS,
+    PARENTS,
+    blender_to_yup,
+    yup_to_blender,
+)
 
 QUATERNION = "QUATERNION"
 AXIS_ANGLE = "AXIS_ANGLE"
@@ -32,6 +41,7 @@ EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
 _AXIS = {"X": 0, "Y": 1, "Z": 2}
 TOE_FOOT = {"l_toe": "l_foot", "r_toe": "r_foot"}  # a boneless toe sits at this foot's tail
 _EPS = 1e-12
+LIMB_SLACK = 1e-6  # a limb never quite straightens (a straight limb has no bend plane)
 
 
 class RigError(ValueError):
@@ -278,6 +288,94 @@ def joint_positions(info: RigInfo, quats: np.ndarray,
     for j, foot in info.toe_feet.items():
         joints[..., j, :] = heads[..., foot, :] + world_r[..., foot, :, 1] * info.lengths[foot]
     return joints, world_r
+
+
+def solve_rotations(info: RigInfo, quats: np.ndarray, locations: np.ndarray,
+                    targets: np.ndarray, goals: dict[int, np.ndarray] | None = None,
+                    orientations: dict[int, np.ndarray] | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Local rotations (and root locations) putting the joints on ``targets`` (..., 21, 3),
+    armature space, then effector joints exactly on their ``goals`` where a limb allows.
+
+    A rig cannot always take the solved positions exactly: a chest or pelvis bone carries
+    its children rigidly, so when the solve changed the angles between them (neck and
+    clavicles; spine and thighs) the best fit leaves every limb start a little off, and
+    the limb's end inherits that error. ``goals`` (joint -> (..., 3), e.g. an effector's
+    empty) fixes it: a second pass re-aims the two bones above each goal joint (upper arm
+    and forearm, thigh and shin) like a two-bone IK from where the limb really starts,
+    bending in the plane of the solved elbow or knee. Other joints do not move.
+    """
+    q, loc = rotations.positions_to_rotations(info.rig, quats, locations, info.joint_bones,
+                                              targets, orientations)
+    if not goals:
+        return q, loc
+    joints, _ = joint_positions(info, q, loc)
+    adjusted = joints.copy()
+    changed = False
+    for j, goal in goals.items():
+        limb = _limb(info, j, goals)
+        if limb is None:
+            continue
+        mid, top = limb
+        adjusted = _two_bone(adjusted, joints, top, mid, j, np.asarray(goal, dtype=np.float64))
+        changed = True
+    if not changed:
+        return q, loc
+    return rotations.positions_to_rotations(info.rig, q, loc, info.joint_bones, adjusted,
+                                            orientations)
+
+
+def _limb(info: RigInfo, j: int, goals: dict[int, np.ndarray]) -> tuple[int, int] | None:
+    """(mid, top) joints above ``j`` forming a plain two-bone limb, or None.
+
+    Both must have a bone, a single child in the canonical tree and no goal of their own.
+    """
+    mid = int(PARENTS[j])
+    top = int(PARENTS[mid]) if mid >= 0 else -1
+    if top < 0 or mid in goals or top in goals:
+        return None
+    if any(info.joint_bones[k] is None for k in (j, mid, top)):
+        return None
+    if CHILDREN[mid] != (j,) or CHILDREN[top] != (mid,):
+        return None
+    return mid, top
+
+
+def _two_bone(adjusted: np.ndarray, joints: np.ndarray, top: int, mid: int, end: int,
+              goal: np.ndarray) -> np.ndarray:
+    """New positions of ``mid`` and ``end`` (and ``end``'s descendants, carried along) so
+    that ``end`` reaches ``goal`` from ``top`` with the limb's own lengths (batched)."""
+    s, e, w = joints[..., top, :], joints[..., mid, :], joints[..., end, :]
+    a = np.linalg.norm(e - s, axis=-1)
+    b = np.linalg.norm(w - e, axis=-1)
+    to_goal = goal - s
+    d_raw = np.linalg.norm(to_goal, axis=-1)
+    u = to_goal / np.maximum(d_raw, _EPS)[..., None]
+    d = np.clip(d_raw, np.abs(a - b) + LIMB_SLACK * (a + b), (1.0 - LIMB_SLACK) * (a + b))
+    # Bend in the plane of the current elbow/knee; a straight limb keeps its old bend side.
+    pole = e - s
+    pole = pole - np.sum(pole * u, axis=-1, keepdims=True) * u
+    pole_n = np.linalg.norm(pole, axis=-1, keepdims=True)
+    fallback = _any_perpendicular(u)
+    v = np.where(pole_n > _EPS, pole / np.maximum(pole_n, _EPS), fallback)
+    x = (a * a - b * b + d * d) / (2.0 * d)
+    h = np.sqrt(np.maximum(a * a - x * x, 0.0))
+    new_mid = s + x[..., None] * u + h[..., None] * v
+    new_end = s + d[..., None] * u
+    out = adjusted.copy()
+    out[..., mid, :] = new_mid
+    below = [k for k in range(NUM_JOINTS) if k != end and ANCESTORS[k, end]]
+    out[..., below, :] += (new_end - w)[..., None, :]
+    out[..., end, :] = new_end
+    return out
+
+
+def _any_perpendicular(u: np.ndarray) -> np.ndarray:
+    """A unit vector perpendicular to each unit ``u`` (crossed with its smallest axis)."""
+    axis = np.zeros_like(u)
+    np.put_along_axis(axis, np.argmin(np.abs(u), axis=-1)[..., None], 1.0, axis=-1)
+    p = np.cross(u, axis)
+    return p / np.maximum(np.linalg.norm(p, axis=-1, keepdims=True), _EPS)
 
 
 # ---------------------------------------------------------------------------- spaces

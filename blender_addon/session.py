@@ -527,10 +527,11 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     check_finite(new_core)
     orientations = {skeleton.JOINT_INDEX[t.joint]: t.orientation_armature
                     for t in targets if t.orientation_armature is not None and not t.pin}
+    solved_arm = rig_io.core_to_armature(mw, new_core)
+    goals = reach_goals(targets, start, new_core, mw)
     try:
-        new_q, new_l = rig_io.rotations.positions_to_rotations(
-            info.rig, quats, locs, info.joint_bones, rig_io.core_to_armature(mw, new_core),
-            orientations)
+        new_q, new_l = rig_io.solve_rotations(info, quats, locs, solved_arm, goals,
+                                              orientations)
     except ValueError as exc:
         raise EditError(f"Cannot turn the solved joints into bone rotations: {exc}") from exc
     check_finite(new_q, new_l)
@@ -554,6 +555,18 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     if requests:
         parts.append(f"{len(requests)} metric request(s)")
     return Outcome(f"Solved {obj.name}: {', '.join(parts)}", list(result.notes))
+
+
+def reach_goals(targets: list, start: np.ndarray, solved: np.ndarray, matrix_world: np.ndarray
+                ) -> dict[int, np.ndarray]:
+    """Where each effector joint must end up exactly (armature space): a full-weight
+    effector on its empty, a pin where it was; a softer one where the solve put it."""
+    goals = {}
+    for t in targets:
+        j = skeleton.JOINT_INDEX[t.joint]
+        goal = start[j] if t.pin else t.target_core if t.weight >= 1.0 else solved[j]
+        goals[j] = rig_io.core_to_armature(matrix_world, goal)
+    return goals
 
 
 def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -68,8 +69,8 @@ def find_python() -> str:
 
 
 def venv_python(venv: Path) -> Path:
-    """The venv's interpreter (POSIX layout: the tests and bpy runs are Linux-only)."""
-    return venv / "bin" / "python"
+    """The venv's interpreter (Windows venvs keep it in Scripts/)."""
+    return venv / "Scripts" / "python.exe" if os.name == "nt" else venv / "bin" / "python"
 
 
 def is_current(venv: Path, files: list[Path]) -> bool:

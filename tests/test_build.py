@@ -307,3 +307,9 @@ def test_every_pinned_onnxruntime_runs_the_shipped_models(version: str, tmp_path
                           str(numpy_only), str(models)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.split() == [version, "[]"]
+
+
+@needs_bpy45
+def test_committed_manifest_passes_blenders_validate() -> None:
+    result = build_addon.find_blender_ext(BPY45_PYTHON).run("validate", str(build_addon.ADDON_DIR))
+    assert result.returncode == 0, build_addon.cli_output(result)

@@ -151,7 +151,9 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
                                f"(> {PARITY_TOLERANCE:.0e})")
         if torchscript is not None:
             with atomic_open(Path(torchscript) / f"{item.name}.pt") as fh:
-                torch.jit.save(torch.jit.trace(item.net, example), fh)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # TorchScript's deprecation notes
+                    torch.jit.save(torch.jit.trace(item.net, example), fh)
         entry = {"name": item.name, "role": item.role, "file": file,
                  "parameters": count_parameters(item.net), "bytes": len(blob),
                  **core_models.module_io(item.role, latent, group)}

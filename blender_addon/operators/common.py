@@ -20,3 +20,7 @@ def run(op: bpy.types.Operator, action: Callable[[], object]) -> set[str]:
     for note in getattr(outcome, "notes", ()):
         op.report({"WARNING"}, note)
     return {"FINISHED"}
+
+# bl_options of operators: those that change Blender data push one undo step.
+UNDOABLE = {"REGISTER", "UNDO"}
+NOT_UNDOABLE = {"REGISTER"}

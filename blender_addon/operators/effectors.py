@@ -11,7 +11,7 @@ class NPE_OT_add_effectors(bpy.types.Operator):
 
     bl_idname = "npe.add_effectors"
     bl_label = "Add Effectors"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     preset: EnumProperty(
         name="Joints",
@@ -58,7 +58,7 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
 
     bl_idname = "npe.remove_effectors"
     bl_label = "Remove Effectors"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     index: IntProperty(name="Index", default=-1,
                        description="Effector to remove (-1: the active one in the list)")

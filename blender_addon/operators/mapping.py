@@ -4,22 +4,18 @@ import bpy
 from bpy.props import EnumProperty, StringProperty
 from bpy_extras.io_utils import ExportHelper, ImportHelper
 
+from ..core.mapping import PRESETS
+from ..core.skeleton import NUM_JOINTS
 from . import common
 
 _PRESET_LABELS = {
     "bandai": "Bandai Namco BVH", "cmu": "CMU BVH", "mixamo": "Mixamo", "daz": "Daz Genesis",
     "rigify": "Rigify (DEF bones)", "metarig": "Rigify Metarig",
 }  # fmt: skip
-
-
-def _preset_items(_self: bpy.types.Operator, _context: bpy.types.Context | None) -> list:
-    from ..core.mapping import PRESETS
-
-    items = [("auto", "Auto-Detect", "Find the joints by bone names and hierarchy")]
-    items += [(k, _PRESET_LABELS.get(k, k.title()), f"Bone names of the {k} preset")
-              for k in PRESETS]
-    _preset_items.items = items  # Blender needs the list to outlive the call
-    return items
+PRESET_ITEMS = (
+    ("auto", "Auto-Detect", "Find the joints by bone names and hierarchy"),
+    *((k, _PRESET_LABELS.get(k, k.title()), f"Bone names of the {k} preset") for k in PRESETS),
+)
 
 
 class NPE_OT_map_rig(bpy.types.Operator):
@@ -27,12 +23,13 @@ class NPE_OT_map_rig(bpy.types.Operator):
 
     bl_idname = "npe.map_rig"
     bl_label = "Map Rig"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     preset: EnumProperty(
         name="Preset",
         description="Bone naming scheme of the rig, or auto-detection",
-        items=_preset_items,
+        items=PRESET_ITEMS,
+        default="auto",
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
@@ -44,7 +41,8 @@ class NPE_OT_map_rig(bpy.types.Operator):
             if missing:
                 self.report({"WARNING"}, f"{obj.name}: no bone found for "
                             f"{', '.join(missing)}: pick them in Rig Mapping › Joints")
-                return session.Outcome(f"Mapped {21 - len(missing)} of 21 joints")
+                return session.Outcome(f"Mapped {NUM_JOINTS - len(missing)} of {NUM_JOINTS} "
+                                       "joints")
             try:
                 session.measure(context.scene, obj)
             except session.EditError:
@@ -62,7 +60,7 @@ class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
 
     bl_idname = "npe.save_mapping"
     bl_label = "Save Mapping"
-    bl_options = {"REGISTER"}
+    bl_options = common.NOT_UNDOABLE
 
     filename_ext = ".json"
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"},
@@ -84,7 +82,7 @@ class NPE_OT_load_mapping(bpy.types.Operator, ImportHelper):
 
     bl_idname = "npe.load_mapping"
     bl_label = "Load Mapping"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     filename_ext = ".json"
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"},

@@ -11,7 +11,7 @@ class NPE_OT_apply_metrics(bpy.types.Operator):
 
     bl_idname = "npe.apply_metrics"
     bl_label = "Apply Metrics"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import session
@@ -30,7 +30,7 @@ class NPE_OT_measure(bpy.types.Operator):
 
     bl_idname = "npe.measure"
     bl_label = "Measure"
-    bl_options = {"REGISTER"}
+    bl_options = common.NOT_UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import session
@@ -48,7 +48,7 @@ class NPE_OT_load_models(bpy.types.Operator):
 
     bl_idname = "npe.load_models"
     bl_label = "Reload Models"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import session

@@ -11,7 +11,7 @@ class NPE_OT_propagate(bpy.types.Operator):
 
     bl_idname = "npe.propagate"
     bl_label = "Propagate"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import propagation, session
@@ -35,7 +35,7 @@ class NPE_OT_weight_curve(bpy.types.Operator):
 
     bl_idname = "npe.weight_curve"
     bl_label = "Create Falloff Curve"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, _context: bpy.types.Context) -> set[str]:
         from .. import propagation

@@ -10,7 +10,7 @@ class NPE_OT_solve(bpy.types.Operator):
 
     bl_idname = "npe.solve"
     bl_label = "Solve"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import session
@@ -28,7 +28,7 @@ class NPE_OT_clean_pose(bpy.types.Operator):
 
     bl_idname = "npe.clean_pose"
     bl_label = "Clean Pose"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import session
@@ -45,7 +45,7 @@ class NPE_OT_reset_edits(bpy.types.Operator):
 
     bl_idname = "npe.reset_edits"
     bl_label = "Reset Edits"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import session
@@ -61,7 +61,7 @@ class NPE_OT_insert_keyframe(bpy.types.Operator):
 
     bl_idname = "npe.insert_keyframe"
     bl_label = "Insert Keyframe"
-    bl_options = {"REGISTER", "UNDO"}
+    bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import session

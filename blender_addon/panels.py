@@ -1,0 +1,251 @@
+"""The N-panel (View3D › Sidebar › Neural Pose): drawing only, nothing computed here
+beyond cheap lookups; measured metric values come from operators and the live handler."""
+
+import bpy
+
+CATEGORY = "Neural Pose"
+UNITS = {"deg": "°", "m": " m"}
+CLOSED = {"DEFAULT_CLOSED"}  # bl_options of sub-panels folded at first
+
+
+def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
+    """The armature the panel shows: the active one, or the active effector's."""
+    obj = context.active_object
+    if obj is None:
+        return None
+    if obj.type == "ARMATURE":
+        return obj
+    owner = obj.npe.effector_of
+    return owner if owner is not None and owner.type == "ARMATURE" else None
+
+
+def _status(layout: bpy.types.UILayout, key: str) -> None:
+    from . import session
+
+    message = session.STATUS.get(key)
+    if message:
+        col = layout.column(align=True)
+        col.alert = True
+        col.label(text=message, icon="ERROR")
+
+
+class _Panel:
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = CATEGORY
+
+
+class NPE_PT_main(_Panel, bpy.types.Panel):
+    bl_label = "Neural Pose"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        from . import session
+
+        layout = self.layout
+        settings = context.scene.npe
+        row = layout.row(align=True)
+        row.prop(settings, "model_set", text="")
+        row.operator("npe.load_models", text="", icon="FILE_REFRESH")
+        col = layout.column(align=True)
+        for line in session.model_summary(context.scene):
+            col.label(text=line, icon="ERROR" if line.startswith("Error") else "NONE")
+        _status(layout, "models")
+
+
+class NPE_PT_rig(_Panel, bpy.types.Panel):
+    bl_label = "Rig Mapping"
+    bl_parent_id = "NPE_PT_main"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        from . import session
+
+        layout = self.layout
+        obj = _armature(context)
+        if obj is None:
+            layout.label(text="Select an armature", icon="INFO")
+            return
+        mapping = obj.data.npe_mapping
+        problems = session.mapping_problems(obj.data)
+        col = layout.column(align=True)
+        if problems:
+            col.alert = problems != ["not mapped"]
+            for line in problems:
+                col.label(text=f"{obj.name}: {line}", icon="ERROR")
+        else:
+            n = len(session.mapping_dict(obj.data))
+            col.label(text=f"{obj.name}: {n} joints mapped ({mapping.source})",
+                      icon="CHECKMARK")
+        row = layout.row(align=True)
+        row.operator("npe.map_rig", text="Map Rig", icon="ARMATURE_DATA").preset = "auto"
+        row.operator_menu_enum("npe.map_rig", "preset", text="", icon="DOWNARROW_HLT")
+        row = layout.row(align=True)
+        row.operator("npe.save_mapping", text="Save", icon="EXPORT")
+        row.operator("npe.load_mapping", text="Load", icon="IMPORT")
+
+
+class NPE_PT_rig_joints(_Panel, bpy.types.Panel):
+    bl_label = "Joints"
+    bl_parent_id = "NPE_PT_rig"
+    bl_options = CLOSED
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return _armature(context) is not None
+
+    def draw(self, context: bpy.types.Context) -> None:
+        from .rig_io import TOE_FOOT
+
+        layout = self.layout
+        obj = _armature(context)
+        items = obj.data.npe_mapping.joints
+        if not items:
+            layout.label(text="Click Map Rig first", icon="INFO")
+            return
+        col = layout.column(align=True)
+        for item in items:
+            row = col.row(align=True)
+            bad = item.bone not in obj.data.bones if item.bone else item.joint not in TOE_FOOT
+            row.alert = bad
+            row.prop_search(item, "bone", obj.data, "bones", text=item.joint,
+                            icon="BONE_DATA")
+
+
+class NPE_UL_effectors(bpy.types.UIList):
+    """One row per effector: joint, weight, pin and rotation toggles."""
+
+    def draw_item(self, context: bpy.types.Context, layout: bpy.types.UILayout,
+                  _data: bpy.types.AnyType, item: bpy.types.AnyType, _icon: int,
+                  _active_data: bpy.types.AnyType, _active_prop: str, _index: int = 0,
+                  _flt_flag: int = 0) -> None:
+        lost = item.empty is None or context.scene.objects.get(item.empty.name) is None
+        row = layout.row(align=True)
+        row.alert = lost
+        row.label(text=item.joint + ("  (empty deleted)" if lost else ""),
+                  icon="ERROR" if lost else "EMPTY_AXIS")
+        row.prop(item, "weight", text="", slider=True)
+        row.prop(item, "pin", text="", icon="PINNED" if item.pin else "UNPINNED")
+        row.prop(item, "use_rotation", text="", icon="ORIENTATION_GIMBAL")
+
+
+class NPE_PT_effectors(_Panel, bpy.types.Panel):
+    bl_label = "Effectors"
+    bl_parent_id = "NPE_PT_main"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        obj = _armature(context)
+        if obj is None:
+            layout.label(text="Select an armature", icon="INFO")
+            return
+        row = layout.row()
+        row.template_list("NPE_UL_effectors", "", obj.npe, "effectors", obj.npe,
+                          "active_effector", rows=3)
+        col = row.column(align=True)
+        col.operator_menu_enum("npe.add_effectors", "preset", text="", icon="ADD")
+        col.operator("npe.remove_effectors", text="", icon="REMOVE").all = False
+        col.separator()
+        col.operator("npe.remove_effectors", text="", icon="X").all = True
+
+
+class NPE_PT_solve(_Panel, bpy.types.Panel):
+    bl_label = "Solve"
+    bl_parent_id = "NPE_PT_main"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        settings = context.scene.npe
+        row = layout.row(align=True)
+        row.scale_y = 1.3
+        row.prop(settings, "live", toggle=True, icon="PLAY" if not settings.live else "PAUSE",
+                 text="Live" if not settings.live else "Live (on)")
+        row.operator("npe.solve", icon="CON_KINEMATIC")
+        col = layout.column()
+        col.use_property_split = True
+        col.use_property_decorate = False
+        col.prop(settings, "solver")
+        sub = col.column()
+        sub.active = settings.solver != "classic"
+        sub.prop(settings, "combine")
+        sub.prop(settings, "refine_steps")
+        sub.prop(settings, "keep_details")
+        col.prop(settings, "fix_lengths")
+        row = layout.row(align=True)
+        row.operator("npe.clean_pose", icon="BRUSH_DATA")
+        row.operator("npe.reset_edits", icon="LOOP_BACK")
+        layout.operator("npe.insert_keyframe", icon="KEY_HLT")
+        obj = _armature(context)
+        if obj is not None:
+            _status(layout, obj.name)
+
+
+class NPE_PT_metrics(_Panel, bpy.types.Panel):
+    bl_label = "Metrics"
+    bl_parent_id = "NPE_PT_main"
+
+    def draw(self, context: bpy.types.Context) -> None:
+        layout = self.layout
+        settings = context.scene.npe
+        if not settings.metrics:
+            layout.operator("npe.load_models", text="Load Models", icon="FILE_REFRESH")
+            return
+        col = layout.column(align=True)
+        for item in settings.metrics:
+            row = col.row(align=True)
+            row.prop(item, "enabled", text="")
+            sub = row.row(align=True)
+            sub.active = item.enabled
+            sub.prop(item, item.value_prop, text=item.label, slider=True)
+            unit = UNITS.get(item.unit, "")
+            shown = f"{item.measured:.1f}{unit}" if item.unit == "deg" else \
+                f"{item.measured:.2f}{unit}"
+            value = row.row(align=True)
+            value.ui_units_x = 3.5
+            value.label(text=shown if item.has_measured else "–")
+        row = layout.row(align=True)
+        row.operator("npe.apply_metrics", icon="CHECKMARK")
+        row.operator("npe.measure", icon="DRIVER_DISTANCE")
+        _status(layout, "metrics")
+
+
+class NPE_PT_propagate(_Panel, bpy.types.Panel):
+    bl_label = "Propagation"
+    bl_parent_id = "NPE_PT_main"
+    bl_options = CLOSED
+
+    def draw(self, context: bpy.types.Context) -> None:
+        from . import propagation
+
+        layout = self.layout
+        p = context.scene.npe.propagation
+        layout.row().prop(p, "range_mode", expand=True)
+        col = layout.column(align=True)
+        if p.range_mode == "RADIUS":
+            col.prop(p, "radius")
+        else:
+            col.prop(p, "frame_start")
+            col.prop(p, "frame_end")
+        layout.prop(p, "curve")
+        if p.curve == "CUSTOM":
+            node = propagation.weight_curve_node()
+            if node is None:
+                layout.operator("npe.weight_curve", icon="FCURVE")
+            else:
+                layout.template_curve_mapping(node, "mapping")
+        box = layout.box()
+        grid = box.grid_flow(columns=3, even_columns=True, align=True)
+        for frame, w in propagation.preview(context.scene):
+            grid.progress(factor=w, type="BAR", text=f"{frame}: {w:.2f}")
+        layout.prop(p, "metric_mode")
+        layout.operator("npe.propagate", icon="IPO_EASE_IN_OUT")
+
+
+CLASSES = (
+    NPE_UL_effectors,
+    NPE_PT_main,
+    NPE_PT_rig,
+    NPE_PT_rig_joints,
+    NPE_PT_effectors,
+    NPE_PT_solve,
+    NPE_PT_metrics,
+    NPE_PT_propagate,
+)

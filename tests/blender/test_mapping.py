@@ -1,0 +1,98 @@
+"""Rig mapping in Blender: presets and auto-detection on three rig families, the bone
+pickers, JSON save/load, and the add-on surviving a new file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+from blender_addon import session  # noqa: E402
+from blender_addon.core.skeleton import JOINTS  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_scene")
+
+EXPECTED = {  # a few joints per rig that a wrong detection would get wrong
+    "mixamo": {"pelvis": "mixamorig:Hips", "chest": "mixamorig:Spine2",
+               "l_hand": "mixamorig:LeftHand", "r_toe": "mixamorig:RightToeBase"},
+    "rigify": {"pelvis": "DEF-spine", "spine": "DEF-spine.001", "chest": "DEF-spine.003",
+               "head": "DEF-spine.006", "l_upperarm": "DEF-upper_arm.L",
+               "l_forearm": "DEF-forearm.L", "r_thigh": "DEF-thigh.R", "r_toe": "DEF-toe.R"},
+    "bvh": {"pelvis": "Hips", "chest": "Chest", "l_hand": "Hand_L", "r_toe": "Toes_R"},
+}
+
+
+def test_addon_stays_registered_across_new_files() -> None:
+    bpy.ops.wm.read_homefile(use_empty=True)
+    assert hasattr(bpy.types.Scene, "npe") and hasattr(bpy.types.Armature, "npe_mapping")
+    assert hasattr(bpy.ops.npe, "map_rig")
+    from blender_addon import live
+
+    assert live.on_load_post in bpy.app.handlers.load_post
+
+
+@pytest.mark.parametrize("kind", ["mixamo", "rigify", "bvh"])
+def test_map_rig_finds_every_joint(kind: str, request: pytest.FixtureRequest) -> None:
+    from tests.blender.conftest import build_rig
+
+    obj = build_rig(kind, request)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    assert session.mapping_problems(obj.data) == []
+    mapping = session.mapping_dict(obj.data)
+    assert set(mapping) == set(JOINTS)
+    for joint, bone in EXPECTED[kind].items():
+        assert mapping[joint] == bone
+
+
+def test_explicit_preset_and_a_preset_that_does_not_fit() -> None:
+    obj = rigs.rigify()
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="rigify") == {"FINISHED"}
+    assert obj.data.npe_mapping.source == "rigify"
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="mixamo") == {"FINISHED"}
+    assert "unmapped" in session.mapping_problems(obj.data)[0]
+
+
+def test_unmappable_rig_lists_its_unmapped_joints() -> None:
+    bones = [("a", None, (0, 0, 0), (0, 0, 1)), ("b", "a", (0, 0, 1), (0, 0, 2))]
+    obj = rigs.build_armature("Stick", bones)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    problems = session.mapping_problems(obj.data)
+    assert problems and "l_hand" in problems[0] and "pelvis" in problems[0]
+    assert len(obj.data.npe_mapping.joints) == len(JOINTS)  # pickers for every joint
+
+
+def test_bone_picker_edits_the_mapping() -> None:
+    obj = rigs.mixamo()
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto")
+    item = next(i for i in obj.data.npe_mapping.joints if i.joint == "chest")
+    item.bone = "mixamorig:Spine1"
+    assert obj.data.npe_mapping.source == "edited"
+    assert session.mapping_dict(obj.data)["chest"] == "mixamorig:Spine1"
+    assert session.rig_for(obj).joint_bones[JOINTS.index("chest")] == \
+        list(obj.data.bones.keys()).index("mixamorig:Spine1")
+    item.bone = "mixamorig:Spine"  # already the spine: used twice
+    assert any("twice" in p for p in session.mapping_problems(obj.data))
+
+
+def test_save_and_load_mapping(tmp_path: Path) -> None:
+    obj = rigs.rigify()
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto")
+    before = session.mapping_dict(obj.data)
+    path = tmp_path / "rigify_map.json"
+    assert bpy.ops.npe.save_mapping("EXEC_DEFAULT", filepath=str(path)) == {"FINISHED"}
+    obj.data.npe_mapping.joints.clear()
+    assert bpy.ops.npe.load_mapping("EXEC_DEFAULT", True, filepath=str(path)) == {"FINISHED"}
+    assert session.mapping_dict(obj.data) == before
+    path.write_text('{"joints": {"chest": "no-such-bone"}}')
+    message = rigs.cancelled(bpy.ops.npe.load_mapping, "EXEC_DEFAULT", True,
+                             filepath=str(path))
+    assert "no-such-bone" in message
+    assert session.mapping_dict(obj.data) == before

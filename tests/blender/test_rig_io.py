@@ -1,0 +1,156 @@
+"""rig_io against Blender itself: rotation modes, FK vs evaluated pose bones, pose writes in
+each bone's own mode, and keyframes through F-curve data (4.5 layered actions, 5.0
+channelbags) that leave keys outside the written range alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+from mathutils import Euler, Quaternion  # noqa: E402
+
+from blender_addon import rig_io, session  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("fresh_scene")
+EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
+ANGLE_TOL = 1e-6
+
+
+def _random_quats(rng: np.random.Generator, n: int, spread: float = 0.6) -> np.ndarray:
+    q = np.concatenate([np.ones((n, 1)), rng.normal(0.0, spread, (n, 3))], axis=1)
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def _same_rotation(a: np.ndarray, b: np.ndarray) -> bool:
+    return bool(np.all(np.abs(np.abs(np.sum(a * b, axis=-1)) - 1.0) < ANGLE_TOL))
+
+
+@pytest.mark.parametrize("order", EULER_ORDERS)
+def test_euler_conversion_matches_mathutils(order: str) -> None:
+    rng = np.random.default_rng(0)
+    angles = rng.uniform(-np.pi, np.pi, (20, 3))
+    ours = rig_io.euler_to_quat(angles, order)
+    theirs = np.array([tuple(Euler(a, order).to_quaternion()) for a in angles])
+    assert _same_rotation(ours, theirs)
+
+
+def test_axis_angle_round_trip() -> None:
+    rng = np.random.default_rng(1)
+    q = _random_quats(rng, 20, spread=2.0)
+    aa = rig_io.quat_to_axis_angle(q)
+    theirs = np.array([tuple(Quaternion(a[1:], a[0])) for a in aa])
+    assert _same_rotation(rig_io.axis_angle_to_quat(aa), q)
+    assert _same_rotation(theirs, q)
+
+
+def _randomize_pose(obj: bpy.types.Object, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    for pb in obj.pose.bones:
+        q = Quaternion(_random_quats(rng, 1, 0.3)[0])
+        if pb.rotation_mode == "QUATERNION":
+            pb.rotation_quaternion = q
+        elif pb.rotation_mode == "AXIS_ANGLE":
+            axis, angle = q.to_axis_angle()
+            pb.rotation_axis_angle = (angle, *axis)
+        else:
+            pb.rotation_euler = q.to_euler(pb.rotation_mode)
+    obj.pose.bones[0].location = rng.normal(0.0, 0.1, 3)
+
+
+@pytest.mark.parametrize("kind", ["mixamo", "rigify"])
+def test_forward_kinematics_matches_blender(kind: str) -> None:
+    obj = rigs.mixamo() if kind == "mixamo" else rigs.rigify()
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    _randomize_pose(obj, seed=2)
+    info = session.rig_for(obj)
+    pose = rig_io.read_pose(obj, info)
+    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    mw = rig_io.world_matrix(obj)
+    ours = joints @ mw[:3, :3].T + mw[:3, 3]
+    theirs = rigs.mapped_heads(obj)
+    for j, name in enumerate(rigs.JOINTS):
+        assert np.allclose(ours[j], theirs[name], atol=1e-5), name
+
+
+def test_write_pose_keeps_each_bones_rotation_mode() -> None:
+    obj = rigs.rigify()  # Euler XYZ / ZXY and axis-angle bones among quaternion ones
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    info = session.rig_for(obj)
+    modes_before = [pb.rotation_mode for pb in obj.pose.bones]
+    pose = rig_io.read_pose(obj, info)
+    rng = np.random.default_rng(3)
+    quats = pose.quats.copy()
+    quats[list(info.mapped)] = _random_quats(rng, len(info.mapped))
+    locs = pose.locations.copy()
+    locs[list(info.roots)] = rng.normal(0.0, 5.0, (len(info.roots), 3))
+    rig_io.write_pose(obj, info, quats, locs)
+    assert [pb.rotation_mode for pb in obj.pose.bones] == modes_before
+    after = rig_io.read_pose(obj, info)
+    mapped = list(info.mapped)
+    assert _same_rotation(after.quats[mapped], quats[mapped])
+    assert np.allclose(after.locations[list(info.roots)], locs[list(info.roots)], atol=1e-4)
+    unmapped = [b for b in range(len(info.names)) if b not in info.mapped]
+    assert np.array_equal(after.quats[unmapped], pose.quats[unmapped])
+    euler_bone = obj.pose.bones["DEF-forearm.L"]
+    assert euler_bone.rotation_euler != Euler((0, 0, 0))  # written in Euler, not quaternion
+    assert tuple(euler_bone.rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
+
+
+def test_write_keys_merges_with_existing_keys() -> None:
+    obj = rigs.rigify()
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    info = session.rig_for(obj)
+    # Keys made the ordinary way first (a user's animation), every 5 frames.
+    for frame in range(1, 41, 5):
+        obj.pose.bones["DEF-spine.001"].rotation_quaternion = \
+            Quaternion((1.0, 0.01 * frame, 0.0, 0.0)).normalized()
+        obj.pose.bones["DEF-spine.001"].keyframe_insert("rotation_quaternion", frame=frame)
+    before = rigs.keys(obj)
+    pose = rig_io.read_pose(obj, info)
+    frames = np.arange(10, 21)
+    rng = np.random.default_rng(4)
+    quats = np.repeat(pose.quats[None], len(frames), axis=0)
+    quats[:, list(info.mapped)] = _random_quats(rng, len(frames) * len(info.mapped)
+                                                ).reshape(len(frames), -1, 4)
+    locs = np.repeat(pose.locations[None], len(frames), axis=0)
+    n = rig_io.write_keys(obj, info, frames, quats, locs)
+    assert n > 0
+    after = rigs.keys(obj)
+    path = rig_io.bone_path("DEF-spine.001", "rotation_quaternion")
+    for i in range(4):
+        old, new = before[(path, i)], after[(path, i)]
+        outside = (old[:, 0] < 10) | (old[:, 0] > 20)
+        new_outside = (new[:, 0] < 10) | (new[:, 0] > 20)
+        assert np.array_equal(old[outside], new[new_outside])  # untouched
+        assert np.array_equal(new[~new_outside, 0], frames)  # ours, one per frame
+    # Written values evaluate back to the rotations (per frame, sign-agnostic).
+    bag = rig_io.channelbag(obj)
+    b = info.names.index("DEF-spine.001")
+    got = np.array([[bag.fcurves.find(path, index=i).evaluate(float(f)) for i in range(4)]
+                    for f in frames])
+    assert _same_rotation(got / np.linalg.norm(got, axis=1, keepdims=True), quats[:, b])
+    # An Euler bone is keyed on rotation_euler, an axis-angle one on rotation_axis_angle.
+    assert (rig_io.bone_path("DEF-forearm.L", "rotation_euler"), 0) in after
+    assert (rig_io.bone_path("DEF-upper_arm.R", "rotation_axis_angle"), 0) in after
+    assert (rig_io.bone_path("DEF-spine", "location"), 2) in after  # the root bone
+
+
+def test_write_keys_on_an_object_without_animation() -> None:
+    obj = rigs.mixamo()
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    info = session.rig_for(obj)
+    pose = rig_io.read_pose(obj, info)
+    rig_io.write_keys(obj, info, [7], pose.quats[None], pose.locations[None])
+    anim = obj.animation_data
+    assert anim.action is not None and anim.action_slot is not None
+    keys = rigs.keys(obj)
+    assert len(keys) == 4 * len(info.mapped) + 3 * len(info.roots)
+    assert all(k.shape == (1, 2) and k[0, 0] == 7 for k in keys.values())
