@@ -144,13 +144,13 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
     if options.solver == "classic":
         raise EditError("Propagation blends the models' pose codes: pick a Neural solver")
     targets = empties.read(scene, obj, info, depsgraph)
-    requests = {m.name: m.requested for m in scene.npe.metrics if m.enabled}
+    requests = session.requested_metrics(scene)
     if not targets and not requests:
         raise EditError("Nothing to propagate: add effectors or enable a metric request")
     if rig_io.channelbag(obj) is None:
         raise EditError(f"{obj.name} has no action to edit: key its animation first")
     models = session.load_models(scene)
-    session.requested_metrics(scene, models)
+    session.check_requests(requests, models)
     frames_all, w_all = weights(scene)
     live = np.flatnonzero(w_all > 0)
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values

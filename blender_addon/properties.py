@@ -74,9 +74,9 @@ def _model_set_changed(self: "NPE_SceneSettings", context: bpy.types.Context) ->
 
 def _curve_kind_changed(self: "NPE_PropagationSettings", context: bpy.types.Context) -> None:
     if self.curve == "CUSTOM":
-        from . import session
+        from . import propagation
 
-        session.ensure_weight_curve()
+        propagation.ensure_weight_curve()
 
 
 # --------------------------------------------------------------------------- rig mapping

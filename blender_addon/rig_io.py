@@ -417,11 +417,12 @@ def orthonormal(m: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------- F-curves
 
 
-def channelbag(obj: bpy.types.Object, create: bool = False):
+def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_struct | None:
     """The F-curve container of the object's action slot (4.4+ layered actions, 5.0 too).
 
     With ``create``: makes the action, slot, layer, strip and channelbag that are missing,
-    reusing what exists. Without it: None when there is none.
+    reusing what exists. Without it: None when there is none. Both kinds of container
+    answer ``fcurves.find/new`` and ``groups.new`` alike (before 4.4 it is the action).
     """
     anim = obj.animation_data
     if anim is None:
@@ -434,6 +435,8 @@ def channelbag(obj: bpy.types.Object, create: bool = False):
             return None
         action = bpy.data.actions.new(f"{obj.name}Action")
         anim.action = action
+    if not hasattr(action, "layers"):  # Blender 4.2/4.3: the action holds the F-curves
+        return action
     slot = anim.action_slot
     if slot is None:
         if not create:

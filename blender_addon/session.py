@@ -80,7 +80,8 @@ def updates_suspended() -> Iterator[None]:
 
 _MODEL_SETS: dict[tuple, ModelSet] = {}
 _EDITORS: dict[tuple, PoseEditor] = {}
-_ENUM_ITEMS: list[tuple[str, str, str]] = []  # Blender needs the items to outlive the call
+# Blender keeps pointers into enum items' strings: every list handed out stays alive here.
+_ENUM_ITEMS: dict[tuple, list[tuple[str, str, str]]] = {}
 _SCANS: dict[tuple, list[Path]] = {}
 _SUMMARIES: dict[tuple, list[str]] = {}
 
@@ -117,8 +118,7 @@ def model_set_items(context: bpy.types.Context | None) -> list[tuple[str, str, s
     items = [(DEFAULT_SET, "Shipped", f"The models shipped with the add-on "
                                       f"({default_models_dir()})")]
     items += [(str(p), p.name, str(p)) for p in _scan(preferences.extra_model_folder(context))]
-    _ENUM_ITEMS[:] = items
-    return _ENUM_ITEMS
+    return _ENUM_ITEMS.setdefault(tuple(items), items)
 
 
 def model_folder(scene: bpy.types.Scene) -> Path:
@@ -319,7 +319,8 @@ def read_raw(obj: bpy.types.Object, info: rig_io.RigInfo) -> RawPose:
     )
 
 
-def _written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose) -> np.ndarray:
+def _written(info: rig_io.RigInfo, pose: rig_io.Pose) -> np.ndarray:
+    """Mapped bones' rotations and locations as rows of 7 (what "written" stores)."""
     m = list(info.mapped)
     return np.concatenate([pose.quats[m], pose.locations[m]], axis=1)  # (M, 7)
 
@@ -329,7 +330,7 @@ def store_base(obj: bpy.types.Object, info: rig_io.RigInfo, raw: RawPose, frame:
     """Make ``raw`` the base pose; ``pose`` (the current one) is what we last wrote."""
     items = obj.npe.base_pose
     items.clear()
-    written = _written(obj, info, pose)
+    written = _written(info, pose)
     for i, name in enumerate(raw.bones):
         item = items.add()
         item.bone = name
@@ -344,7 +345,7 @@ def store_base(obj: bpy.types.Object, info: rig_io.RigInfo, raw: RawPose, frame:
 def mark_written(obj: bpy.types.Object, info: rig_io.RigInfo) -> rig_io.Pose:
     """Remember the pose now on the rig as the add-on's (read back: exact float32 values)."""
     pose = rig_io.read_pose(obj, info)
-    written = _written(obj, info, pose)
+    written = _written(info, pose)
     for item, row in zip(obj.npe.base_pose, written, strict=True):
         item.written = row
     return pose
@@ -363,7 +364,7 @@ def base_is_current(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Po
     if not _base_matches(obj, info) or obj.npe.base_frame != frame:
         return False
     written = np.array([tuple(item.written) for item in obj.npe.base_pose])
-    now = _written(obj, info, pose)
+    now = _written(info, pose)
     dots = np.abs(np.sum(written[:, :4] * now[:, :4], axis=1))
     return bool(np.all(1.0 - dots < QUAT_TOL)
                 and np.allclose(written[:, 4:], now[:, 4:], rtol=LOC_RTOL, atol=LOC_ATOL))
@@ -419,14 +420,16 @@ def sync_metrics(scene: bpy.types.Scene, models: ModelSet) -> None:
         s.metrics_folder = str(models.folder)
 
 
-def requested_metrics(scene: bpy.types.Scene, models: ModelSet | None) -> dict[str, float]:
-    wanted = {m.name: m.requested for m in scene.npe.metrics if m.enabled}
-    if wanted and models is not None:
-        unknown = [n for n in wanted if n not in models.metrics]
-        if unknown:
-            raise EditError(f"Metric(s) {', '.join(unknown)} are not in this model set: "
-                            "click Reload in the Neural Pose panel")
-    return wanted
+def requested_metrics(scene: bpy.types.Scene) -> dict[str, float]:
+    """The enabled metric requests: name -> requested value."""
+    return {m.name: m.requested for m in scene.npe.metrics if m.enabled}
+
+
+def check_requests(requests: dict[str, float], models: ModelSet) -> None:
+    unknown = [n for n in requests if n not in models.metrics]
+    if unknown:
+        raise EditError(f"Metric(s) {', '.join(unknown)} are not in this model set: click "
+                        "Reload Models in the Neural Pose panel")
 
 
 def store_measured(scene: bpy.types.Scene, models: ModelSet, positions_core: np.ndarray
@@ -463,8 +466,7 @@ def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyG
         return
     try:
         if enabled_changed and item.enabled:
-            if not item.has_measured:
-                measure(scene, obj)
+            measure(scene, obj)
             with updates_suspended():  # start from the measured value: no jump
                 setattr(item, item.value_prop, item.measured)
             STATUS.pop("metrics", None)
@@ -497,22 +499,23 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
 
     info = rig_for(obj, fresh=fresh)
     targets = empties.read(scene, obj, info, depsgraph)
-    requests = {m.name: m.requested for m in scene.npe.metrics if m.enabled}
+    requests = requested_metrics(scene)
     options = solve_options(scene)
+    pose = rig_io.read_pose(obj, info)
+    frame = scene.frame_current
+    keep_base = base_is_current(obj, info, pose, frame)
     if not targets and not requests:
         if not allow_nothing:
             raise EditError("Nothing to solve: add effectors or enable a metric request")
-        if _base_matches(obj, info):
+        if keep_base:
             restore_base(obj)
             mark_written(obj, info)
         return Outcome("Back to the base pose")
     if requests and options.solver == "classic":
         raise EditError("Metric requests need a neural solver: pick Neural in Solver")
     models = load_models(scene) if (options.solver != "classic" or requests) else None
-    requested_metrics(scene, models)
-    pose = rig_io.read_pose(obj, info)
-    frame = scene.frame_current
-    keep_base = base_is_current(obj, info, pose, frame)
+    if models is not None:
+        check_requests(requests, models)
     quats, locs = base_arrays(obj, info, pose) if keep_base else (pose.quats, pose.locations)
     mw = rig_io.world_matrix(obj)
     joints_arm, _ = rig_io.joint_positions(info, quats, locs)
@@ -582,9 +585,11 @@ def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     except ValueError as exc:
         raise EditError(f"Cannot clean the pose: {exc}") from exc
     check_finite(cleaned)
-    new_q, new_l = rig_io.rotations.positions_to_rotations(
-        info.rig, pose.quats, pose.locations, info.joint_bones,
-        rig_io.core_to_armature(mw, cleaned))
+    try:
+        new_q, new_l = rig_io.solve_rotations(info, pose.quats, pose.locations,
+                                              rig_io.core_to_armature(mw, cleaned))
+    except ValueError as exc:
+        raise EditError(f"Cannot turn the cleaned joints into bone rotations: {exc}") from exc
     check_finite(new_q, new_l)
     rig_io.write_pose(obj, info, new_q, new_l)
     make_current_base(scene, obj, info)

@@ -66,6 +66,12 @@ class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
     filter_glob: StringProperty(default="*.json", options={"HIDDEN"},
                                 description="File name filter")
 
+    def invoke(self, context: bpy.types.Context, event: bpy.types.Event) -> set[str]:
+        obj = context.active_object
+        if not self.filepath and obj is not None:  # name the file after the rig
+            self.filepath = f"{bpy.path.clean_name(obj.data.name)}_mapping{self.filename_ext}"
+        return ExportHelper.invoke(self, context, event)
+
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import rig_mapping, session
 

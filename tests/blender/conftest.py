@@ -1,9 +1,10 @@
 """Fixtures for the add-on's tests in real Blender (the ``bpy`` module from PyPI).
 
-Run with ``.venv-bpy45/bin/python -m pytest tests/blender`` (and ``.venv-bpy50``); in the
-main venv, without bpy, every add-on test module skips itself (``require_bpy``). The add-on
-is registered from the repo once per session, every test starts from an empty scene, and
-Blender's user config goes to a temp dir.
+Run with ``.venv-bpy45/bin/python -m pytest tests/blender`` (and ``.venv-bpy50``). In the
+main venv, without bpy, every test module here skips itself with a message (each starts with
+``pytest.importorskip("bpy")``; a skip raised in a conftest would be a collection error).
+The add-on is registered from the repo once per session, every test starts from an empty
+scene, and Blender's user config goes to a temp dir.
 """
 
 from __future__ import annotations
@@ -13,13 +14,11 @@ import importlib.util
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-SKIP_REASON = ("Blender as a Python module is not installed here: run these tests with "
-               ".venv-bpy45/bin/python -m pytest tests/blender (or .venv-bpy50)")
 HAVE_BPY = importlib.util.find_spec("bpy") is not None
 
 if HAVE_BPY:
@@ -68,15 +67,13 @@ def addon() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def models_dir() -> Path:
-    """The shipped model set, or $NPE_TEST_MODELS; skip with a message when neither exists."""
-    shipped = default_models_dir()
-    if (shipped / MANIFEST_NAME).is_file():
-        return shipped
-    env = os.environ.get(MODELS_ENV)
-    if env and (Path(env) / MANIFEST_NAME).is_file():
-        return Path(env)
-    pytest.skip("no trained models in models/; run python -m training train-all/export "
-                f"(or point {MODELS_ENV} at a model folder)")
+    """The shipped model set ($NPE_TEST_MODELS overrides the folder, as in tests/conftest.py);
+    skips with a message when there is none."""
+    folder = Path(os.environ.get(MODELS_ENV, default_models_dir()))
+    if not (folder / MANIFEST_NAME).is_file():
+        pytest.skip(f"no trained models in {folder}; run python -m training train-all/export "
+                    f"(or point {MODELS_ENV} at a model folder)")
+    return folder
 
 
 @pytest.fixture
@@ -110,27 +107,24 @@ def bandai_bvh(tmp_path_factory: pytest.TempPathFactory) -> Path:
                             tmp_path_factory.mktemp("bvh") / BANDAI_CLIP)
 
 
-RIG_KINDS = ("mixamo", "rigify", "bvh")
-
-
 def build_rig(kind: str, request: pytest.FixtureRequest) -> bpy.types.Object:
     """A rig of ``kind``, selected and active (the BVH one skips without the mocap)."""
-    if kind == "mixamo":
-        obj = rigs.mixamo()
-    elif kind == "rigify":
-        obj = rigs.rigify()
-    else:
-        obj = rigs.import_bvh(request.getfixturevalue("bandai_bvh"))
-    rigs.select_only(obj)
-    return obj
+    bvh = request.getfixturevalue("bandai_bvh") if kind == "bvh" else None
+    return rigs.build(kind, bvh)
 
 
-@pytest.fixture(params=RIG_KINDS)
+@pytest.fixture(params=rigs.KINDS if HAVE_BPY else ())
 def rig(request: pytest.FixtureRequest, scene: bpy.types.Scene) -> bpy.types.Object:
     """Each test rig in turn, mapped, in a scene with the test model set."""
     obj = build_rig(request.param, request)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
     return obj
+
+
+@pytest.fixture
+def rig_of_kind(request: pytest.FixtureRequest) -> Callable[[str], bpy.types.Object]:
+    """Builds an unmapped rig of a given kind (for tests parametrized by kind themselves)."""
+    return lambda kind: build_rig(kind, request)
 
 
 @pytest.fixture

@@ -135,6 +135,23 @@ def rigify(scale: float = 0.01) -> bpy.types.Object:
     return obj
 
 
+KINDS = ("mixamo", "rigify", "bvh")
+
+
+def build(kind: str, bvh: Path | None = None) -> bpy.types.Object:
+    """A test rig of ``kind`` (one of KINDS), selected and active."""
+    if kind == "mixamo":
+        obj = mixamo()
+    elif kind == "rigify":
+        obj = rigify()
+    elif kind == "bvh" and bvh is not None:
+        obj = import_bvh(bvh)
+    else:
+        raise ValueError(f"unknown rig kind {kind!r} (or no BVH file given)")
+    select_only(obj)
+    return obj
+
+
 def extract_bvh(archive: Path, member_suffix: str, out: Path) -> Path:
     """One clip out of a Bandai Namco archive (streamed; the archive is not unpacked)."""
     with tarfile.open(archive, "r:xz") as tar:
@@ -219,3 +236,10 @@ def cancelled(op: object, *args: object, **kwargs: object) -> str:
     except RuntimeError as exc:
         return str(exc)
     raise AssertionError(f"expected an error report, the operator returned {result}")
+
+
+def select_bones(obj: bpy.types.Object, names: Sequence[str]) -> None:
+    """Select pose bones (the flag moved from Bone in 4.x to PoseBone in 5.0)."""
+    for pb in obj.pose.bones:
+        target = pb if "select" in pb.bl_rna.properties else pb.bone
+        target.select = pb.name in names

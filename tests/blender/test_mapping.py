@@ -3,6 +3,7 @@ pickers, JSON save/load, and the add-on surviving a new file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -35,11 +36,9 @@ def test_addon_stays_registered_across_new_files() -> None:
     assert live.on_load_post in bpy.app.handlers.load_post
 
 
-@pytest.mark.parametrize("kind", ["mixamo", "rigify", "bvh"])
-def test_map_rig_finds_every_joint(kind: str, request: pytest.FixtureRequest) -> None:
-    from tests.blender.conftest import build_rig
-
-    obj = build_rig(kind, request)
+@pytest.mark.parametrize("kind", rigs.KINDS)
+def test_map_rig_finds_every_joint(kind: str, rig_of_kind: Callable) -> None:
+    obj = rig_of_kind(kind)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
     assert session.mapping_problems(obj.data) == []
     mapping = session.mapping_dict(obj.data)

@@ -154,3 +154,19 @@ def test_write_keys_on_an_object_without_animation() -> None:
     keys = rigs.keys(obj)
     assert len(keys) == 4 * len(info.mapped) + 3 * len(info.roots)
     assert all(k.shape == (1, 2) and k[0, 0] == 7 for k in keys.values())
+
+
+def test_a_rig_without_toe_bones_uses_the_foot_tails() -> None:
+    bones = [b for b in rigs.mixamo_bones() if "Toe" not in b[0]]
+    obj = rigs.build_armature("NoToes", bones)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert "l_toe" not in session.mapping_dict(obj.data)
+    _randomize_pose(obj, seed=5)
+    info = session.rig_for(obj)
+    pose = rig_io.read_pose(obj, info)
+    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    bpy.context.view_layer.update()
+    for side in ("Left", "Right"):
+        tail = np.array(obj.pose.bones[f"mixamorig:{side}Foot"].tail)
+        assert np.allclose(joints[rigs.JOINTS.index(f"{side[0].lower()}_toe")], tail, atol=1e-5)

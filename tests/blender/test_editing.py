@@ -1,0 +1,245 @@
+"""Editing poses in Blender: effectors reached, pins held, bone lengths kept, undo, live
+mode, metric sliders, the base pose (no drift), reset and keying."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+from blender_addon import live, rig_io, session  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+
+REACH_TOL = 0.01  # m: an effector's joint ends this close to its empty
+PIN_TOL = 0.01  # m: a pinned joint stays this close to where it was
+LENGTH_TOL = 1e-4  # m: bone lengths are unchanged to 0.1 mm
+HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world: a reachable move of the right hand
+# A metric request must close at least this share of the gap to the requested value (low:
+# the development model set is barely trained; the shipped one does far better).
+METRIC_PROGRESS = 0.02
+
+
+def _solve() -> set[str]:
+    return bpy.ops.npe.solve("EXEC_DEFAULT", True)
+
+
+def _empty(obj: bpy.types.Object, joint: str) -> bpy.types.Object:
+    return next(e.empty for e in obj.npe.effectors if e.joint == joint)
+
+
+def _setup_hands_and_pinned_feet(obj: bpy.types.Object) -> None:
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="FEET") == {"FINISHED"}
+    for item in obj.npe.effectors:
+        item.pin = item.joint.endswith("foot")
+
+
+def test_effectors_are_empties_at_the_joints(rig: bpy.types.Object) -> None:
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS")
+    heads = rigs.mapped_heads(rig)
+    coll = bpy.data.collections["NPE Effectors"]
+    assert len(rig.npe.effectors) == 5
+    for item in rig.npe.effectors:
+        assert item.empty.parent is None and item.empty.name in coll.objects
+        assert np.allclose(np.array(item.empty.matrix_world.translation), heads[item.joint],
+                           atol=1e-5)
+    assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True) == {"FINISHED"}
+    assert len(rig.npe.effectors) == 0 and len(coll.objects) == 0
+
+
+def test_effectors_on_selected_bones(mixamo_rig: bpy.types.Object) -> None:
+    rigs.select_bones(mixamo_rig, ["mixamorig:LeftForeArm", "mixamorig:Head",
+                                   "mixamorig:LeftHandIndex1"])
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="SELECTED") == {"FINISHED"}
+    assert sorted(e.joint for e in mixamo_rig.npe.effectors) == ["head", "l_forearm"]
+    assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True) == {"FINISHED"}  # the active
+    assert len(mixamo_rig.npe.effectors) == 1
+
+
+def test_solve_reaches_pins_keeps_lengths_and_undoes(rig: bpy.types.Object) -> None:
+    name = rig.name
+    _setup_hands_and_pinned_feet(rig)
+    lengths, distances = rigs.bone_lengths(rig), rigs.joint_distances(rig)
+    feet = {j: p for j, p in rigs.mapped_heads(rig).items() if j.endswith("foot")}
+    hand = _empty(rig, "r_hand")
+    target = np.array(hand.location) + HAND_MOVE
+    hand.location = target
+    bpy.ops.ed.undo_push(message="move the hand")
+    before = rigs.pose_matrices(rig)
+    assert _solve() == {"FINISHED"}
+    heads = rigs.mapped_heads(rig)
+    assert np.linalg.norm(heads["r_hand"] - target) < REACH_TOL
+    assert np.linalg.norm(heads["l_hand"] - np.array(_empty(rig, "l_hand").location)) \
+        < REACH_TOL
+    for joint, place in feet.items():
+        assert np.linalg.norm(heads[joint] - place) < PIN_TOL
+    assert np.abs(rigs.bone_lengths(rig) - lengths).max() < LENGTH_TOL
+    assert np.abs(rigs.joint_distances(rig) - distances).max() < LENGTH_TOL
+    assert not np.allclose(rigs.pose_matrices(rig), before)
+
+    bpy.ops.ed.undo()
+    rig = bpy.data.objects[name]  # references do not survive an undo
+    assert np.allclose(rigs.pose_matrices(rig), before, atol=1e-6)
+
+
+def test_each_solve_starts_from_the_base_pose(mixamo_rig: bpy.types.Object) -> None:
+    obj = mixamo_rig
+    _setup_hands_and_pinned_feet(obj)
+    hand = _empty(obj, "r_hand")
+    home = np.array(hand.location)
+    hand.location = home + HAND_MOVE
+    _solve()
+    first = rigs.pose_matrices(obj)
+    hand.location = home - HAND_MOVE
+    _solve()
+    hand.location = home + HAND_MOVE
+    _solve()
+    assert np.allclose(rigs.pose_matrices(obj), first, atol=1e-5)  # no drift
+
+
+def test_live_mode_follows_the_empty(rig: bpy.types.Object) -> None:
+    obj = rig
+    _setup_hands_and_pinned_feet(obj)
+    scene = bpy.context.scene
+    scene.npe.live = True
+    assert live.on_depsgraph_update in bpy.app.handlers.depsgraph_update_post
+    hand = _empty(obj, "r_hand")
+    rest = rigs.pose_matrices(obj)
+    bpy.ops.ed.undo_push(message="before the drag")
+    target = np.array(hand.location) + HAND_MOVE
+    hand.location = target
+    bpy.context.view_layer.update()  # the handler solves here
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
+    posed = rigs.pose_matrices(obj)
+    bpy.context.view_layer.update()  # our own pose write must not re-solve in a loop
+    assert np.array_equal(rigs.pose_matrices(obj), posed)
+    bpy.ops.ed.undo_push(message="the drag")
+
+    name = obj.name
+    bpy.ops.ed.undo()  # empty and pose go back together; live mode must not re-solve
+    obj = bpy.data.objects[name]
+    bpy.context.view_layer.update()
+    assert np.allclose(rigs.pose_matrices(obj), rest, atol=1e-6)
+    bpy.ops.ed.redo()
+    obj = bpy.data.objects[name]
+    hand = _empty(obj, "r_hand")
+    bpy.context.view_layer.update()
+    assert np.allclose(rigs.pose_matrices(obj), posed, atol=1e-6)
+
+    scene = bpy.context.scene
+    scene.npe.live = False
+    assert live.on_depsgraph_update not in bpy.app.handlers.depsgraph_update_post
+    hand.location = target + HAND_MOVE
+    bpy.context.view_layer.update()
+    assert np.array_equal(rigs.pose_matrices(obj), posed)
+
+
+def test_live_mode_is_fast(mixamo_rig: bpy.types.Object) -> None:
+    """A drag re-solves per update: the Rig is cached, so an update costs one solve."""
+    import time
+
+    obj = mixamo_rig
+    _setup_hands_and_pinned_feet(obj)
+    bpy.context.scene.npe.live = True
+    hand = _empty(obj, "r_hand")
+    home = np.array(hand.location)
+    steps = 10
+    start = time.perf_counter()
+    for i in range(steps):
+        hand.location = home + HAND_MOVE * (i + 1) / steps
+        bpy.context.view_layer.update()
+    per_update = (time.perf_counter() - start) / steps
+    assert per_update < 0.25, f"{per_update * 1000:.0f} ms per live update"
+
+
+def test_rotation_effector_sets_the_bone_orientation(mixamo_rig: bpy.types.Object) -> None:
+    from mathutils import Euler
+
+    obj = mixamo_rig
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
+    item = next(e for e in obj.npe.effectors if e.joint == "l_hand")
+    item.use_rotation = True
+    item.empty.rotation_euler.rotate(Euler((0.4, -0.3, 0.5)))
+    bpy.context.view_layer.update()
+    assert _solve() == {"FINISHED"}
+    bpy.context.view_layer.update()
+    bone = obj.pose.bones[session.mapping_dict(obj.data)["l_hand"]]
+    got = (obj.matrix_world @ bone.matrix).to_3x3().normalized()
+    want = item.empty.matrix_world.to_3x3().normalized()
+    assert np.allclose(np.array(got), np.array(want), atol=1e-4)
+
+
+def test_metric_slider_moves_the_metric(mixamo_rig: bpy.types.Object) -> None:
+    scene = bpy.context.scene
+    assert bpy.ops.npe.measure("EXEC_DEFAULT") == {"FINISHED"}
+    item = scene.npe.metrics["l_elbow_bend"]
+    start = item.measured
+    item.enabled = True
+    assert item.requested == pytest.approx(start, abs=1e-3)  # enabling does not jump
+    wanted = start + 40.0
+    setattr(item, item.value_prop, wanted)  # the slider: its update callback edits the pose
+    assert "metrics" not in session.STATUS
+    measured = session.measure(scene, mixamo_rig)["l_elbow_bend"]
+    assert abs(measured - wanted) < (1.0 - METRIC_PROGRESS) * abs(start - wanted)
+    # Two requests combine.
+    other = scene.npe.metrics["r_knee_bend"]
+    other.enabled = True
+    knee_start = other.measured
+    knee_wanted = knee_start + 40.0
+    setattr(other, other.value_prop, knee_wanted)
+    values = session.measure(scene, mixamo_rig)
+    assert abs(values["r_knee_bend"] - knee_wanted) < \
+        (1.0 - METRIC_PROGRESS) * abs(knee_start - knee_wanted)
+    assert abs(values["l_elbow_bend"] - wanted) < (1.0 - METRIC_PROGRESS) * abs(start - wanted)
+    assert bpy.ops.npe.apply_metrics("EXEC_DEFAULT", True) == {"FINISHED"}
+
+
+def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
+    obj = mixamo_rig
+    scene = bpy.context.scene
+    base = rigs.pose_matrices(obj)
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
+    hand = _empty(obj, "r_hand")
+    home = np.array(hand.matrix_world.translation)
+    hand.location = home + HAND_MOVE
+    _solve()
+    assert bpy.ops.npe.reset_edits("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert np.allclose(rigs.pose_matrices(obj), base, atol=1e-6)
+    assert np.allclose(np.array(hand.matrix_world.translation), home, atol=1e-5)
+
+    hand.location = home + HAND_MOVE
+    _solve()
+    posed = rigs.pose_matrices(obj)
+    scene.frame_set(12)
+    assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+    keys = rigs.keys(obj)
+    info = session.rig_for(obj)
+    assert len(keys) == 4 * len(info.mapped) + 3 * len(info.roots)
+    scene.frame_set(1)
+    scene.frame_set(12)
+    assert np.allclose(rigs.pose_matrices(obj), posed, atol=1e-5)
+    # The keyed pose is the new base: resetting now keeps it.
+    bpy.ops.npe.reset_edits("EXEC_DEFAULT", True)
+    assert np.allclose(rigs.pose_matrices(obj), posed, atol=1e-5)
+
+
+def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:
+    lengths = rigs.bone_lengths(rig)
+    assert bpy.ops.npe.clean_pose("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert np.abs(rigs.bone_lengths(rig) - lengths).max() < LENGTH_TOL
+    info = session.rig_for(rig)
+    pose = rig_io.read_pose(rig, info)
+    assert np.isfinite(pose.quats).all()
+
+
+@pytest.mark.parametrize("solver", ["chained", "classic"])
+def test_other_solvers(mixamo_rig: bpy.types.Object, solver: str) -> None:
+    bpy.context.scene.npe.solver = solver
+    _setup_hands_and_pinned_feet(mixamo_rig)
+    hand = _empty(mixamo_rig, "r_hand")
+    target = np.array(hand.location) + HAND_MOVE
+    hand.location = target
+    assert _solve() == {"FINISHED"}
+    assert np.linalg.norm(rigs.mapped_heads(mixamo_rig)["r_hand"] - target) < REACH_TOL

@@ -1,0 +1,140 @@
+"""Bad input: every operator cancels with an error report that says what to do, and
+changes nothing (pose, keys, effectors compared before and after)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+from blender_addon import live, preferences, session  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+
+
+def _state(obj: bpy.types.Object) -> tuple:
+    return (rigs.pose_matrices(obj).tobytes(), tuple(sorted(rigs.keys(obj).items(),
+            key=lambda kv: kv[0])).__repr__(), len(obj.npe.effectors))
+
+
+def _assert_cancels(obj: bpy.types.Object, op: Callable, expect: str, **kwargs: object) -> None:
+    before = _state(obj)
+    message = rigs.cancelled(op, "EXEC_DEFAULT", True, **kwargs)
+    assert expect.lower() in message.lower(), message
+    assert _state(obj) == before
+
+
+@pytest.fixture
+def posed(mixamo_rig: bpy.types.Object) -> bpy.types.Object:
+    """The Mixamo rig with hand effectors, the right one moved, a few keys."""
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
+    bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True)
+    hand = mixamo_rig.npe.effectors[1].empty
+    hand.location = np.array(hand.location) + np.array([0.05, -0.1, 0.1])
+    return mixamo_rig
+
+
+def test_no_armature_selected(posed: bpy.types.Object) -> None:
+    bpy.context.view_layer.objects.active = None
+    for op in (bpy.ops.npe.solve, bpy.ops.npe.map_rig, bpy.ops.npe.add_effectors,
+               bpy.ops.npe.clean_pose, bpy.ops.npe.propagate, bpy.ops.npe.insert_keyframe):
+        _assert_cancels(posed, op, "Select an armature")
+    mesh = bpy.data.objects.new("Plain", None)
+    bpy.context.scene.collection.objects.link(mesh)
+    rigs.select_only(mesh)
+    _assert_cancels(posed, bpy.ops.npe.solve, "Select an armature")
+
+
+def test_unmapped_rig(scene: bpy.types.Scene) -> None:
+    obj = rigs.mixamo()
+    rigs.select_only(obj)
+    for op in (bpy.ops.npe.solve, bpy.ops.npe.add_effectors, bpy.ops.npe.clean_pose,
+               bpy.ops.npe.propagate, bpy.ops.npe.insert_keyframe):
+        _assert_cancels(obj, op, "Map Rig")
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    next(i for i in obj.data.npe_mapping.joints if i.joint == "l_forearm").bone = ""
+    _assert_cancels(obj, bpy.ops.npe.add_effectors, "l_forearm")
+
+
+@pytest.mark.parametrize("damage", ["missing", "corrupt_manifest", "corrupt_onnx"])
+def test_broken_model_folder(posed: bpy.types.Object, models_dir: Path, tmp_path: Path,
+                             damage: str) -> None:
+    broken = tmp_path / "broken_models"
+    shutil.copytree(models_dir, broken)
+    preferences.get_preferences().model_folder = str(broken)
+    bpy.context.scene.npe.model_set = str(broken)
+    if damage == "missing":
+        shutil.rmtree(broken)
+    elif damage == "corrupt_manifest":
+        (broken / "manifest.json").write_text('{"format_version": 1, "modules": [')
+    else:
+        (broken / "decoder.onnx").write_bytes(b"not a model")
+    session.forget_model_sets()
+    _assert_cancels(posed, bpy.ops.npe.solve, "models")
+    _assert_cancels(posed, bpy.ops.npe.propagate, "models")
+    bpy.context.scene.npe.solver = "classic"  # needs no models: still works
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+
+
+def test_effector_empty_deleted(posed: bpy.types.Object) -> None:
+    bpy.data.objects.remove(posed.npe.effectors[0].empty)
+    for op in (bpy.ops.npe.solve, bpy.ops.npe.propagate):
+        _assert_cancels(posed, op, "remove the effector")
+    bpy.context.scene.npe.live = True  # live mode reports instead of raising
+    posed.npe.effectors[1].empty.location.x += 0.01
+    before = _state(posed)
+    bpy.context.view_layer.update()
+    assert "deleted" in session.STATUS[posed.name]
+    assert _state(posed) == before
+    assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, index=0) == {"FINISHED"}
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+
+
+def test_invalid_target_changes_nothing(posed: bpy.types.Object) -> None:
+    posed.npe.effectors[1].empty.location = (float("nan"), 0.0, 1.0)
+    bpy.context.view_layer.update()
+    _assert_cancels(posed, bpy.ops.npe.solve, "invalid")
+
+
+def test_edit_mode_and_other_refusals(posed: bpy.types.Object) -> None:
+    bpy.ops.object.mode_set(mode="EDIT")
+    message = rigs.cancelled(bpy.ops.npe.solve, "EXEC_DEFAULT", True)
+    assert "Edit Mode" in message
+    bpy.ops.object.mode_set(mode="OBJECT")
+    bpy.context.scene.npe.solver = "classic"
+    _assert_cancels(posed, bpy.ops.npe.propagate, "Neural")
+    bpy.context.scene.npe.solver = "universal"
+    _assert_cancels(posed, bpy.ops.npe.apply_metrics, "metric request")
+    bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True)
+    _assert_cancels(posed, bpy.ops.npe.solve, "Nothing to solve")
+
+
+def test_propagate_without_an_action(mixamo_rig: bpy.types.Object) -> None:
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
+    _assert_cancels(mixamo_rig, bpy.ops.npe.propagate, "no action")
+
+
+def test_unregister_removes_only_our_handlers(addon: None) -> None:
+    def foreign(*_args: object) -> None:
+        pass
+
+    handlers = bpy.app.handlers
+    handlers.depsgraph_update_post.append(foreign)
+    handlers.load_post.append(foreign)
+    try:
+        bpy.context.scene.npe.live = True
+        assert live.on_depsgraph_update in handlers.depsgraph_update_post
+        live.unregister()
+        assert live.on_depsgraph_update not in handlers.depsgraph_update_post
+        assert live.on_load_post not in handlers.load_post
+        assert foreign in handlers.depsgraph_update_post and foreign in handlers.load_post
+    finally:
+        live.register()
+        bpy.context.scene.npe.live = False
+        handlers.depsgraph_update_post.remove(foreign)
+        handlers.load_post.remove(foreign)

@@ -1,0 +1,113 @@
+"""The N-panel's draw code against a recording layout (background Blender draws no UI):
+every property, operator and list it names must exist, in every state the panel shows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+from blender_addon import panels  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+
+_CONTAINERS = ("row", "column", "box", "split", "grid_flow", "column_flow")
+
+
+def _has_prop(data: Any, name: str) -> bool:
+    return name in data.bl_rna.properties
+
+
+def _operator(idname: str) -> Any:
+    family, name = idname.split(".")
+    op = getattr(getattr(bpy.ops, family), name)
+    op.get_rna_type()  # raises for an unknown operator
+    return op
+
+
+class _OperatorProps:
+    def __init__(self, idname: str) -> None:
+        object.__setattr__(self, "_rna", _operator(idname).get_rna_type())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        assert name in self._rna.properties, f"operator has no property {name!r}"
+
+
+class RecordingLayout:
+    """Checks every call the panels make; records labels for the assertions."""
+
+    def __init__(self, labels: list[str]) -> None:
+        self.labels = labels
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _CONTAINERS:
+            return lambda *_a, **_k: RecordingLayout(self.labels)
+        raise AttributeError(f"the test layout does not know UILayout.{name}")
+
+    def prop(self, data: Any, prop: str, **_kw: object) -> None:
+        assert _has_prop(data, prop), f"{data} has no property {prop!r}"
+
+    def prop_search(self, data: Any, prop: str, search_data: Any, search_prop: str,
+                    **_kw: object) -> None:
+        assert _has_prop(data, prop) and _has_prop(search_data, search_prop)
+
+    def operator(self, idname: str, **_kw: object) -> _OperatorProps:
+        return _OperatorProps(idname)
+
+    def operator_menu_enum(self, idname: str, prop: str, **_kw: object) -> None:
+        assert prop in _operator(idname).get_rna_type().properties
+
+    def label(self, text: str = "", **_kw: object) -> None:
+        self.labels.append(text)
+
+    def separator(self, **_kw: object) -> None:
+        pass
+
+    def progress(self, factor: float = 0.0, text: str = "", **_kw: object) -> None:
+        assert 0.0 <= factor <= 1.0
+        self.labels.append(text)
+
+    def template_curve_mapping(self, data: Any, prop: str, **_kw: object) -> None:
+        assert _has_prop(data, prop)
+
+    def template_list(self, list_type: str, _list_id: str, data: Any, prop: str,
+                      active_data: Any, active_prop: str, **_kw: object) -> None:
+        assert _has_prop(data, prop) and _has_prop(active_data, active_prop)
+        ui_list = getattr(panels, list_type)
+        for i, item in enumerate(getattr(data, prop)):
+            ui_list.draw_item(None, bpy.context, RecordingLayout(self.labels), data, item, 0,
+                              active_data, active_prop, i)
+
+
+def _draw_all() -> list[str]:
+    labels: list[str] = []
+    for cls in panels.CLASSES:
+        if issubclass(cls, bpy.types.Panel):
+            if hasattr(cls, "poll") and not cls.poll(bpy.context):
+                continue
+            fake = type("FakePanel", (), {"layout": RecordingLayout(labels)})()
+            cls.draw(fake, bpy.context)
+    return labels
+
+
+def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
+    labels = _draw_all()  # nothing selected
+    assert "Select an armature" in labels
+    obj = rigs.mixamo()
+    rigs.select_only(obj)
+    assert any("not mapped" in label for label in _draw_all())
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS")
+    scene.npe.propagation.curve = "CUSTOM"
+    labels = _draw_all()
+    assert any("21 joints mapped" in label for label in labels)
+    assert any(label.startswith("Models: ") for label in labels)
+    assert any(label.endswith("°") for label in labels)  # measured metric values
+    bpy.data.objects.remove(obj.npe.effectors[0].empty)
+    assert any("empty deleted" in label for label in _draw_all())
+    rigs.select_only(obj.npe.effectors[1].empty)  # an effector shows its armature
+    assert any("21 joints mapped" in label for label in _draw_all())
+    assert np.isfinite([m.measured for m in scene.npe.metrics]).all()

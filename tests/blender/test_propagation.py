@@ -1,0 +1,118 @@
+"""Propagation over an action: keys only inside the range, the change at each frame
+following W(t), frames and keys outside untouched; the custom falloff curve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+from blender_addon import propagation  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+
+CENTER = 40  # the edited frame of the 90-frame clip
+RADIUS = 12
+HAND_MOVE = 0.10  # m, world: the right hand moves this far towards the chest (reachable,
+# whatever the arm does in the clip: a straight arm cannot push its hand further out)
+# How closely the change at each frame follows W(t). Loose: a latent blend is not linear in
+# W, and the development model set is barely trained (it misses targets by ~15 cm before
+# the exact-reach pass); the shipped set can be held tighter.
+PROFILE_CORRELATION = 0.8  # correlation of |displacement(t)| with W(t) over the window
+LOW_WEIGHT = 0.25  # frames with W at most this ...
+LOW_WEIGHT_SHARE = 0.6  # ... move less than this share of the edited frame's change
+REACH_TOL = 0.01  # m
+
+
+def _hand_path(obj: bpy.types.Object, frames: np.ndarray) -> np.ndarray:
+    """The right hand's world position at each frame, from Blender's evaluated pose."""
+    scene = bpy.context.scene
+    out = []
+    for f in frames:
+        scene.frame_set(int(f))
+        out.append(rigs.mapped_heads(obj)["r_hand"])
+    return np.array(out)
+
+
+def _towards_chest(obj: bpy.types.Object, hand: np.ndarray) -> np.ndarray:
+    chest = rigs.mapped_heads(obj)["chest"]
+    return hand + HAND_MOVE * (chest - hand) / np.linalg.norm(chest - hand)
+
+
+@pytest.fixture
+def clip_rig(scene: bpy.types.Scene, bandai_bvh: Path) -> bpy.types.Object:
+    """The 90-frame Bandai clip, mapped, at frame CENTER, with hand effectors."""
+    obj = rigs.import_bvh(bandai_bvh)
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    scene.frame_set(CENTER)
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
+    return obj
+
+
+@pytest.mark.parametrize("curve", ["HAT", "SMOOTH"])
+def test_propagation_follows_the_weight_curve(clip_rig: bpy.types.Object, curve: str) -> None:
+    obj = clip_rig
+    scene = bpy.context.scene
+    p = scene.npe.propagation
+    p.range_mode, p.radius, p.curve = "RADIUS", RADIUS, curve
+    frames = np.arange(CENTER - RADIUS - 5, CENTER + RADIUS + 6)
+    before_path = _hand_path(obj, frames)
+    keys_before = rigs.keys(obj)
+    scene.frame_set(CENTER)
+    hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
+    target = _towards_chest(obj, np.array(hand.location))
+    hand.location = target
+    bpy.context.view_layer.update()
+    window, w = propagation.weights(scene)
+
+    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+
+    inside = window[w > 0]
+    lo, hi = inside.min(), inside.max()
+    keys_after = rigs.keys(obj)
+    assert keys_after.keys() == keys_before.keys()
+    for channel, old in keys_before.items():
+        new = keys_after[channel]
+        old_out = old[(old[:, 0] < lo) | (old[:, 0] > hi)]
+        new_out = new[(new[:, 0] < lo) | (new[:, 0] > hi)]
+        assert np.array_equal(old_out, new_out), channel  # keys outside untouched
+    after_path = _hand_path(obj, frames)
+    moved = np.linalg.norm(after_path - before_path, axis=1)
+    outside = (frames < lo) | (frames > hi)
+    assert moved[outside].max() < 1e-5  # frames outside unchanged
+    weight = np.interp(frames, window, w, left=0.0, right=0.0)
+    c = int(np.flatnonzero(frames == CENTER)[0])
+    assert np.linalg.norm(after_path[c] - target) < REACH_TOL
+    assert np.corrcoef(moved, weight)[0, 1] > PROFILE_CORRELATION
+    low = (weight <= LOW_WEIGHT) & ~outside
+    assert (moved[low] < LOW_WEIGHT_SHARE * moved[c]).all()
+
+
+def test_explicit_range_and_custom_curve(clip_rig: bpy.types.Object) -> None:
+    scene = bpy.context.scene
+    p = scene.npe.propagation
+    p.range_mode, p.frame_start, p.frame_end = "RANGE", CENTER - 5, CENTER + 20
+    p.curve = "CUSTOM"  # makes the hidden curve node
+    node = propagation.weight_curve_node()
+    assert node is not None and node.id_data.use_fake_user
+    points = node.mapping.curves[0].points
+    points[0].location = (0.0, 1.0)
+    points[-1].location = (1.0, 1.0)  # flat: full weight over the whole range
+    node.mapping.update()
+    frames, w = propagation.weights(scene)
+    assert frames[0] == CENTER - 5 and frames[-1] == CENTER + 20
+    assert np.allclose(w, 1.0)
+    assert len(propagation.preview(scene)) > 2
+    keys_before = rigs.keys(obj := clip_rig)
+    hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
+    hand.location = _towards_chest(obj, np.array(hand.location))
+    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    for channel, old in rigs.keys(obj).items():
+        before = keys_before[channel]
+        out = (before[:, 0] < CENTER - 5) | (before[:, 0] > CENTER + 20)
+        assert np.array_equal(before[out], old[(old[:, 0] < CENTER - 5) |
+                                               (old[:, 0] > CENTER + 20)])
