@@ -123,7 +123,7 @@ def train_metric(run: Run, spec: MetricSpec) -> dict[str, Any]:
     values = train.metric_values[:, 0]
     seed_everything(run.cfg.seed)
     net = MetricNet(ae.latent_size, float(values.mean()), float(values.std()), METRIC_HIDDEN)
-    result = fit(MetricTask(net, ae, 0), train, run.sampler("val", (spec,)), run.cfg, run.out,
+    result = fit(MetricTask(net, ae, 0, spec), train, run.sampler("val", (spec,)), run.cfg, run.out,
                  f"metric_{spec.name}", "metric",
                  {**net.config, "spec": spec.to_dict(),
                   "range": [float(values.min()), float(values.max())]})

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from blender_addon.core import skeleton
-from blender_addon.core.metrics import MetricSpec, evaluate_metric
+from blender_addon.core.metrics import MetricSpec, evaluate_metric, metric_formula
 from training.data import PoseData
 from training.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
 
@@ -25,6 +25,7 @@ PIN_MOVE_THRESHOLD = 0.02  # metres: a joint that moved less than this between x
 PIN_PROBABILITY = 0.5
 PARTIAL_WEIGHT_PROBABILITY = 0.3  # share of effectors given a weight below 1
 MIN_EFFECTOR_WEIGHT = 0.2
+METRIC_CONSISTENCY_WEIGHT = 0.01  # m^2 per squared std of the metric: same order as the pose loss
 
 EFFECTOR_GROUPS: dict[str, tuple[str, ...]] = {
     "hands": ("l_hand", "r_hand"),
@@ -165,10 +166,16 @@ class GroupSolverTask(Task):
 
 
 class MetricTask(Task):
-    def __init__(self, net: MetricNet, ae: PoseAutoencoder, metric_index: int) -> None:
+    """The 2023 paper's loss ``|x' - D(M(E(x), m(x')))|^2``, plus a consistency term
+    ``w * ((m(D(...)) - m(x')) / std)^2`` so the edited pose really has the requested value
+    (without it, metrics that vary little between neighbouring frames were not followed)."""
+
+    def __init__(self, net: MetricNet, ae: PoseAutoencoder, metric_index: int,
+                 spec: MetricSpec) -> None:
         super().__init__(net)
         self.ae = _frozen(ae)
         self.metric_index = metric_index
+        self.spec = spec
 
     def batch(self, sampler: PoseSampler, n: int, gen: torch.Generator) -> tuple:
         i, j = sampler.pairs(n, METRIC_PAIR_OFFSET, gen)
@@ -178,4 +185,6 @@ class MetricTask(Task):
         with torch.no_grad():
             z = self.ae.encode(x)
         pred = self.ae.decode(self.net(z, value)).reshape(x.shape)
-        return ((pred - x2) ** 2).sum(-1).mean()
+        achieved = metric_formula(pred, self.spec, torch)
+        consistency = ((achieved - value) / self.net.value_std) ** 2
+        return ((pred - x2) ** 2).sum(-1).mean() + METRIC_CONSISTENCY_WEIGHT * consistency.mean()

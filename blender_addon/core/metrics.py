@@ -241,14 +241,6 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
 )  # fmt: skip
 
 
-def _angle(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Degrees between vectors along the last axis; 0 where either is zero-length."""
-    denom = np.linalg.norm(u, axis=-1) * np.linalg.norm(v, axis=-1)
-    ok = denom > _EPS
-    cos = np.where(ok, np.sum(u * v, axis=-1) / np.where(ok, denom, 1.0), 1.0)
-    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
-
-
 def _as_positions(positions: np.ndarray) -> np.ndarray:
     p = np.asarray(positions, dtype=np.float64)
     if p.ndim < 2 or p.shape[-2:] != (NUM_JOINTS, 3):
@@ -256,20 +248,35 @@ def _as_positions(positions: np.ndarray) -> np.ndarray:
     return p
 
 
-def _evaluate(p: np.ndarray, spec: MetricSpec) -> np.ndarray:
+_TORCH_COS_LIMIT = 1.0 - 1e-7  # arccos' slope is infinite at +-1: keep gradients finite
+
+
+def metric_formula(p: Any, spec: MetricSpec, xp: Any = np) -> Any:
+    """The metric of poses ``p`` (..., 21, 3) in array library ``xp`` (numpy, or torch for
+    training losses): one formula for the add-on's sliders and for training."""
     idx = [JOINT_INDEX[j] for j in spec.joints]
     if spec.kind == "angle":
         u = p[..., idx[1], :] - p[..., idx[0], :]
         if spec.axis is not None:
-            v = np.asarray(AXES[spec.axis], dtype=np.float64)
+            v = xp.asarray(AXES[spec.axis], dtype=p.dtype)
+            v = v if xp is np else v.to(p.device)
         else:
             v = p[..., idx[3], :] - p[..., idx[2], :]
-        return _angle(u, v)
+        denom = xp.sqrt((u * u).sum(-1) * (v * v).sum(-1))
+        ok = denom > _EPS
+        cos = xp.where(ok, (u * v).sum(-1) / xp.where(ok, denom, 1.0), 1.0)
+        limit = 1.0 if xp is np else _TORCH_COS_LIMIT
+        return xp.arccos(xp.clip(cos, -limit, limit)) * (180.0 / np.pi)
     if spec.kind == "distance":
-        return np.linalg.norm(p[..., idx[1], :] - p[..., idx[0], :], axis=-1)
+        d = p[..., idx[1], :] - p[..., idx[0], :]
+        return xp.sqrt((d * d).sum(-1))
     if spec.kind == "height":
-        return p[..., idx, 1].mean(axis=-1)
+        return p[..., idx, 1].mean(-1)
     raise ValueError(f"metric spec {spec.name!r}: unknown kind {spec.kind!r}")  # unreachable
+
+
+def _evaluate(p: np.ndarray, spec: MetricSpec) -> np.ndarray:
+    return metric_formula(p, spec, np)
 
 
 def evaluate_metric(positions: np.ndarray, spec: MetricSpec) -> np.ndarray:

@@ -75,15 +75,35 @@ def mixamo_bones() -> list[Bone]:
     return bones
 
 
-def rigify_bones() -> list[Bone]:
+# Fingers of the full-size rig: (name, offset along -Y from the hand's centre line, m).
+FULL_FINGERS = (("thumb", -0.03), ("f_index", -0.015), ("f_middle", 0.0), ("f_ring", 0.015),
+                ("f_pinky", 0.03))
+FINGER_SEGMENT = 0.025  # m, each of a finger's three bones
+
+
+def rigify_bones(full: bool = False) -> list[Bone]:
     """A Rigify-like deform rig: a root bone, seven spine bones, pelvis, twist (.001)
-    bones, fingers, no toe end bones. Short legs, long arms."""
+    bones, fingers, no toe end bones. Short legs, long arms.
+
+    ``full``: the size of a real Rigify deform rig (79 bones: five fingers and four palm
+    bones a hand, jaw, eyes, ears, both breasts), for benchmarks; the default rig (53
+    bones, three fingers) is what the tests were written against.
+    """
     z = (0.92, 1.02, 1.12, 1.22, 1.34, 1.46, 1.53, 1.62, 1.80)
     bones: list[Bone] = [("root", None, (0, 0, 0), (0, -0.3, 0))]
     names = ["DEF-spine"] + [f"DEF-spine.{i:03d}" for i in range(1, 7)]
     for i, name in enumerate(names):
         bones.append((name, names[i - 1] if i else "root", (0, 0, z[i]), (0, 0, z[i + 1])))
     bones.append(("DEF-breast.L", "DEF-spine.003", (0.1, -0.08, 1.30), (0.1, -0.14, 1.28)))
+    if full:
+        bones += [
+            ("DEF-breast.R", "DEF-spine.003", (-0.1, -0.08, 1.30), (-0.1, -0.14, 1.28)),
+            ("DEF-jaw", "DEF-spine.006", (0, -0.02, 1.68), (0, -0.09, 1.64)),
+            ("DEF-eye.L", "DEF-spine.006", (0.03, -0.08, 1.72), (0.03, -0.10, 1.72)),
+            ("DEF-eye.R", "DEF-spine.006", (-0.03, -0.08, 1.72), (-0.03, -0.10, 1.72)),
+            ("DEF-ear.L", "DEF-spine.006", (0.07, 0.0, 1.71), (0.08, 0.02, 1.75)),
+            ("DEF-ear.R", "DEF-spine.006", (-0.07, 0.0, 1.71), (-0.08, 0.02, 1.75)),
+        ]
     for s, left in (("L", True), ("R", False)):
         x = lambda v, left=left: _side(v, left)  # noqa: E731 - local mirror helper
         bones += [
@@ -110,13 +130,27 @@ def rigify_bones() -> list[Bone]:
             (f"DEF-hand.{s}", f"DEF-forearm.{s}.001", (x(0.70), -0.04, 1.01),
              (x(0.76), -0.06, 0.96)),
         ]
-        for finger in ("thumb", "f_index", "f_middle"):
-            prev = f"DEF-hand.{s}"
+        if not full:
+            for finger in ("thumb", "f_index", "f_middle"):
+                prev = f"DEF-hand.{s}"
+                for k in range(1, 4):
+                    name = f"DEF-{finger}.{k:02d}.{s}"
+                    base = 0.76 + 0.025 * (k - 1)
+                    bones.append((name, prev, (x(base), -0.06, 0.96 - 0.02 * (k - 1)),
+                                  (x(base + 0.025), -0.06, 0.96 - 0.02 * k)))
+                    prev = name
+            continue
+        for p, (finger, dy) in enumerate(FULL_FINGERS):
+            y = -0.06 + dy
+            if p:  # palm bones carry the four fingers, as in Rigify
+                bones.append((f"DEF-palm.{p:02d}.{s}", f"DEF-hand.{s}", (x(0.71), -0.04, 1.0),
+                              (x(0.76), y, 0.96)))
+            prev = f"DEF-palm.{p:02d}.{s}" if p else f"DEF-hand.{s}"
             for k in range(1, 4):
                 name = f"DEF-{finger}.{k:02d}.{s}"
-                base = 0.76 + 0.025 * (k - 1)
-                bones.append((name, prev, (x(base), -0.06, 0.96 - 0.02 * (k - 1)),
-                              (x(base + 0.025), -0.06, 0.96 - 0.02 * k)))
+                base = 0.76 + FINGER_SEGMENT * (k - 1)
+                bones.append((name, prev, (x(base), y, 0.96 - 0.02 * (k - 1)),
+                              (x(base + FINGER_SEGMENT), y, 0.96 - 0.02 * k)))
                 prev = name
     return bones
 
@@ -125,9 +159,10 @@ def mixamo(scale: float = 1.0) -> bpy.types.Object:
     return build_armature("Mixamo", mixamo_bones(), scale=scale)
 
 
-def rigify(scale: float = 0.01) -> bpy.types.Object:
-    """Authored in centimetres with the object at scale 0.01, like many imported rigs."""
-    obj = build_armature("Rigify", rigify_bones(), scale=scale, unit=1.0 / scale)
+def rigify(scale: float = 0.01, full: bool = False) -> bpy.types.Object:
+    """Authored in centimetres with the object at scale 0.01, like many imported rigs
+    (``full``: the 79-bone size of a real Rigify deform rig, see :func:`rigify_bones`)."""
+    obj = build_armature("Rigify", rigify_bones(full), scale=scale, unit=1.0 / scale)
     # Mixed rotation modes: the add-on must read and write each bone in its own.
     obj.pose.bones["DEF-forearm.L"].rotation_mode = "XYZ"
     obj.pose.bones["DEF-forearm.R"].rotation_mode = "ZXY"
