@@ -53,10 +53,11 @@ def _random_inputs(role: str, latent: int, group: int, n: int, mean_pose: np.nda
         return (poses,)
     if role == "decoder":
         return (z,)
-    if role == "ik_universal":
+    if role in ("ik_universal", "ik_universal_fused"):
         mask = (rng.random((n, skeleton.NUM_JOINTS)) < 0.3).astype(np.float32)
         weights = (mask * rng.random(mask.shape)).astype(np.float32)
-        return z, mask, poses, weights
+        targets = poses + RANDOM_POSE_NOISE * rng.standard_normal(poses.shape).astype(np.float32)
+        return z if role == "ik_universal" else poses, mask, targets, weights
     if role == "ik_group":
         return z, np.ascontiguousarray(poses[:, :group])
     return z, (RANDOM_VALUE_SCALE * rng.standard_normal((n, 1))).astype(np.float32)
@@ -68,6 +69,9 @@ def _real_inputs(role: str, joints: tuple[str, ...], metric: MetricSpec | None,
     """Inputs from real poses: x's latent, targets and metric values from x'."""
     if role == "encoder":
         return (x,)
+    if role == "ik_universal_fused":
+        mask = (rng.random((len(x), skeleton.NUM_JOINTS)) < 0.3).astype(np.float32)
+        return x, mask, x2, mask.copy()
     z = models.encode(x)
     if role == "decoder":
         return (z,)
@@ -84,7 +88,8 @@ def test_modelset_loads_every_module(tiny_set: TinySet, models: ModelSet,
                                      manifest: dict[str, Any]) -> None:
     names = {m["name"] for m in manifest["modules"]}
     assert set(models.modules) == names
-    expected = {"encoder", "decoder", "ik_universal", *(f"ik_{g}" for g in EFFECTOR_GROUPS),
+    expected = {"encoder", "decoder", "ik_universal", "ik_universal_fused",
+                *(f"ik_{g}" for g in EFFECTOR_GROUPS),
                 *(f"metric_{s.name}" for s in DEFAULT_METRICS)}
     assert names == expected
     assert set(models.groups) == set(EFFECTOR_GROUPS)
@@ -99,11 +104,13 @@ def test_every_module_runs_with_a_dynamic_batch(models: ModelSet, batch: int) ->
     mean_pose = np.zeros((skeleton.NUM_JOINTS, 3), np.float32)
     for module in models.modules.values():
         inputs = _random_inputs(module.role, latent, len(module.joints), batch, mean_pose, rng)
-        out = module.run(*inputs)
-        want = (batch, skeleton.NUM_JOINTS, 3) if module.role == "decoder" else (batch, latent)
-        assert out.shape == want, module.name
-        assert out.dtype == np.float32, module.name
-        assert np.isfinite(out).all(), module.name
+        outs = module.run_all(*inputs)
+        want = [[batch, *o["shape"][1:]]
+                for o in module_io(module.role, latent, len(module.joints))["outputs"]]
+        assert [list(o.shape) for o in outs] == want, module.name
+        for out in outs:
+            assert out.dtype == np.float32, module.name
+            assert np.isfinite(out).all(), module.name
 
 
 def test_onnx_matches_torch_on_random_and_real_inputs(tiny_set: TinySet,
@@ -124,11 +131,31 @@ def test_onnx_matches_torch_on_random_and_real_inputs(tiny_set: TinySet,
         real = _real_inputs(item.role, module.joints, module.metric, models, x, x2, rng)
         for kind, inputs in (("random", random), ("real", real)):
             with torch.no_grad():
-                want = item.net(*(torch.from_numpy(a) for a in inputs)).numpy()
-            got = module.run(*inputs)
-            assert got.shape == want.shape, (item.name, kind)
-            err = float(np.abs(got - want).max())
-            assert err <= PARITY_TOLERANCE, f"{item.name} ({kind} inputs): max abs diff {err:.2e}"
+                want = item.net(*(torch.from_numpy(a) for a in inputs))
+            want = want if isinstance(want, tuple) else (want,)
+            got = module.run_all(*inputs)
+            assert len(got) == len(want), (item.name, kind)
+            for g, w in zip(got, want, strict=True):
+                assert g.shape == w.shape, (item.name, kind)
+                err = float(np.abs(g - w.numpy()).max())
+                assert err <= PARITY_TOLERANCE, \
+                    f"{item.name} ({kind} inputs): max abs diff {err:.2e}"
+
+
+def test_fused_module_matches_the_separate_modules(models: ModelSet) -> None:
+    """encoder -> universal -> decoder in one graph: the same edit, reconstruction, latent."""
+    rng = np.random.default_rng(1)
+    fused = models.modules["ik_universal_fused"]
+    mean_pose = np.zeros((skeleton.NUM_JOINTS, 3), np.float32)
+    for batch in BATCH_SIZES:
+        pose, mask, targets, weights = _random_inputs(
+            "ik_universal_fused", models.latent_size, 0, batch, mean_pose, rng)
+        edited, recon, z_new = fused.run_all(pose, mask, targets, weights)
+        z = models.encode(pose)
+        want_z = models.modules["ik_universal"].run(z, mask, targets, weights)
+        for got, want in ((z_new, want_z), (edited, models.decode(want_z)),
+                          (recon, models.decode(z))):
+            np.testing.assert_allclose(got, want, atol=PARITY_TOLERANCE)
 
 
 def test_manifest_keys_types_and_module_io(tiny_set: TinySet,
@@ -153,6 +180,10 @@ def test_manifest_keys_types_and_module_io(tiny_set: TinySet,
         assert isinstance(m["parameters"], int) and m["parameters"] > 0
         group = len(m.get("joints", ()))
         assert (group > 0) == (m["role"] == "ik_group"), m["name"]
+        if m["role"] == "ik_universal_fused":
+            assert [o["name"] for o in m["outputs"]] == \
+                ["edited_pose", "reconstruction", "edited_latent"]
+            assert [i["name"] for i in m["inputs"]] == ["pose", "mask", "targets", "weights"]
         io = module_io(m["role"], latent, group)
         assert m["inputs"] == io["inputs"] and m["outputs"] == io["outputs"], m["name"]
         if m["role"] == "ik_group":

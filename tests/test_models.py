@@ -176,3 +176,54 @@ def test_metric_with_a_bad_spec(folder: Path) -> None:
 def test_read_manifest_loads_no_onnx(folder: Path) -> None:
     (folder / "encoder.onnx").write_bytes(GARBAGE)
     assert read_manifest(folder)["latent_size"] > 0
+
+
+def _rename_onnx_output(path: Path, old: str, new: str) -> None:
+    model = onnx.load(str(path))
+    for value in model.graph.output:
+        if value.name == old:
+            value.name = new
+    for node in model.graph.node:
+        node.output[:] = [new if o == old else o for o in node.output]
+    onnx.save(model, str(path))
+
+
+def test_a_set_without_the_fused_module_still_loads(folder: Path) -> None:
+    """The fused module is optional: sets exported before it keep working."""
+    _edit_manifest(folder, lambda m: m["modules"].remove(_module(m, "ik_universal_fused")))
+    (folder / "ik_universal_fused.onnx").unlink()
+    models = ModelSet(folder)
+    assert models.by_role("ik_universal_fused") == []
+    assert models.by_role("ik_universal")
+
+
+def test_onnx_with_wrong_output_names(folder: Path) -> None:
+    onnx_path = folder / "ik_universal_fused.onnx"
+    _rename_onnx_output(onnx_path, "reconstruction", "recon")
+    _assert_model_error(folder, onnx_path, "outputs", "'recon'", "'reconstruction'")
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3])
+def test_bound_runs_match_plain_runs_and_return_new_arrays(folder: Path, batch: int) -> None:
+    """Small batches run through pre-bound buffers: same outputs as a plain session run,
+    float64 inputs cast like the plain path casts them, and no output reused by the next
+    call."""
+    models = ModelSet(folder)
+    module = models.modules["ik_universal_fused"]
+    rng = np.random.default_rng(batch)
+    kept = []
+    for _ in range(3):
+        inputs = (rng.normal(0, 0.3, (batch, skeleton.NUM_JOINTS, 3)),
+                  (rng.random((batch, skeleton.NUM_JOINTS)) < 0.3).astype(np.float64),
+                  rng.normal(0, 0.3, (batch, skeleton.NUM_JOINTS, 3)),
+                  rng.random((batch, skeleton.NUM_JOINTS)))
+        got = module.run_all(*inputs)
+        feeds = {name: a.astype(np.float32) for name, a in zip(module.input_names, inputs,
+                                                               strict=True)}
+        want = module.session.run(None, feeds)
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w)
+        kept.append((got, [g.copy() for g in got]))
+    for got, copies in kept:
+        for g, c in zip(got, copies, strict=True):
+            np.testing.assert_array_equal(g, c)

@@ -12,10 +12,14 @@ from blender_addon.core.normalize import (
     facing_yaw,
     flatten_pose,
     from_model_space,
+    from_model_space_unchecked,
+    leg_scale,
     rotate_y,
     set_bone_lengths,
     to_model_space,
+    to_model_space_unchecked,
     unflatten_pose,
+    yaw_matrix,
 )
 from blender_addon.core.skeleton import (
     BONE_LENGTHS,
@@ -322,3 +326,68 @@ def test_body_frame_is_a_plain_dataclass():
     )
     rig = from_model_space(tpose(), frame)
     np.testing.assert_allclose(facing_yaw(rig), -0.5, atol=1e-12)
+
+
+def test_yaw_matrix_turns_like_rotate_y():
+    rng = np.random.default_rng(9)
+    poses = random_poses(rng, (6,))
+    angles = rng.uniform(-4.0, 4.0, 6)
+    np.testing.assert_allclose(poses @ yaw_matrix(angles), rotate_y(poses, angles), atol=1e-15)
+    np.testing.assert_allclose(poses[0] @ yaw_matrix(np.float64(0.4)), rotate_y(poses[0], 0.4),
+                               atol=1e-15)
+
+
+def _degenerate_across(rng: np.random.Generator) -> np.ndarray:
+    """Poses whose across axis (after the canonical lengths) has a zero half, a half below
+    the epsilon, is vertical or is zero; the facing guards of both code paths."""
+    poses = random_poses(rng, (5,))
+    j = {n: JOINT_INDEX[n] for n in ("chest", "l_thigh", "r_thigh", "l_clavicle", "r_clavicle",
+                                     "l_upperarm", "r_upperarm")}
+    up = np.array([0.0, 0.1, 0.0])
+    poses[0, j["l_thigh"]] = poses[0, j["r_thigh"]]  # no hip vector: the shoulders alone
+    poses[1, j["l_thigh"]] = poses[1, j["r_thigh"]] + [1e-14, 0.0, 0.0]  # below the epsilon
+    # Vertical: hips and both shoulder chains straight up on the left, down on the right.
+    poses[2, [j["l_thigh"], j["r_thigh"]]] = poses[2, 0] + [up, -up]
+    poses[2, [j["l_clavicle"], j["r_clavicle"]]] = poses[2, j["chest"]] + [up, -up]
+    poses[2, [j["l_upperarm"], j["r_upperarm"]]] = poses[2, j["chest"]] + [2 * up, -2 * up]
+    # Zero: left and right hips and shoulders on each other.
+    for left, right in (("l_thigh", "r_thigh"), ("l_clavicle", "r_clavicle"),
+                        ("l_upperarm", "r_upperarm")):
+        poses[3, j[left]] = poses[3, j[right]]
+    return poses
+
+
+@pytest.mark.parametrize("case", ["random", "degenerate"])
+def test_a_single_pose_matches_its_batch(case):
+    """A batch of one takes the scalar facing path; it must agree with the vectorized one."""
+    rng = np.random.default_rng(10)
+    poses = random_poses(rng, (30,)) if case == "random" else _degenerate_across(rng)
+    turns = rng.uniform(-np.pi, np.pi, len(poses))
+    poses = rotate_y(poses, turns) + rng.normal(0, 2, (len(poses), 1, 3))
+    model, frame = to_model_space(poses)
+    for i in range(len(poses)):
+        one, one_frame = to_model_space(poses[i:i + 1])
+        np.testing.assert_allclose(one[0], model[i], atol=1e-12)
+        np.testing.assert_allclose(np.angle(np.exp(1j * (one_frame.yaw[0] - frame.yaw[i]))), 0.0,
+                                   atol=1e-12)
+
+
+def test_unchecked_conversions_match_the_checked_ones():
+    """The pipeline's fast path (checked arrays, cached lengths, the yaw matrix reused)."""
+    rng = np.random.default_rng(11)
+    lengths = BONE_LENGTHS * rng.uniform(0.8, 1.2, NUM_JOINTS)
+    for n in (1, 5):
+        poses = random_poses(rng, (n,)) + rng.normal(0, 1, (n, 1, 3))
+        batch_lengths = np.repeat(lengths[None], n, axis=0)
+        model, frame = to_model_space(poses, lengths)
+        fast, fast_frame, turn = to_model_space_unchecked(poses, batch_lengths,
+                                                          leg_scale(batch_lengths))
+        np.testing.assert_allclose(fast, model, atol=1e-12)
+        for key in ("root", "yaw", "lengths", "scale"):
+            np.testing.assert_allclose(getattr(fast_frame, key), getattr(frame, key), atol=1e-12)
+        np.testing.assert_allclose(turn, yaw_matrix(frame.yaw), atol=1e-15)
+        edited = model + rng.normal(0, 0.05, model.shape)
+        for fix in (True, False):
+            np.testing.assert_allclose(from_model_space_unchecked(edited, fast_frame, fix, turn),
+                                       from_model_space(edited, frame, fix_lengths=fix),
+                                       atol=1e-12)

@@ -1,12 +1,15 @@
 """The edit pipeline on the shipped models: effectors, pins, lengths, modules, refinement,
-other proportions, bad input."""
+other proportions, bad input; the fused module against the separate ones (tiny set)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from blender_addon.core import skeleton
+from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 
 HANDS = skeleton.joint_indices(["l_hand", "r_hand"])
@@ -131,3 +134,63 @@ def test_bad_input_is_a_clear_error(editor: PoseEditor, synthetic_clip: np.ndarr
     bad[7] = np.inf
     with pytest.raises(ValueError, match="l_forearm"):
         editor.solve(bad)
+
+
+FUSED_TOLERANCE = 1e-5  # m, and latent units: one graph vs three sessions
+
+
+@pytest.fixture(scope="module")
+def fused_and_separate(tiny_set, tmp_path_factory) -> tuple[ModelSet, ModelSet]:
+    """The tiny exported set, with its fused module and without it (an older set)."""
+    import json
+    import shutil
+
+    from blender_addon.core.models import MANIFEST_NAME
+
+    folder = Path(shutil.copytree(tiny_set.models, tmp_path_factory.mktemp("unfused") / "m"))
+    manifest = json.loads((folder / MANIFEST_NAME).read_text())
+    manifest["modules"] = [m for m in manifest["modules"] if m["role"] != "ik_universal_fused"]
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest))
+    return ModelSet(tiny_set.models), ModelSet(folder)
+
+
+@pytest.mark.parametrize("joints", [["l_hand", "r_hand"],
+                                    ["l_hand", "r_hand", "l_foot", "r_foot", "head"]])
+@pytest.mark.parametrize("options", [
+    SolveOptions(), SolveOptions(keep_details=False), SolveOptions(fix_lengths=False),
+    SolveOptions(refine_steps=2), SolveOptions(solver="chained"),
+], ids=["default", "no-details", "no-length-fix", "refined", "chained"])
+@pytest.mark.parametrize("rig_lengths", [False, True], ids=["measured", "rig"])
+def test_fused_module_gives_the_separate_modules_edit(fused_and_separate, synthetic_clip,
+                                                      joints, options, rig_lengths,
+                                                      monkeypatch) -> None:
+    fused_set, separate_set = fused_and_separate
+    lengths = skeleton.bone_lengths(synthetic_clip[0]) if rig_lengths else None
+    fused, separate = PoseEditor(fused_set, lengths), PoseEditor(separate_set, lengths)
+    calls = []
+    module = fused_set.modules["ik_universal_fused"]
+    run_all = module.run_all
+    monkeypatch.setattr(module, "run_all", lambda *a: calls.append(1) or run_all(*a))
+    for frame in (10, 40, 70):
+        pose, target = synthetic_clip[frame], synthetic_clip[frame + 15]
+        effs = [Effector(j, target[skeleton.JOINT_INDEX[j]]) for j in joints]
+        a = fused.solve(pose, effs, options=options)
+        b = separate.solve(pose, effs, options=options)
+        np.testing.assert_allclose(a.positions, b.positions, atol=FUSED_TOLERANCE)
+        np.testing.assert_allclose(a.latent, b.latent, atol=FUSED_TOLERANCE)
+        np.testing.assert_allclose(a.effector_error, b.effector_error, atol=FUSED_TOLERANCE)
+        assert a.notes == b.notes
+    assert len(calls) == (0 if options.solver == "chained" else 3)
+
+
+def test_metric_requests_and_no_effectors_skip_the_fused_module(fused_and_separate,
+                                                                synthetic_clip) -> None:
+    """The fused graph is encoder -> universal -> decoder only: anything else falls back."""
+    fused_set, separate_set = fused_and_separate
+    fused, separate = PoseEditor(fused_set), PoseEditor(separate_set)
+    pose = synthetic_clip[30]
+    metric = next(iter(fused_set.metrics))
+    effs = [Effector("l_hand", pose[HANDS[0]] + [0.0, 0.1, 0.0])]
+    for args in ((effs, {metric: 20.0}), ((), None)):
+        np.testing.assert_array_equal(fused.solve(pose, *args).positions,
+                                      separate.solve(pose, *args).positions)

@@ -25,6 +25,7 @@ from training.data import PoseData
 from training.nets import (
     Decoder,
     Encoder,
+    FusedUniversal,
     GroupSolver,
     MetricNet,
     UniversalSolver,
@@ -50,12 +51,12 @@ class Exported:
 
 def _onnx_bytes(net: nn.Module, example: tuple[torch.Tensor, ...], role: str) -> bytes:
     inputs = [n for n, _ in core_models.ROLE_INPUTS[role]]
-    output = core_models.ROLE_OUTPUTS[role][0]
+    outputs = [n for n, _ in core_models.ROLE_OUTPUTS[role]]
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation note
-        torch.onnx.export(net, example, buf, input_names=inputs, output_names=[output],
-                          dynamic_axes={n: {0: "batch"} for n in [*inputs, output]},
+        torch.onnx.export(net, example, buf, input_names=inputs, output_names=outputs,
+                          dynamic_axes={n: {0: "batch"} for n in [*inputs, *outputs]},
                           opset_version=OPSET, dynamo=False)
     return buf.getvalue()
 
@@ -69,9 +70,10 @@ def _examples(role: str, latent: int, group: int, poses: torch.Tensor, gen: torc
         return (poses,)
     if role == "decoder":
         return (z,)
-    if role == "ik_universal":
+    if role in ("ik_universal", "ik_universal_fused"):
         mask = (torch.rand(n, skeleton.NUM_JOINTS, generator=gen) < 0.3).float()
-        return z, mask, poses, mask * torch.rand(n, skeleton.NUM_JOINTS, generator=gen)
+        weights = mask * torch.rand(n, skeleton.NUM_JOINTS, generator=gen)
+        return z if role == "ik_universal" else poses, mask, poses, weights
     if role == "ik_group":
         return z, poses[:, :group]
     return z, torch.randn(n, 1, generator=gen) * 20
@@ -108,6 +110,10 @@ def collect(runs: Path) -> tuple[list[Exported], dict[str, Any]]:
             continue
         net.load_state_dict(sd)
         nets.append(item)
+        if item.role == "ik_universal":
+            nets.append(Exported("ik_universal_fused", "ik_universal_fused",
+                                 FusedUniversal(ae, net), (),
+                                 {"config": {"autoencoder": ae.config, "solver": cfg}}))
     return nets, {"latent": latent, "mean": mean.numpy(), "std": std.numpy(), "ae": ae}
 
 
@@ -143,8 +149,10 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
         sess = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
         feeds = {i.name: t.numpy() for i, t in zip(sess.get_inputs(), example, strict=True)}
         with torch.no_grad():
-            want = item.net(*example).numpy()
-        err = float(np.abs(sess.run(None, feeds)[0] - want).max())
+            want = item.net(*example)
+        want = want if isinstance(want, tuple) else (want,)
+        err = max(float(np.abs(got - w.numpy()).max())
+                  for got, w in zip(sess.run(None, feeds), want, strict=True))
         parity[item.name] = err
         if err > PARITY_TOLERANCE:
             raise RuntimeError(f"{out / file}: onnxruntime differs from torch by {err:.2e} "

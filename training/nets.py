@@ -9,6 +9,7 @@ return model-space positions in metres: the engine never normalizes features its
   of effectors (the paper's future work, ProtoRes' idea in a small network).
 - :class:`GroupSolver`: the 2021 paper's specialized solver, one per fixed target group.
 - :class:`MetricNet`: (latent, requested metric value) -> latent (2023 paper).
+- :class:`FusedUniversal`: encoder, universal solver and decoder in one exported graph.
 """
 
 from __future__ import annotations
@@ -142,6 +143,28 @@ class UniversalSolver(nn.Module):
         t = self.norm(targets).reshape(-1, skeleton.NUM_JOINTS, 3) * mask[..., None]
         feats = torch.cat([mask[..., None], t, (weights * mask)[..., None]], dim=-1)
         return z + self.net(torch.cat([z, feats.reshape(z.shape[0], -1)], dim=-1))
+
+
+class FusedUniversal(nn.Module):
+    """Export wrapper: encoder -> universal solver -> decoder as one graph, so the add-on's
+    common edit (effectors only) is one session call instead of three.
+
+    (pose, mask, targets, weights) -> (edited pose, reconstruction D(E(pose)), edited
+    latent): the engine adds ``pose - reconstruction`` back (keep_details) and keeps the
+    latent for refinement. Both latents go through the decoder as one batch.
+    """
+
+    def __init__(self, ae: PoseAutoencoder, solver: UniversalSolver) -> None:
+        super().__init__()
+        self.ae = ae
+        self.solver = solver
+
+    def forward(self, pose: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor,
+                weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        z = self.ae.encode(pose)
+        z_new = self.solver(z, mask, targets, weights)
+        both = self.ae.decode(torch.cat([z_new, z])).reshape(2, -1, skeleton.NUM_JOINTS, 3)
+        return both[0], both[1], z_new
 
 
 class GroupSolver(nn.Module):

@@ -8,6 +8,7 @@ shapes — and reports the file at fault. Only JSON and ONNX are read: nothing i
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,15 +20,19 @@ from .metrics import MetricSpec
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
-ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric")
+ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric", "ik_universal_fused")
 DEFAULT_THREADS = 1
+BOUND_MAX_BATCH = 2  # batches up to this run through pre-bound buffers (a pose; edit + recon)
 # The manifest's top-level keys that must be present, with their JSON type.
 MANIFEST_TYPES: dict[str, tuple[type, str]] = {
     "skeleton": (dict, "object"), "latent_size": (int, "integer"), "modules": (list, "list"),
 }
 
-# Input names and shapes of each role; "B" is the dynamic batch axis, "L" the latent size,
-# "G" the number of joints of an effector group.
+# Input and output names and shapes of each role; "B" is the dynamic batch axis, "L" the
+# latent size, "G" the number of joints of an effector group. ``ik_universal_fused`` (optional
+# in a set) is encoder -> universal solver -> decoder in one graph, for the common edit:
+# one session call instead of three. It also decodes the input's own latent (the
+# reconstruction D(E(x)) that keep_details needs) and returns the edited latent.
 ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("pose", ("B", skeleton.NUM_JOINTS, 3)),),
     "decoder": (("latent", ("B", "L")),),
@@ -36,18 +41,35 @@ ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
                      ("weights", ("B", skeleton.NUM_JOINTS))),
     "ik_group": (("latent", ("B", "L")), ("targets", ("B", "G", 3))),
     "metric": (("latent", ("B", "L")), ("value", ("B", 1))),
+    "ik_universal_fused": (("pose", ("B", skeleton.NUM_JOINTS, 3)),
+                           ("mask", ("B", skeleton.NUM_JOINTS)),
+                           ("targets", ("B", skeleton.NUM_JOINTS, 3)),
+                           ("weights", ("B", skeleton.NUM_JOINTS))),
 }
-ROLE_OUTPUTS: dict[str, tuple[str, tuple[str | int, ...]]] = {
-    "encoder": ("latent", ("B", "L")),
-    "decoder": ("pose", ("B", skeleton.NUM_JOINTS, 3)),
-    "ik_universal": ("edited_latent", ("B", "L")),
-    "ik_group": ("edited_latent", ("B", "L")),
-    "metric": ("edited_latent", ("B", "L")),
+ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
+    "encoder": (("latent", ("B", "L")),),
+    "decoder": (("pose", ("B", skeleton.NUM_JOINTS, 3)),),
+    "ik_universal": (("edited_latent", ("B", "L")),),
+    "ik_group": (("edited_latent", ("B", "L")),),
+    "metric": (("edited_latent", ("B", "L")),),
+    "ik_universal_fused": (("edited_pose", ("B", skeleton.NUM_JOINTS, 3)),
+                           ("reconstruction", ("B", skeleton.NUM_JOINTS, 3)),
+                           ("edited_latent", ("B", "L"))),
 }
+# Roles a set must have exactly one of; every other role is optional.
+REQUIRED_ROLES = ("encoder", "decoder")
 
 
 class ModelError(ValueError):
     """A model folder that is missing, corrupt, of an unknown version or another skeleton."""
+
+
+@dataclass
+class _Bound:
+    """Buffers bound to a session once, for one set of input shapes."""
+    binding: Any
+    inputs: list[np.ndarray]
+    outputs: list[np.ndarray]
 
 
 @dataclass
@@ -59,10 +81,62 @@ class Module:
     metric: MetricSpec | None = None
     value_range: tuple[float, float] | None = None
     session: Any = field(default=None, repr=False)
+    # The session's input and output names, read once (asking costs a call per run).
+    input_names: tuple[str, ...] = field(default=(), init=False, repr=False)
+    output_names: tuple[str, ...] = field(default=(), init=False, repr=False)
+    _bound: dict[tuple[tuple[int, ...], ...], _Bound] = field(
+        default_factory=dict, init=False, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
+                                  compare=False)
+
+    def __post_init__(self) -> None:
+        if self.session is not None:
+            self.input_names = tuple(i.name for i in self.session.get_inputs())
+            self.output_names = tuple(o.name for o in self.session.get_outputs())
 
     def run(self, *inputs: np.ndarray) -> np.ndarray:
-        names = [i.name for i in self.session.get_inputs()]
-        return self.session.run(None, dict(zip(names, inputs, strict=True)))[0]
+        """The module's (first) output for inputs in the role's order (run as float32)."""
+        return self.run_all(*inputs)[0]
+
+    def run_all(self, *inputs: np.ndarray) -> list[np.ndarray]:
+        """Every output, in the role's order, as new float32 arrays.
+
+        Small batches (the add-on's single pose) run through buffers bound to the session
+        once: that skips most of onnxruntime's per-call Python overhead, and copying into
+        them is the float32 cast. Another thread running the module at the same time takes
+        the plain path.
+        """
+        if not 0 < len(inputs[0]) <= BOUND_MAX_BATCH or not self._lock.acquire(blocking=False):
+            return self._run(inputs)
+        try:
+            key = tuple(a.shape for a in inputs)
+            bound = self._bound.get(key)
+            if bound is None:
+                outputs = self._run(inputs)
+                self._bound[key] = self._bind(inputs, outputs)
+                return outputs
+            for buf, a in zip(bound.inputs, inputs, strict=True):
+                np.copyto(buf, a, casting="same_kind")
+            self.session.run_with_iobinding(bound.binding)
+            return [out.copy() for out in bound.outputs]
+        finally:
+            self._lock.release()
+
+    def _run(self, inputs: tuple[np.ndarray, ...]) -> list[np.ndarray]:
+        feeds = {name: np.ascontiguousarray(a, dtype=np.float32)
+                 for name, a in zip(self.input_names, inputs, strict=True)}
+        return self.session.run(None, feeds)
+
+    def _bind(self, inputs: tuple[np.ndarray, ...], outputs: list[np.ndarray]) -> _Bound:
+        """float32 buffers shaped like these inputs and outputs, bound to the session."""
+        binding = self.session.io_binding()
+        ins = [np.empty(a.shape, dtype=np.float32) for a in inputs]
+        outs = [np.empty(o.shape, dtype=o.dtype) for o in outputs]
+        for name, buf in zip(self.input_names, ins, strict=True):
+            binding.bind_input(name, "cpu", 0, buf.dtype.type, buf.shape, buf.ctypes.data)
+        for name, buf in zip(self.output_names, outs, strict=True):
+            binding.bind_output(name, "cpu", 0, buf.dtype.type, buf.shape, buf.ctypes.data)
+        return _Bound(binding, ins, outs)
 
 
 def default_models_dir() -> Path:
@@ -80,12 +154,10 @@ def _resolve_shape(shape: tuple[str | int, ...], latent: int, group: int) -> lis
 
 def module_io(role: str, latent: int, group: int = 0) -> dict[str, list[dict[str, Any]]]:
     """The manifest's ``inputs``/``outputs`` entries for a module of ``role``."""
-    out_name, out_shape = ROLE_OUTPUTS[role]
     return {
-        "inputs": [{"name": n, "shape": _resolve_shape(s, latent, group), "dtype": "float32"}
-                   for n, s in ROLE_INPUTS[role]],
-        "outputs": [{"name": out_name, "shape": _resolve_shape(out_shape, latent, group),
-                     "dtype": "float32"}],
+        key: [{"name": n, "shape": _resolve_shape(s, latent, group), "dtype": "float32"}
+              for n, s in table[role]]
+        for key, table in (("inputs", ROLE_INPUTS), ("outputs", ROLE_OUTPUTS))
     }
 
 
@@ -123,7 +195,7 @@ def read_manifest(folder: str | Path) -> dict[str, Any]:
                              f"{m.get('role')!r} (known: {', '.join(ROLES)})")
         if not m.get("file"):
             raise ModelError(f"{path}: module {m.get('name')!r} names no file")
-    for role in ("encoder", "decoder"):
+    for role in REQUIRED_ROLES:
         if sum(m["role"] == role for m in manifest["modules"]) != 1:
             raise ModelError(f"{path}: exactly one {role} module is required")
     if len(set(names)) != len(names):
@@ -159,6 +231,10 @@ def _check_io(module: Module, path: Path, latent: int) -> None:
         if len(got.shape) != len(exp["shape"]) or fixed:
             raise ModelError(f"{path}: input {got.name!r} has shape {got.shape}, expected "
                              f"{exp['shape']}")
+    got_out = [o.name for o in module.session.get_outputs()]
+    if got_out != [o["name"] for o in want["outputs"]]:  # the engine reads them by position
+        raise ModelError(f"{path}: outputs {got_out} do not match role {module.role!r} "
+                         f"{[o['name'] for o in want['outputs']]}")
 
 
 class ModelSet:
@@ -207,7 +283,7 @@ class ModelSet:
         return {m.name.removeprefix("ik_"): m for m in self.by_role("ik_group")}
 
     def encode(self, poses: np.ndarray) -> np.ndarray:
-        return self.encoder.run(np.ascontiguousarray(poses, dtype=np.float32))
+        return self.encoder.run(poses)
 
     def decode(self, latent: np.ndarray) -> np.ndarray:
-        return self.decoder.run(np.ascontiguousarray(latent, dtype=np.float32))
+        return self.decoder.run(latent)

@@ -22,6 +22,7 @@ floor position). Every function is batched over any leading dimensions (a pose
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,6 @@ from .skeleton import (
     NUM_JOINTS,
     PARENTS,
     ROOT,
-    bone_lengths,
 )
 
 # Bones are swept in joint order: that is parents-before-children for the canonical skeleton.
@@ -47,6 +47,18 @@ _L_UPPERARM, _R_UPPERARM = JOINT_INDEX["l_upperarm"], JOINT_INDEX["r_upperarm"]
 # The leg: bone l_shin is thigh -> shin (femur), bone l_foot is shin -> foot (tibia).
 _LEG_BONES_L = (JOINT_INDEX["l_shin"], JOINT_INDEX["l_foot"])
 _LEG_BONES_R = (JOINT_INDEX["r_shin"], JOINT_INDEX["r_foot"])
+# Bone j (1..20) runs from PARENTS[j] to joint j; joints relative to the pelvis are
+# _BONE_SUMS @ bone vectors (the root has no bone).
+_BONE_PARENTS = PARENTS[1:]
+_BONE_SUMS = ANCESTORS[:, 1:]
+_ONES3 = np.ones(3)
+# The across axis: left minus right hips and shoulders, as joint indices and as rows over
+# bone vectors (so the product that rebuilds a pose from its bones gives them too).
+_ACROSS_LEFT = np.array([_L_THIGH, _L_UPPERARM])
+_ACROSS_RIGHT = np.array([_R_THIGH, _R_UPPERARM])
+_SWEEP_ACROSS = np.vstack([_BONE_SUMS, _BONE_SUMS[_ACROSS_LEFT] - _BONE_SUMS[_ACROSS_RIGHT]])
+_LEG_WEIGHTS = np.zeros(NUM_JOINTS)  # leg length = lengths @ _LEG_WEIGHTS (mean of sides)
+_LEG_WEIGHTS[[*_LEG_BONES_L, *_LEG_BONES_R]] = 0.5
 
 
 @dataclass
@@ -70,10 +82,45 @@ def _as_positions(positions: np.ndarray, name: str = "positions") -> np.ndarray:
     return p
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
-    """Unit vectors along the last axis; zero vectors stay zero."""
-    n = np.sqrt(np.einsum("...i,...i->...", v, v))[..., None]
-    return np.where(n > _EPS, v / np.maximum(n, _EPS), 0.0)
+def _bone_vectors(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors (parent -> joint) of bones 1..20, ``(..., 20, 3)``, and their lengths."""
+    vec = p[..., 1:, :] - p.take(_BONE_PARENTS, axis=-2)
+    return vec, np.sqrt((vec * vec) @ _ONES3)
+
+
+def _has_zero_bone(norm: np.ndarray) -> bool:
+    """A bone without direction: the vectorized passes cannot rescale it."""
+    return np.count_nonzero(norm <= _EPS) > 0
+
+
+def _facing(across: np.ndarray) -> np.ndarray:
+    """Facing yaw from the left-minus-right hip and shoulder vectors ``(..., 2, 3)``.
+
+    Their unit vectors are summed into the across axis; forward is ``cross(across, up)``.
+    A degenerate across axis (zero or vertical) gives 0.
+    """
+    n = np.sqrt((across * across) @ _ONES3)
+    inv = (n > _EPS) / np.maximum(n, _EPS)  # 1 / |v|, and 0 for a zero vector
+    axis = (inv[..., None, :] @ across)[..., 0, :]
+    ax, az = axis[..., 0], axis[..., 2]
+    return np.arctan2(-az, ax) * (np.hypot(ax, az) > _EPS)  # atan2(fx, fz)
+
+
+def _turn_to_front(across: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The yaw that turns a body to face +Z (minus its facing yaw, see :func:`_facing`) and
+    its :func:`yaw_matrix`. A single pose, the add-on's drag, takes scalar math: a few
+    float operations cost less than the two dozen numpy calls."""
+    if across.shape != (1, 2, 3):
+        yaw = -_facing(across)
+        return yaw, yaw_matrix(yaw)
+    ax = az = 0.0
+    for x, y, z in across[0].tolist():
+        n = math.sqrt(x * x + y * y + z * z)
+        if n > _EPS:
+            ax, az = ax + x / n, az + z / n
+    yaw = -math.atan2(-az, ax) if math.hypot(ax, az) > _EPS else 0.0
+    c, s = math.cos(yaw), math.sin(yaw)
+    return np.array([yaw]), np.array([[[c, 0.0, -s], [0.0, 1.0, 0.0], [s, 0.0, c]]])
 
 
 def facing_yaw(positions: np.ndarray) -> np.ndarray:
@@ -83,12 +130,7 @@ def facing_yaw(positions: np.ndarray) -> np.ndarray:
     vertical) gets 0.
     """
     p = _as_positions(positions)
-    across = _unit(p[..., _L_THIGH, :] - p[..., _R_THIGH, :]) + _unit(
-        p[..., _L_UPPERARM, :] - p[..., _R_UPPERARM, :]
-    )
-    fx, fz = -across[..., 2], across[..., 0]  # cross(across, up), horizontal already
-    degenerate = np.hypot(fx, fz) <= _EPS
-    return np.where(degenerate, 0.0, np.arctan2(fx, fz))
+    return _facing(p.take(_ACROSS_LEFT, axis=-2) - p.take(_ACROSS_RIGHT, axis=-2))
 
 
 def rotate_y(positions: np.ndarray, angle: np.ndarray | float) -> np.ndarray:
@@ -115,6 +157,28 @@ def rotate_y(positions: np.ndarray, angle: np.ndarray | float) -> np.ndarray:
     return out
 
 
+def yaw_matrix(angle: np.ndarray) -> np.ndarray:
+    """Matrices ``(..., 3, 3)`` with ``points @ yaw_matrix(a) == rotate_y(points, a)``.
+
+    One matrix product turns a whole pose, cheaper than :func:`rotate_y` on small batches.
+    """
+    c, s = np.cos(angle), np.sin(angle)
+    r = np.zeros((*np.shape(angle), 3, 3))
+    r[..., 0, 0] = r[..., 2, 2] = c
+    r[..., 2, 0] = s
+    r[..., 0, 2] = -s
+    r[..., 1, 1] = 1.0
+    return r
+
+
+def _relative_with_lengths(p: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Joints relative to the pelvis once every bone has its length in ``lengths``."""
+    vec, norm = _bone_vectors(p)
+    if _has_zero_bone(norm):
+        return _set_bone_lengths_sweep(p, lengths) - p[..., ROOT:ROOT + 1, :]
+    return _BONE_SUMS @ (vec * (lengths[..., 1:] / norm)[..., None])
+
+
 def set_bone_lengths(positions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Give every bone the length in ``lengths`` (``(21,)`` or ``(..., 21)``), keeping its
     direction; the pelvis stays where it is. This is the FABRIK backward pass (seed
@@ -129,13 +193,11 @@ def set_bone_lengths(positions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     lengths = np.asarray(lengths, dtype=np.float64)
     if lengths.shape[-1:] != (NUM_JOINTS,):
         raise ValueError(f"lengths must have shape (..., {NUM_JOINTS}), got {lengths.shape}")
-    vec = p - p[..., PARENTS.clip(min=0), :]
-    norm = np.sqrt(np.einsum("...i,...i->...", vec, vec))[..., None]
-    if (norm[..., 1:, :] <= _EPS).any():
+    vec, norm = _bone_vectors(p)
+    if _has_zero_bone(norm):
         return _set_bone_lengths_sweep(p, lengths)
-    norm[..., ROOT, :] = 1.0
-    bones = vec * (lengths[..., None] / norm)
-    return p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones
+    bones = vec * (lengths[..., 1:] / norm)[..., None]
+    return p[..., ROOT:ROOT + 1, :] + _BONE_SUMS @ bones
 
 
 def _set_bone_lengths_sweep(p: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -157,24 +219,19 @@ def _set_bone_lengths_sweep(p: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _leg_length(lengths: np.ndarray) -> np.ndarray:
-    left = lengths[..., _LEG_BONES_L[0]] + lengths[..., _LEG_BONES_L[1]]
-    right = lengths[..., _LEG_BONES_R[0]] + lengths[..., _LEG_BONES_R[1]]
-    return 0.5 * (left + right)
+    return lengths @ _LEG_WEIGHTS
 
 
 _CANONICAL_LEG = float(_leg_length(BONE_LENGTHS))
+_CANONICAL_BONES = BONE_LENGTHS[1:]
 
 
-def _scale_for(lengths: np.ndarray) -> np.ndarray:
-    """canonical leg / rig leg; 1 for a rig without legs (zero length)."""
+def leg_scale(lengths: np.ndarray) -> np.ndarray:
+    """canonical leg / rig leg (the pelvis-height factor) of float64 lengths ``(..., 21)``;
+    1 for a rig without legs (zero length)."""
     leg = _leg_length(lengths)
-    return np.where(leg > _EPS, _CANONICAL_LEG / np.maximum(leg, _EPS), 1.0)
-
-
-def _shift_y(positions: np.ndarray, dy: np.ndarray) -> np.ndarray:
-    out = positions.copy()
-    out[..., 1] += dy[..., None]
-    return out
+    scale = _CANONICAL_LEG / np.maximum(leg, _EPS)
+    return np.where(leg > _EPS, scale, 1.0) if np.count_nonzero(leg <= _EPS) else scale
 
 
 def to_model_space(
@@ -189,27 +246,44 @@ def to_model_space(
     faces +Z exactly even when the rig is asymmetric.
     """
     p = _as_positions(positions)
-    batch = p.shape[:-2]
-    if lengths is None:
-        rig_lengths = bone_lengths(p)
-    else:
-        rig_lengths = np.asarray(lengths, dtype=np.float64)
-        if rig_lengths.shape[-1:] != (NUM_JOINTS,):
-            raise ValueError(
-                f"lengths must have shape (..., {NUM_JOINTS}), got {rig_lengths.shape}"
-            )
-        rig_lengths = np.broadcast_to(rig_lengths, (*batch, NUM_JOINTS)).copy()
+    rig_lengths = None
+    if lengths is not None:
+        given = np.asarray(lengths, dtype=np.float64)
+        if given.shape[-1:] != (NUM_JOINTS,):
+            raise ValueError(f"lengths must have shape (..., {NUM_JOINTS}), got {given.shape}")
+        rig_lengths = np.empty((*p.shape[:-2], NUM_JOINTS))
+        rig_lengths[...] = given
+    model, frame, _ = to_model_space_unchecked(p, rig_lengths)
+    return model, frame
 
+
+def to_model_space_unchecked(
+    p: np.ndarray, lengths: np.ndarray | None = None, scale: np.ndarray | None = None
+) -> tuple[np.ndarray, BodyFrame, np.ndarray]:
+    """:func:`to_model_space` for float64 poses the caller has checked, without copies.
+
+    ``lengths`` must already have the poses' batch shape ``(..., 21)`` (None: measured);
+    ``scale`` is their :func:`leg_scale` when the caller keeps it (None: computed). Also
+    returns :func:`yaw_matrix` of the frame's yaw, which turns rig offsets into model space.
+    """
+    vec, norm = _bone_vectors(p)
+    if lengths is None:  # measured: the bones' lengths, 0 for the root
+        lengths = np.zeros((*p.shape[:-2], NUM_JOINTS))
+        lengths[..., 1:] = norm
+    if scale is None:
+        scale = leg_scale(lengths)
+    if _has_zero_bone(norm):
+        rel = _set_bone_lengths_sweep(p, BONE_LENGTHS) - p[..., ROOT:ROOT + 1, :]
+        across = rel.take(_ACROSS_LEFT, axis=-2) - rel.take(_ACROSS_RIGHT, axis=-2)
+    else:  # one product gives the canonical joints and the across vectors
+        both = _SWEEP_ACROSS @ (vec * (_CANONICAL_BONES / norm)[..., None])
+        rel, across = both[..., :NUM_JOINTS, :], both[..., NUM_JOINTS:, :]
+    yaw, turn = _turn_to_front(across)
+    model = rel @ turn  # the yaw commutes with the bone-length change
+    model[..., 1] += (p[..., ROOT, 1] * scale)[..., None]  # the pelvis height, scaled
     root = p[..., ROOT, :].copy()
     root[..., 1] = 0.0
-    centered = p - root[..., None, :]
-    canonical = set_bone_lengths(centered, BONE_LENGTHS)  # commutes with the yaw rotation
-    yaw = -facing_yaw(canonical)
-    model = rotate_y(canonical, yaw)
-    scale = _scale_for(rig_lengths)
-    height = model[..., ROOT, 1]
-    model = _shift_y(model, height * (scale - 1.0))
-    return model, BodyFrame(root=root, yaw=yaw, lengths=rig_lengths, scale=scale)
+    return model, BodyFrame(root=root, yaw=yaw, lengths=lengths, scale=scale), turn
 
 
 def from_model_space(
@@ -228,12 +302,27 @@ def from_model_space(
         scale = np.asarray(frame.scale, dtype=np.float64)
     else:
         rig_lengths = np.asarray(lengths, dtype=np.float64)
-        scale = _scale_for(rig_lengths)
-    rig = set_bone_lengths(m, rig_lengths) if fix_lengths else m
-    height = rig[..., ROOT, 1]
-    rig = _shift_y(rig, height * (1.0 / scale - 1.0))
-    rig = rotate_y(rig, -np.asarray(frame.yaw, dtype=np.float64))
-    return rig + np.asarray(frame.root, dtype=np.float64)[..., None, :]
+        scale = leg_scale(rig_lengths)
+    if rig_lengths.shape[-1:] != (NUM_JOINTS,):
+        raise ValueError(f"lengths must have shape (..., {NUM_JOINTS}), got {rig_lengths.shape}")
+    checked = BodyFrame(root=np.asarray(frame.root, dtype=np.float64),
+                        yaw=np.asarray(frame.yaw, dtype=np.float64), lengths=rig_lengths,
+                        scale=scale)
+    return from_model_space_unchecked(m, checked, fix_lengths)
+
+
+def from_model_space_unchecked(m: np.ndarray, frame: BodyFrame, fix_lengths: bool = True,
+                               turn: np.ndarray | None = None) -> np.ndarray:
+    """:func:`from_model_space` for float64 model poses and a frame of float64 arrays that
+    the caller has checked; the rig's lengths and scale are the frame's. ``turn`` is
+    ``yaw_matrix(frame.yaw)`` when the caller has it (from :func:`to_model_space_unchecked`).
+    """
+    rel = (_relative_with_lengths(m, frame.lengths) if fix_lengths
+           else m - m[..., ROOT:ROOT + 1, :])
+    pelvis = m[..., ROOT, :].copy()
+    pelvis[..., 1] /= frame.scale  # the model's pelvis height back to the rig's
+    turn_back = yaw_matrix(-frame.yaw) if turn is None else turn.swapaxes(-1, -2)
+    return (rel + pelvis[..., None, :]) @ turn_back + frame.root[..., None, :]
 
 
 def flatten_pose(model: np.ndarray) -> np.ndarray:

@@ -11,10 +11,16 @@ Then optional latent refinement (Gauss-Newton on the effector error through the 
 a finite-difference Jacobian from one batched decoder call per step), decoding, and the
 FABRIK backward pass that restores the rig's exact bone lengths. ``solver="classic"``
 runs plain full-body FABRIK instead (:mod:`.fabrik`).
+
+The add-on's call, :meth:`PoseEditor.solve` with effectors only, is latency-bound: inputs
+are checked once, the rest runs on checked arrays (``*_unchecked`` normalization), and a set
+with the optional fused module (encoder, universal solver and decoder in one graph) runs
+the networks in one session call; anything else takes the separate modules.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,7 +29,15 @@ import numpy as np
 from . import fabrik, skeleton
 from .metrics import evaluate_metric
 from .models import ModelSet
-from .normalize import BodyFrame, from_model_space, rotate_y, to_model_space
+from .normalize import (
+    BodyFrame,
+    from_model_space,
+    from_model_space_unchecked,
+    leg_scale,
+    to_model_space,
+    to_model_space_unchecked,
+    yaw_matrix,
+)
 
 COMBINE_MODES = ("average", "sequence")
 SOLVERS = ("universal", "chained", "classic")
@@ -32,6 +46,7 @@ REFINE_FD_STEP = 1e-2  # latent units: finite-difference step of the refinement 
 REFINE_DAMPING = 1e-4  # Levenberg-Marquardt damping, relative to the Gauss-Newton diagonal
 REFINE_PRIOR = 1e-5  # m^2 per latent unit^2: pull towards the network's latent (manifold)
 MAX_REFINE_STEPS = 10
+_XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 
 
 @dataclass
@@ -75,8 +90,8 @@ def _check_positions(positions: np.ndarray, name: str = "positions") -> np.ndarr
     p = np.asarray(positions, dtype=np.float64)
     if p.ndim != 3 or p.shape[1:] != (skeleton.NUM_JOINTS, 3):
         raise ValueError(f"{name} must have shape (B, {skeleton.NUM_JOINTS}, 3), got {p.shape}")
-    bad = ~np.isfinite(p).all(axis=(0, 2))
-    if bad.any():
+    if not np.isfinite(p).all():
+        bad = ~np.isfinite(p).all(axis=(0, 2))
         raise ValueError(f"{name}: non-finite values at joint(s) "
                          f"{[skeleton.JOINTS[j] for j in np.flatnonzero(bad)]}")
     return p
@@ -87,48 +102,77 @@ class PoseEditor:
 
     def __init__(self, models: ModelSet | None, lengths: np.ndarray | None = None) -> None:
         self.models = models
-        self.lengths = None if lengths is None else np.asarray(lengths, dtype=np.float64)
-        if self.lengths is not None and self.lengths.shape != (skeleton.NUM_JOINTS,):
-            raise ValueError(f"lengths must have shape ({skeleton.NUM_JOINTS},), "
-                             f"got {self.lengths.shape}")
+        self.lengths = lengths
+        self._universal = self._fused = None
         if models is not None:
             self._universal = next(iter(models.by_role("ik_universal")), None)
+            self._fused = next(iter(models.by_role("ik_universal_fused")), None)
             self._groups = models.groups
             self._metrics = models.metrics
+
+    @property
+    def lengths(self) -> np.ndarray | None:
+        """The rig's bone lengths (21,) (read-only), or None: each pose's own, measured."""
+        return self._lengths
+
+    @lengths.setter
+    def lengths(self, lengths: np.ndarray | None) -> None:
+        value = None if lengths is None else np.array(lengths, dtype=np.float64)
+        if value is not None and value.shape != (skeleton.NUM_JOINTS,):
+            raise ValueError(f"lengths must have shape ({skeleton.NUM_JOINTS},), "
+                             f"got {value.shape}")
+        if value is not None:
+            value.flags.writeable = False  # the cached batch below must not go stale
+        self._lengths = value
+        # As a batch of one with its pelvis-height scale, made once: every solve shares them.
+        self._rig_lengths = None if value is None else value[None]
+        self._rig_scale = None if value is None else leg_scale(self._rig_lengths)
 
     # -- public API -------------------------------------------------------------------
 
     def solve(self, positions: np.ndarray, effectors: Sequence[Effector] = (),
               metrics: dict[str, float] | None = None,
               options: SolveOptions | None = None) -> EditResult:
-        """One pose (21, 3) edited with effector objects and metric requests."""
-        pose = np.asarray(positions, dtype=np.float64)[None]
+        """One pose (21, 3) edited with effector objects and metric requests.
+
+        The add-on's call on every drag: everything is checked once here, then the edit
+        runs on the checked arrays.
+        """
+        options = options or SolveOptions()
+        options.check()
+        pose = _check_positions(np.asarray(positions, dtype=np.float64)[None])
         mask, targets, weights = self.effector_arrays(pose, effectors)
-        values = {k: np.array([v], dtype=np.float64) for k, v in (metrics or {}).items()}
-        return self.solve_arrays(pose, mask, targets, weights, values, options)
+        values = self.check_metrics(
+            {k: np.array([v], dtype=np.float64) for k, v in metrics.items()}, 1
+        ) if metrics else {}
+        return self._solve(pose, mask, targets, weights, values, options)
 
     @staticmethod
     def effector_arrays(positions: np.ndarray, effectors: Sequence[Effector]
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Effector objects -> (mask, targets, weights) arrays for a batch of one pose."""
+        """Effector objects -> (mask, targets, weights) arrays for a batch of one pose.
+
+        Targets are checked where they are set; weights are 0 off the effectors.
+        """
         mask = np.zeros((1, skeleton.NUM_JOINTS))
         targets = np.array(positions, dtype=np.float64, copy=True)
         weights = np.zeros((1, skeleton.NUM_JOINTS))
         for e in effectors:
-            if e.joint not in skeleton.JOINT_INDEX:
+            j = skeleton.JOINT_INDEX.get(e.joint)
+            if j is None:
                 raise ValueError(f"effector on unknown joint {e.joint!r}; joints are: "
                                  f"{', '.join(skeleton.JOINTS)}")
-            j = skeleton.JOINT_INDEX[e.joint]
             if not e.pin:
                 t = np.asarray(e.target, dtype=np.float64) if e.target is not None else None
-                if t is None or t.shape != (3,) or not np.isfinite(t).all():
+                if t is None or t.shape != (3,) or not all(map(math.isfinite, t.tolist())):
                     raise ValueError(f"effector {e.joint!r}: target must be 3 finite numbers, "
                                      f"got {e.target!r}")
                 targets[0, j] = t
-            if not (np.isfinite(e.weight) and 0.0 < e.weight <= 1.0):
+            if not (math.isfinite(e.weight) and 0.0 < e.weight <= 1.0):
                 raise ValueError(f"effector {e.joint!r}: weight must be in (0, 1], "
                                  f"got {e.weight}")
-            mask[0, j], weights[0, j] = 1.0, e.weight
+            mask[0, j] = 1.0
+            weights[0, j] = e.weight
         return mask, targets, weights
 
     def solve_arrays(self, positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
@@ -143,26 +187,46 @@ class PoseEditor:
         t = _check_positions(np.where(mask[..., None] > 0, targets, p), "targets")
         w = mask if weights is None else np.asarray(weights, dtype=np.float64) * mask
         metrics = self.check_metrics(metrics or {}, len(p))
-        lengths = self.lengths if self.lengths is not None else skeleton.bone_lengths(p)
+        return self._solve(p, mask, t, w, metrics, options)
+
+    def _solve(self, p: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
+               metrics: dict[str, np.ndarray], options: SolveOptions) -> EditResult:
+        """The edit on checked float64 arrays: targets equal the pose off the effectors and
+        weights are 0 there."""
         if options.solver == "classic":
             if metrics:
                 raise ValueError("metric requests need the neural solver, not classic FABRIK")
+            lengths = self.lengths if self.lengths is not None else skeleton.bone_lengths(p)
             out = fabrik.solve(p, mask > 0, t, lengths)
             return EditResult(out, None, self._errors(out, t, mask))
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
-        model, frame = to_model_space(p, lengths)
-        t_model = self.targets_to_model(p, t, model, frame)
-        z = self.models.encode(model)
-        z_new, notes = self.edit_latent(z, model, mask, t_model, w, metrics, options)
-        if options.keep_details:  # one decoder call for the edit and the reconstruction
-            both = self.models.decode(np.concatenate([z_new, z]))
-            detail = model - both[len(z):]
-            pose = both[:len(z)] + detail
+        lengths, scale = self._rig_lengths, self._rig_scale
+        if lengths is not None and len(p) != 1:
+            lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
+        model, frame, turn = to_model_space_unchecked(p, lengths, scale)
+        t_model = self.targets_to_model(p, t, model, frame, turn)
+        moving = np.count_nonzero(mask) > 0
+        notes: list[str] = []
+        if moving and not metrics and options.solver == "universal" and self._fused is not None:
+            # The common edit in one session call (same result as the separate modules).
+            edited, recon, z_new = self._fused.run_all(model, mask, t_model, w)
         else:
-            detail, pose = None, self.models.decode(z_new)
-        out = from_model_space(pose, frame, fix_lengths=options.fix_lengths)
-        if options.refine_steps and mask.any():
+            z = self.models.encode(model)
+            z_new, notes = self.edit_latent(z, model, mask, t_model, w, metrics, options)
+            if options.keep_details:  # one decoder call for the edit and the reconstruction
+                both = self.models.decode(np.concatenate([z_new, z]))
+                edited, recon = both[:len(z)], both[len(z):]
+            else:
+                edited, recon = self.models.decode(z_new), None
+        # float64 first: numpy operations that mix float32 and float64 cost twice as much.
+        pose = edited.astype(np.float64)
+        detail = None
+        if options.keep_details:
+            detail = model - recon.astype(np.float64)
+            pose += detail
+        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
+        if options.refine_steps and moving:
             z_new, out = self._refine(z_new, out, detail, frame, t, w, options)
         return EditResult(out, z_new, self._errors(out, t, mask), notes)
 
@@ -177,15 +241,17 @@ class PoseEditor:
     # -- stages (also used by clip propagation) ---------------------------------------
 
     @staticmethod
-    def targets_to_model(p: np.ndarray, t: np.ndarray, model: np.ndarray, frame: BodyFrame
-                         ) -> np.ndarray:
+    def targets_to_model(p: np.ndarray, t: np.ndarray, model: np.ndarray, frame: BodyFrame,
+                         turn: np.ndarray | None = None) -> np.ndarray:
         """Rig-space targets to model space, as offsets from each joint's current place.
 
         Offsets turn with the body and scale with it, so a target reached on a rig with
         other proportions asks the canonical body for the same motion of the joint.
+        ``turn`` is ``yaw_matrix(frame.yaw)`` when the caller has it.
         """
-        offset = rotate_y(t - p, frame.yaw) * np.asarray(frame.scale)[..., None, None]
-        return model + offset
+        if turn is None:
+            turn = yaw_matrix(np.asarray(frame.yaw, dtype=np.float64))
+        return model + (t - p) @ turn * np.asarray(frame.scale)[..., None, None]
 
     def edit_latent(self, z: np.ndarray, model: np.ndarray, mask: np.ndarray,
                     t_model: np.ndarray, weights: np.ndarray,
@@ -209,7 +275,7 @@ class PoseEditor:
         z32 = np.ascontiguousarray(z, dtype=np.float32)
         if not steps:
             return z32, notes
-        if options.combine == "sequence":
+        if options.combine == "sequence" or len(steps) == 1:  # the mean of one is itself
             for step in steps:
                 z32 = step(z32)
             return z32, notes
@@ -267,7 +333,8 @@ class PoseEditor:
 
     @staticmethod
     def _errors(out: np.ndarray, t: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return np.linalg.norm(out - t, axis=-1) * (mask > 0)
+        diff = out - t
+        return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
 
     def _refine(self, z_new: np.ndarray, out: np.ndarray, detail: np.ndarray | None,
                 frame: BodyFrame, t: np.ndarray, w: np.ndarray, options: SolveOptions
