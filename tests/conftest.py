@@ -100,3 +100,25 @@ def synthetic_clip() -> np.ndarray:
     from training.data import canonical_clip
 
     return canonical_clip("synthetic.bvh", synthetic_bvh(frames=90, seed=3))[0]
+
+
+MANIFOLD_FRAMES = 90
+MANIFOLD_LATENT_SCALE = 0.5  # about the latent spread of real poses
+
+
+@pytest.fixture(scope="session")
+def manifold_clip(shipped_models) -> np.ndarray:
+    """A 90-frame clip the models know: decoded along a smooth latent path around the mean
+    pose, bones at canonical lengths, walking forward and turning (rig space, metres)."""
+    from blender_addon.core.normalize import rotate_y, set_bone_lengths
+    from blender_addon.core.skeleton import BONE_LENGTHS
+
+    mean = np.asarray(shipped_models.manifest["normalization"]["mean"], np.float32)
+    z0 = shipped_models.encode(mean.reshape(1, 21, 3))[0]
+    rng = np.random.default_rng(7)
+    t = np.linspace(0.0, 1.0, MANIFOLD_FRAMES)[:, None]
+    a, b = rng.normal(0.0, MANIFOLD_LATENT_SCALE, (2, z0.size))
+    z = z0 + a * np.sin(2 * np.pi * t) + b * np.sin(np.pi * t)
+    poses = set_bone_lengths(shipped_models.decode(z.astype(np.float32)), BONE_LENGTHS)
+    travel = np.concatenate([t, np.zeros_like(t), 2.0 * t], axis=1)[:, None, :]
+    return rotate_y(poses, 0.8 * t[:, 0]) + travel

@@ -24,8 +24,8 @@ def editor(shipped_models) -> PoseEditor:
 
 
 @pytest.fixture(scope="module")
-def pairs(synthetic_clip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return synthetic_clip[:-OFFSET:3], synthetic_clip[OFFSET::3]
+def pairs(manifold_clip: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return manifold_clip[:-OFFSET:3], manifold_clip[OFFSET::3]
 
 
 def _mask(joints: np.ndarray, n: int) -> np.ndarray:
@@ -56,8 +56,8 @@ def test_refinement_lowers_effector_error(editor: PoseEditor, pairs) -> None:
         0.5 * np.median(_effector_error(plain, x2, HANDS))
 
 
-def test_pins_hold_while_hands_move(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
-    pose = synthetic_clip[40]
+def test_pins_hold_while_hands_move(editor: PoseEditor, manifold_clip: np.ndarray) -> None:
+    pose = manifold_clip[40]
     effs = [Effector("l_hand", pose[HANDS[0]] + [0.1, 0.15, 0.1]),
             Effector("l_foot", pin=True), Effector("r_foot", pin=True)]
     out = editor.solve(pose, effs, options=SolveOptions(refine_steps=3)).positions[0]
@@ -67,8 +67,8 @@ def test_pins_hold_while_hands_move(editor: PoseEditor, synthetic_clip: np.ndarr
         np.linalg.norm(pose[HANDS[0]] - effs[0].target)
 
 
-def test_average_and_sequence(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
-    pose = synthetic_clip[10]
+def test_average_and_sequence(editor: PoseEditor, manifold_clip: np.ndarray) -> None:
+    pose = manifold_clip[10]
     metric = next(iter(editor.models.metrics))
     effs = [Effector("r_hand", pose[HANDS[1]] + [0.0, 0.2, 0.0])]
     avg = editor.solve(pose, effs, {metric: 30.0}, SolveOptions(combine="average"))
@@ -80,21 +80,21 @@ def test_average_and_sequence(editor: PoseEditor, synthetic_clip: np.ndarray) ->
     np.testing.assert_allclose(one_a, one_s, atol=1e-6)
 
 
-def test_no_request_keeps_the_pose(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
-    pose = synthetic_clip[5]
+def test_no_request_keeps_the_pose(editor: PoseEditor, manifold_clip: np.ndarray) -> None:
+    pose = manifold_clip[5]
     np.testing.assert_allclose(editor.solve(pose).positions[0], pose, atol=1e-6)
 
 
 @pytest.mark.parametrize("arm_scale, rig_scale", [(1.2, 1.0), (1.2, 0.01), (1.0, 100.0)])
-def test_other_proportions_and_scales(shipped_models, synthetic_clip: np.ndarray,
+def test_other_proportions_and_scales(shipped_models, manifold_clip: np.ndarray,
                                       arm_scale: float, rig_scale: float) -> None:
-    lengths = skeleton.bone_lengths(synthetic_clip[0])
+    lengths = skeleton.bone_lengths(manifold_clip[0])
     arms = skeleton.joint_indices(["l_forearm", "l_hand", "r_forearm", "r_hand"])
     lengths[arms] *= arm_scale
     lengths *= rig_scale
     from blender_addon.core.normalize import set_bone_lengths
 
-    clip = set_bone_lengths(synthetic_clip * rig_scale, lengths)
+    clip = set_bone_lengths(manifold_clip * rig_scale, lengths)
     editor = PoseEditor(shipped_models, lengths)
     x, x2 = clip[:-OFFSET:4], clip[OFFSET::4]
     mask = _mask(HANDS, len(x))
@@ -106,8 +106,8 @@ def test_other_proportions_and_scales(shipped_models, synthetic_clip: np.ndarray
 
 
 def test_clean_pose_projects_and_fixes_lengths(editor: PoseEditor,
-                                               synthetic_clip: np.ndarray) -> None:
-    pose = synthetic_clip[20:21]
+                                               manifold_clip: np.ndarray) -> None:
+    pose = manifold_clip[20:21]
     rough = pose + np.random.default_rng(0).normal(0, 0.03, pose.shape)
     clean = editor.clean_pose(rough)
     np.testing.assert_allclose(skeleton.bone_lengths(clean), skeleton.bone_lengths(rough),
@@ -116,8 +116,8 @@ def test_clean_pose_projects_and_fixes_lengths(editor: PoseEditor,
     assert np.abs(again - clean).mean() < np.abs(clean - rough).mean()
 
 
-def test_bad_input_is_a_clear_error(editor: PoseEditor, synthetic_clip: np.ndarray) -> None:
-    pose = synthetic_clip[0]
+def test_bad_input_is_a_clear_error(editor: PoseEditor, manifold_clip: np.ndarray) -> None:
+    pose = manifold_clip[0]
     with pytest.raises(ValueError, match="l_hand"):
         editor.solve(pose, [Effector("l_hand", [np.nan, 0.0, 0.0])])
     with pytest.raises(ValueError, match="elbow"):
@@ -161,18 +161,18 @@ def fused_and_separate(tiny_set, tmp_path_factory) -> tuple[ModelSet, ModelSet]:
     SolveOptions(refine_steps=2), SolveOptions(solver="chained"),
 ], ids=["default", "no-details", "no-length-fix", "refined", "chained"])
 @pytest.mark.parametrize("rig_lengths", [False, True], ids=["measured", "rig"])
-def test_fused_module_gives_the_separate_modules_edit(fused_and_separate, synthetic_clip,
+def test_fused_module_gives_the_separate_modules_edit(fused_and_separate, manifold_clip,
                                                       joints, options, rig_lengths,
                                                       monkeypatch) -> None:
     fused_set, separate_set = fused_and_separate
-    lengths = skeleton.bone_lengths(synthetic_clip[0]) if rig_lengths else None
+    lengths = skeleton.bone_lengths(manifold_clip[0]) if rig_lengths else None
     fused, separate = PoseEditor(fused_set, lengths), PoseEditor(separate_set, lengths)
     calls = []
     module = fused_set.modules["ik_universal_fused"]
     run_all = module.run_all
     monkeypatch.setattr(module, "run_all", lambda *a: calls.append(1) or run_all(*a))
     for frame in (10, 40, 70):
-        pose, target = synthetic_clip[frame], synthetic_clip[frame + 15]
+        pose, target = manifold_clip[frame], manifold_clip[frame + 15]
         effs = [Effector(j, target[skeleton.JOINT_INDEX[j]]) for j in joints]
         a = fused.solve(pose, effs, options=options)
         b = separate.solve(pose, effs, options=options)
@@ -184,11 +184,11 @@ def test_fused_module_gives_the_separate_modules_edit(fused_and_separate, synthe
 
 
 def test_metric_requests_and_no_effectors_skip_the_fused_module(fused_and_separate,
-                                                                synthetic_clip) -> None:
+                                                                manifold_clip) -> None:
     """The fused graph is encoder -> universal -> decoder only: anything else falls back."""
     fused_set, separate_set = fused_and_separate
     fused, separate = PoseEditor(fused_set), PoseEditor(separate_set)
-    pose = synthetic_clip[30]
+    pose = manifold_clip[30]
     metric = next(iter(fused_set.metrics))
     effs = [Effector("l_hand", pose[HANDS[0]] + [0.0, 0.1, 0.0])]
     for args in ((effs, {metric: 20.0}), ((), None)):

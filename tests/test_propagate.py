@@ -37,9 +37,9 @@ def test_custom_curve_and_range() -> None:
         weight_curve(100, 100, RADIUS)
 
 
-def test_propagation_weights(shipped_models, synthetic_clip: np.ndarray) -> None:
+def test_propagation_weights(shipped_models, manifold_clip: np.ndarray) -> None:
     editor = PoseEditor(shipped_models)
-    clip = synthetic_clip
+    clip = manifold_clip
     w = weight_curve(len(clip), CENTER, RADIUS, "hat")
     hand = skeleton.JOINT_INDEX["l_hand"]
     effs = [Effector("l_hand", clip[CENTER, hand] + [0.0, 0.2, 0.1])]
@@ -54,12 +54,12 @@ def test_propagation_weights(shipped_models, synthetic_clip: np.ndarray) -> None
     np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(clip), atol=1e-9)
 
 
-def test_propagation_bad_input(shipped_models, synthetic_clip: np.ndarray) -> None:
+def test_propagation_bad_input(shipped_models, manifold_clip: np.ndarray) -> None:
     editor = PoseEditor(shipped_models)
-    w = weight_curve(len(synthetic_clip), CENTER, RADIUS)
+    w = weight_curve(len(manifold_clip), CENTER, RADIUS)
     with pytest.raises(ValueError, match="weights"):
-        propagate(editor, synthetic_clip, CENTER, w[:-1])
+        propagate(editor, manifold_clip, CENTER, w[:-1])
     with pytest.raises(ValueError, match="metric_mode"):
-        propagate(editor, synthetic_clip, CENTER, w, metric_mode="relative")
+        propagate(editor, manifold_clip, CENTER, w, metric_mode="relative")
     with pytest.raises(ValueError, match="outside"):
-        propagate(editor, synthetic_clip, len(synthetic_clip), w)
+        propagate(editor, manifold_clip, len(manifold_clip), w)

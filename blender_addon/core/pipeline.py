@@ -347,7 +347,9 @@ class PoseEditor:
         """
         b, latent = z_new.shape
         eye = np.eye(latent, dtype=np.float32) * REFINE_FD_STEP
-        sw = np.sqrt(w)[..., None]  # (B, 21, 1)
+        # Residuals in canonical metres (times the rig's scale factor), so the prior weighs
+        # the same on a rig at 0.01 or 100 as on the training actor.
+        sw = np.sqrt(w)[..., None] * np.asarray(frame.scale, dtype=np.float64)[:, None, None]
         z_net = z_new.astype(np.float64)
         zc = z_net.copy()
         cost = (sw * (out - t) ** 2 * sw).sum(axis=(1, 2))
