@@ -29,8 +29,10 @@ their local +Y, so a bone's direction is ``world_R[..., :, 1]``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 
@@ -40,8 +42,49 @@ _EPS = 1e-12  # vectors shorter than this have no direction
 # Weight (relative to sum |a||b|) pulling a multi-vector fit towards "no change", so a
 # degenerate fit (all vectors collinear) keeps the bone's twist like a swing does.
 _KABSCH_PRIOR = 1e-9
+# Swings within ~0.1 degree of 180 (|a + b|^2 of unit vectors below this) are left to
+# swing_quat: the solver's faster halfway-vector form loses digits there.
+_HALFWAY_MIN = 1e-6
 _AXES = {"X": 0, "Y": 1, "Z": 2}
 _IDENTITY_Q = np.array([1.0, 0.0, 0.0, 0.0])
+_EYE3 = np.eye(3)
+_EYE4 = np.eye(4)
+_CACHE_SIZE = 16  # solvers / plans kept per rig (mappings, sets of oriented bones)
+# Poses solved at once: enough that numpy's per-call cost fades, few enough that the
+# temporaries stay in cache (and in the heap: page faults cost, in VMs above all).
+_CHUNK = 256
+_FEW = 128  # up to this many, fewer numpy calls beat fewer flops (see _rotations4)
+_T = TypeVar("_T")
+
+
+def _linear_map(rows: int, cols: int, terms: dict[int, str]) -> np.ndarray:
+    """The matrix ``(rows * cols, outputs)`` taking a flat ``p`` ``(rows, cols)`` to outputs
+    that are sums of its entries: ``terms[o] = "+ab -cd"`` makes output o ``p[a, b] - p[c, d]``.
+    """
+    out = np.zeros((rows * cols, max(terms) + 1))
+    for o, expr in terms.items():
+        for t in expr.split():
+            out[int(t[1]) * cols + int(t[2]), o] = 1.0 if t[0] == "+" else -1.0
+    return out
+
+
+# quat_to_matrix: |q|^2 [R 0; 0 0] (flat 4x4) and |q|^2 from the flat outer product q q^T
+# (w, x, y, z = 0..3).
+_QUAT_TO_MATRIX = _linear_map(4, 4, {
+    0: "+00 +11 -22 -33", 1: "+12 +21 -03 -30", 2: "+13 +31 +02 +20",
+    4: "+12 +21 +03 +30", 5: "+00 -11 +22 -33", 6: "+23 +32 -01 -10",
+    8: "+13 +31 -02 -20", 9: "+23 +32 +01 +10", 10: "+00 -11 -22 +33",
+    16: "+00 +11 +22 +33",
+})  # fmt: skip
+_IDENTITY_ROTATION4 = np.append(np.diag([1.0, 1.0, 1.0, 0.0]).ravel(), 1.0)  # that, for q = 1
+_EYE4_FLAT = _EYE4.ravel()
+# matrix_to_quat: Shepperd's flat k - I from the flat rotation matrix m (rows 0..2).
+_SHEPPERD = _linear_map(3, 3, {
+    0: "+00 +11 +22", 1: "+21 -12", 2: "+02 -20", 3: "+10 -01",
+    4: "+21 -12", 5: "+00 -11 -22", 6: "+01 +10", 7: "+02 +20",
+    8: "+02 -20", 9: "+01 +10", 10: "-00 +11 -22", 11: "+12 +21",
+    12: "+10 -01", 13: "+02 +20", 14: "+12 +21", 15: "-00 -11 +22",
+})  # fmt: skip
 
 
 # --------------------------------------------------------------------------- quaternions
@@ -70,12 +113,27 @@ def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def quat_to_matrix(q: np.ndarray) -> np.ndarray:
     """``(..., 4)`` -> ``(..., 3, 3)``. Need not be unit (it is normalized); zero -> identity."""
-    q = np.asarray(q, dtype=np.float64)
+    return _rotations4(np.asarray(q, dtype=np.float64))[..., :3, :3].copy()
+
+
+def _rotations4(q: np.ndarray) -> np.ndarray:
+    """:func:`quat_to_matrix` as ``(..., 4, 4)`` [R 0; 0 0].
+
+    ``|q|^2 R`` is quadratic in q: for a few quaternions one outer product and one small
+    matmul make it (few numpy calls); for many, component by component (fewer flops).
+    """
+    if q[..., 0].size <= _FEW:
+        qq = (q[..., :, None] * q[..., None, :]).reshape(*q.shape[:-1], 16)
+        m = qq @ _QUAT_TO_MATRIX  # (..., 17): |q|^2 [R 0; 0 0], |q|^2
+        zero = m[..., 16:] <= _EPS * _EPS
+        if zero.any():  # the identity
+            m = np.where(zero, _IDENTITY_ROTATION4, m)
+        return (m[..., :16] / m[..., 16:]).reshape(*q.shape[:-1], 4, 4)
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     n2 = w * w + x * x + y * y + z * z
     s = np.where(n2 > _EPS * _EPS, 2.0 / np.maximum(n2, _EPS * _EPS), 0.0)
     xs, ys, zs = x * s, y * s, z * s
-    out = np.empty((*q.shape[:-1], 3, 3))
+    out = np.zeros((*q.shape[:-1], 4, 4))
     xx, yy, zz = x * xs, y * ys, z * zs
     out[..., 0, 0] = 1.0 - yy - zz
     out[..., 1, 1] = 1.0 - xx - zz
@@ -94,29 +152,23 @@ def quat_to_matrix(q: np.ndarray) -> np.ndarray:
 def matrix_to_quat(m: np.ndarray) -> np.ndarray:
     """``(..., 3, 3)`` -> unit ``(..., 4)`` with ``w >= 0``, by Shepperd's method.
 
-    Each row of the symmetric 4x4 matrix below is ``4 q_i q``; the row with the largest
-    diagonal (the largest ``|q_i|``) is normalized, so no division by a small number happens
-    even at 180 degrees.
+    Each row of the symmetric 4x4 matrix ``k`` (linear in ``m``: :data:`_SHEPPERD`) is
+    ``4 q_i q``; the row with the largest diagonal (the largest ``|q_i|``) is normalized, so
+    no division by a small number happens even at 180 degrees.
     """
     m = np.asarray(m, dtype=np.float64)
     if m.shape[-2:] != (3, 3):
         raise ValueError(f"rotation matrices must have shape (..., 3, 3), got {m.shape}")
-    m00, m01, m02 = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
-    m10, m11, m12 = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
-    m20, m21, m22 = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
-    k = np.stack(
-        [
-            np.stack([1.0 + m00 + m11 + m22, m21 - m12, m02 - m20, m10 - m01], axis=-1),
-            np.stack([m21 - m12, 1.0 + m00 - m11 - m22, m01 + m10, m02 + m20], axis=-1),
-            np.stack([m02 - m20, m01 + m10, 1.0 - m00 + m11 - m22, m12 + m21], axis=-1),
-            np.stack([m10 - m01, m02 + m20, m12 + m21, 1.0 - m00 - m11 + m22], axis=-1),
-        ],
-        axis=-2,
-    )
-    best = np.argmax(np.diagonal(k, axis1=-2, axis2=-1), axis=-1)
-    q = np.take_along_axis(k, best[..., None, None], axis=-2)[..., 0, :]
-    q = quat_normalize(q)
+    q = quat_normalize(_shepperd_rows(m))
     return np.where(q[..., :1] < 0.0, -q, q)
+
+
+def _shepperd_rows(m: np.ndarray) -> np.ndarray:
+    """:func:`matrix_to_quat`'s rows ``4 q_i q`` ``(..., 4)``: any sign, not normalized (k's
+    trace is 4, so the row's length is at least 1)."""
+    k = (m.reshape(-1, 9) @ _SHEPPERD + _EYE4_FLAT).reshape(-1, 4, 4)
+    best = np.argmax(k.reshape(-1, 16)[:, ::5], axis=-1)  # the diagonal
+    return k[np.arange(len(k)), best].reshape(*m.shape[:-2], 4)
 
 
 def quat_make_continuous(q: np.ndarray, axis: int = 0) -> np.ndarray:
@@ -166,8 +218,8 @@ def euler_to_matrix(angles_rad: np.ndarray, order: str) -> np.ndarray:
 
 
 def _norm(v: np.ndarray) -> np.ndarray:
-    """Euclidean norm along the last axis (np.linalg.norm costs more per call)."""
-    return np.sqrt(np.sum(v * v, axis=-1))
+    """Euclidean norm along the last axis (np.linalg.norm, even np.sum, cost more per call)."""
+    return np.sqrt(np.add.reduce(v * v, axis=-1))
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -238,12 +290,12 @@ def swing_rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _rotation_from_covariance(h: np.ndarray) -> np.ndarray:
     """The proper rotation R maximising ``trace(R @ h)`` (h = sum w a b^T), by SVD."""
     u, _, vt = np.linalg.svd(h)
-    v = np.swapaxes(vt, -1, -2)
-    ut = np.swapaxes(u, -1, -2)
-    d = np.where(np.linalg.det(v @ ut) < 0.0, -1.0, 1.0)
-    v = v.copy()
-    v[..., :, 2] *= d[..., None]
-    return v @ ut
+    r = np.swapaxes(vt, -1, -2) @ np.swapaxes(u, -1, -2)
+    flip = np.linalg.det(r) < 0.0
+    if flip.any():  # a reflection: turn the least significant axis round
+        fixed = r - 2.0 * vt[..., 2, :, None] * u[..., None, :, 2]
+        r = np.where(flip[..., None, None], fixed, r)
+    return r
 
 
 def best_rotation(a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -267,18 +319,23 @@ def best_rotation(a: np.ndarray, b: np.ndarray, weights: np.ndarray | None = Non
 
 @dataclass
 class Rig:
-    """A rig's bone hierarchy and rest pose, enough to evaluate poses like Blender does."""
+    """A rig's bone hierarchy and rest pose, enough to evaluate poses like Blender does.
+
+    Its arrays are read-only copies: what the solvers derive from them is built once per rig
+    (see :meth:`_derived`) and must not go stale.
+    """
 
     names: list[str]  # bone names, parents before children
     parents: np.ndarray  # (B,) int64, -1 for a root bone
     rest_offsets: np.ndarray  # (B, 3) head in the parent's rest frame (a root: armature space)
     rest_rotations: np.ndarray  # (B, 3, 3) rest frame in the parent's rest frame (root: armature)
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.names = list(self.names)
-        self.parents = np.asarray(self.parents, dtype=np.int64)
-        self.rest_offsets = np.asarray(self.rest_offsets, dtype=np.float64)
-        self.rest_rotations = np.asarray(self.rest_rotations, dtype=np.float64)
+        self.parents = _read_only(self.parents, np.int64)
+        self.rest_offsets = _read_only(self.rest_offsets, np.float64)
+        self.rest_rotations = _read_only(self.rest_rotations, np.float64)
         b = len(self.names)
         if self.parents.shape != (b,):
             raise ValueError(f"parents must have shape ({b},), got {self.parents.shape}")
@@ -325,6 +382,25 @@ class Rig:
         rest_off = np.einsum("bij,bj->bi", prot_t, head - phead)
         return cls(list(names), p, rest_off, rest_rot)
 
+    def _derived(self, key: Hashable, build: Callable[[], _T]) -> _T:
+        """``build()``, made once per ``key`` for these arrays (a solve plan, an FK order)."""
+        source = (self.parents, self.rest_offsets, self.rest_rotations)
+        hit = self._cache.get(key)
+        if hit is not None and all(a is b for a, b in zip(hit[0], source, strict=True)):
+            return hit[1]
+        if len(self._cache) >= _CACHE_SIZE:
+            self._cache.clear()
+        value = build()
+        self._cache[key] = (source, value)
+        return value
+
+
+def _read_only(x: np.ndarray, dtype: type) -> np.ndarray:
+    """A read-only copy (the caller's array stays as it was)."""
+    out = np.array(x, dtype=dtype)
+    out.flags.writeable = False
+    return out
+
 
 def _orthonormalize(m: np.ndarray) -> np.ndarray:
     """The nearest rotation to each ``(..., 3, 3)`` (polar decomposition), dropping scale."""
@@ -339,41 +415,74 @@ def _check_batch(x: np.ndarray, tail: tuple[int, ...], name: str) -> np.ndarray:
     return x
 
 
-@dataclass
-class _Locals:
-    """Per bone (lists indexed by bone, None where not computed), arrays over ``n`` poses."""
-
-    q: list  # (n, 4) unit local rotation
-    r: list  # (n, 3, 3) R(q)
-    m: list  # (n, 3, 3) pose frame in the parent's pose frame: rest_rot @ R(q)
-    off: list  # (n, 3) head in the parent's pose frame: rest_offset + rest_rot @ l
+def _batch_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """np.broadcast_shapes, without its cost when the shapes agree (a single pose)."""
+    if all(s == shapes[0] for s in shapes):
+        return shapes[0]
+    return np.broadcast_shapes(*shapes)
 
 
-def _locals(rig: Rig, q: np.ndarray, loc: np.ndarray, bones: Sequence[int]) -> _Locals:
-    """:class:`_Locals` of ``bones``, computed for all of them at once."""
-    rest_r = rig.rest_rotations[bones]
-    qn = quat_normalize(q[:, bones])
-    r = quat_to_matrix(qn)
-    m = rest_r @ r
-    off = rig.rest_offsets[bones] + (rest_r @ loc[:, bones, :, None])[..., 0]
-    out = _Locals(*([None] * rig.num_bones for _ in range(4)))
-    for k, b in enumerate(bones):
-        out.q[b], out.r[b], out.m[b], out.off[b] = qn[:, k], r[:, k], m[:, k], off[:, k]
+def _flat(x: np.ndarray, batch: tuple[int, ...], n: int) -> np.ndarray:
+    """``x`` ``(..., *tail)`` broadcast to ``batch`` and flattened to ``(n, *tail)``."""
+    tail = x.shape[x.ndim - 2 :]
+    if x.shape[: x.ndim - 2] != batch:
+        x = np.broadcast_to(x, (*batch, *tail))
+    return x.reshape(n, *tail)
+
+
+@dataclass(frozen=True)
+class _Levels:
+    """FK over a set of bones closed under parents (up to anchors), one vectorized step per
+    tree depth. Arrays are bone-major (``(S, n, ...)``, S slots): a level's are contiguous.
+    """
+
+    bones: np.ndarray  # (S,) the bone in each slot: by depth, then by index
+    slot: np.ndarray  # (B,) each bone's slot, -1 where not in the set
+    rest: np.ndarray  # (S, 4, 4) rest transforms [rest_rotation | rest_offset]
+    steps: tuple[tuple[slice, np.ndarray], ...]  # depth 1...: its slots, their parents' slots
+
+
+def _levels(rig: Rig, bones: Sequence[int], anchors: frozenset[int] = frozenset()) -> _Levels:
+    """The FK order of ``bones``. A bone whose parent is an anchor (or none) is at depth 0:
+    its transform is then relative to that parent's posed frame."""
+    depth: dict[int, int] = {}
+    for b in sorted(bones):
+        p = int(rig.parents[b])
+        depth[b] = 0 if p < 0 or p in anchors else depth[p] + 1
+    order = sorted(depth, key=lambda b: (depth[b], b))
+    slot = np.full(rig.num_bones, -1, dtype=np.int64)
+    slot[order] = np.arange(len(order))
+    rest = np.zeros((len(order), 4, 4))
+    rest[:, :3, :3] = rig.rest_rotations[order]
+    rest[:, :3, 3] = rig.rest_offsets[order]
+    rest[:, 3, 3] = 1.0
+    steps = []
+    start = sum(depth[b] == 0 for b in order)
+    for d in range(1, max(depth.values(), default=0) + 1):
+        group = [b for b in order if depth[b] == d]
+        parents = np.array([slot[rig.parents[b]] for b in group], dtype=np.int64)
+        steps.append((slice(start, start + len(group)), parents))
+        start += len(group)
+    return _Levels(np.array(order, dtype=np.int64), slot, rest, tuple(steps))
+
+
+def _basis(q: np.ndarray, loc: np.ndarray) -> np.ndarray:
+    """Local pose transforms ``(..., 4, 4)`` [R(q) | l] (Blender's ``matrix_basis``)."""
+    out = _rotations4(q)
+    out[..., :3, 3] = loc
+    out[..., 3, 3] = 1.0
     return out
 
 
-def _sweep(rig: Rig, m: list, off: list, bones: Sequence[int]) -> tuple[list, list]:
-    """FK over ``bones`` (ascending, ancestors included): per-bone world R ``(n, 3, 3)``, t."""
-    world_r: list = [None] * rig.num_bones
-    world_t: list = [None] * rig.num_bones
-    for b in bones:
-        p = rig.parents[b]
-        if p < 0:
-            world_r[b], world_t[b] = m[b], off[b]
-        else:
-            world_r[b] = world_r[p] @ m[b]
-            world_t[b] = world_t[p] + _apply(world_r[p], off[b])
-    return world_r, world_t
+def _world(levels: _Levels, basis: np.ndarray) -> np.ndarray:
+    """Posed transforms ``(S + 1, n, 4, 4)`` of the slots from their ``basis`` ``(S, n, 4, 4)``
+    (relative to their anchor, if any); the extra last slot (-1) is the identity."""
+    world = np.empty((len(basis) + 1, *basis.shape[1:]))
+    np.matmul(levels.rest[:, None], basis, out=world[:-1])  # depth 0 done
+    world[-1] = _EYE4
+    for slots, parents in levels.steps:
+        np.matmul(world[parents], world[slots], out=world[slots])
+    return world
 
 
 def forward_kinematics(
@@ -387,15 +496,16 @@ def forward_kinematics(
     nb = rig.num_bones
     q = _check_batch(quats, (nb, 4), "quats")
     loc = np.zeros((nb, 3)) if locations is None else _check_batch(locations, (nb, 3), "locations")
-    batch = np.broadcast_shapes(q.shape[:-2], loc.shape[:-2])
-    n = int(np.prod(batch))
-    q = np.broadcast_to(q, (*batch, nb, 4)).reshape(n, nb, 4)
-    loc = np.broadcast_to(loc, (*batch, nb, 3)).reshape(n, nb, 3)
-    bones = list(range(nb))
-    lo = _locals(rig, q, loc, bones)
-    world_r, world_t = _sweep(rig, lo.m, lo.off, bones)
-    r = np.stack(world_r, axis=1) if nb else np.zeros((n, 0, 3, 3))
-    t = np.stack(world_t, axis=1) if nb else np.zeros((n, 0, 3))
+    batch = _batch_shape(q.shape[:-2], loc.shape[:-2])
+    n = math.prod(batch)
+    q, loc = _flat(q, batch, n), _flat(loc, batch, n)
+    levels = rig._derived("fk", lambda: _levels(rig, range(nb)))
+    r, t = np.empty((n, nb, 3, 3)), np.empty((n, nb, 3))
+    for i in range(0, n, _CHUNK):
+        c = slice(i, i + _CHUNK)
+        basis = _basis(q[c].swapaxes(0, 1)[levels.bones], loc[c].swapaxes(0, 1)[levels.bones])
+        world = _world(levels, basis)[levels.slot].swapaxes(0, 1)  # (n, B, 4, 4), bone order
+        r[c], t[c] = world[..., :3, :3], world[..., :3, 3]
     return r.reshape(*batch, nb, 3, 3), t.reshape(*batch, nb, 3)
 
 
@@ -447,6 +557,402 @@ def _plan(rig: Rig, joint_bones: Sequence[int | None]) -> _Plan:
     return _Plan(joint_of, next_mapped, top_level, sorted(needed))
 
 
+# How a changed bone turns, in the order a level's slots hold them.
+_SWING, _KABSCH, _KEPT, _ORIENTED = range(4)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """The bones of one kind in a level."""
+
+    index: slice  # their place in the sweep's arrays of that kind
+    slots: slice  # their slots
+    within: slice  # their place in the level
+
+
+@dataclass(frozen=True)
+class _Level:
+    """The changed bones of one level: slots ``start + [swings, fits, kept, oriented]``."""
+
+    slots: slice
+    ancestors: np.ndarray | slice  # their next changed ancestors' slots (a slice if it can be)
+    swing: _Part | None
+    fit: _Part | None
+    oriented: _Part | None
+
+
+@dataclass(frozen=True)
+class _Sweep:
+    """The solve's order for one mapping and one set of oriented bones.
+
+    *Changed* bones: mapped bones with a mapped descendant, top-level ones and oriented ones;
+    the others keep their local rotation and nothing needs their new frame. A changed bone's
+    next changed ancestor is its nearest mapped one; level k holds the changed bones with k
+    changed ancestors, solved all at once. Level 0 is the top-level bones.
+    """
+
+    bones: np.ndarray  # (C,) changed bone of each slot
+    fk: np.ndarray  # (C,) its FK slot
+    rest: np.ndarray  # (C, 1, 4, 4) its rest rotation [rest_rotation 0; 0 1]
+    # The changed bones whose parent is not their next changed ancestor (a bone between,
+    # or an unmapped root above): their slots and their parents' FK slots.
+    deep: np.ndarray
+    deep_parents_fk: np.ndarray
+    levels: tuple[_Level, ...]
+    top_joints: np.ndarray  # (level 0's size,) the top-level bones' joints
+    swings: np.ndarray  # (S,) slots of the swinging bones, level by level
+    fits: np.ndarray  # (F,) slots of the Kabsch-fitted bones
+    width: int  # D: the most bones a fit aims at
+    # What the S swings aim at, then the D each of the F fits does (S + F * D entries):
+    aimers: np.ndarray  # the aiming bone's slot
+    aims_fk: np.ndarray  # FK slot of the aimed bone, -1 (a zero vector) to pad a fit's
+    aim_joints: np.ndarray  # the aimed bone's joint; a fit's padding repeats its first
+    kept: np.ndarray  # (K,) slots of the top-level end bones: only their location changes
+    oriented: np.ndarray  # (O,) the oriented bones, level by level
+    rotated: np.ndarray  # slots of all but the kept bones: their rotation is written
+
+
+def _as_slice(index: list[int]) -> np.ndarray | slice:
+    """``index`` as a slice where one does (a gather costs more): one repeated non-negative
+    index broadcasts, a consecutive run is a range."""
+    if index[0] >= 0 and all(i == index[0] for i in index):
+        return slice(index[0], index[0] + 1)
+    if index[0] >= 0 and index == list(range(index[0], index[0] + len(index))):
+        return slice(index[0], index[0] + len(index))
+    return np.array(index, dtype=np.int64)
+
+
+def _sweep(rig: Rig, plan: _Plan, fk: _Levels, oriented: frozenset[int]) -> _Sweep:
+    changed = {b for b, ds in plan.next_mapped.items() if ds} | set(plan.top_level) | oriented
+    ancestor: dict[int, int] = {}
+    level: dict[int, int] = {}
+    kind: dict[int, int] = {}
+    for b in sorted(changed):
+        p = int(rig.parents[b])
+        while p >= 0 and p not in plan.joint_of:
+            p = int(rig.parents[p])
+        ancestor[b] = p
+        level[b] = 0 if p < 0 else level[p] + 1
+        n_next = len(plan.next_mapped[b])
+        kind[b] = (
+            _ORIENTED if b in oriented else _SWING if n_next == 1 else _KABSCH if n_next else _KEPT
+        )
+    order = sorted(changed, key=lambda b: (level[b], kind[b], b))
+    slot = {b: i for i, b in enumerate(order)}
+    of_kind = {c: [b for b in order if kind[b] == c] for c in range(4)}
+    width = max([len(plan.next_mapped[b]) for b in of_kind[_KABSCH]], default=1)
+
+    def padded(b: int, pad: int) -> list[int]:
+        """b's next mapped bones, as many as the widest fit's."""
+        ds = plan.next_mapped[b]
+        return ds + [pad] * (width - len(ds))
+
+    def fit_joints(b: int) -> list[int]:
+        return [plan.joint_of[d] for d in padded(b, plan.next_mapped[b][0])]
+
+    def ints(x: list, *shape: int) -> np.ndarray:
+        return np.array(x, dtype=np.int64).reshape(-1, *shape)
+
+    def part(group: list[int], c: int) -> _Part | None:
+        bones = [b for b in group if kind[b] == c]
+        if not bones:
+            return None
+        first = of_kind[c].index(bones[0])
+        start = group.index(bones[0])
+        return _Part(
+            slice(first, first + len(bones)),
+            slice(slot[bones[0]], slot[bones[0]] + len(bones)),
+            slice(start, start + len(bones)),
+        )
+
+    levels = []
+    for k in range(max(level.values(), default=-1) + 1):
+        group = [b for b in order if level[b] == k]
+        levels.append(
+            _Level(
+                slots=slice(slot[group[0]], slot[group[0]] + len(group)),
+                ancestors=_as_slice([slot.get(ancestor[b], -1) for b in group]),
+                swing=part(group, _SWING),
+                fit=part(group, _KABSCH),
+                oriented=part(group, _ORIENTED),
+            )
+        )
+    aimers = of_kind[_SWING] + [b for b in of_kind[_KABSCH] for _ in range(width)]
+    aims = [plan.next_mapped[b][0] for b in of_kind[_SWING]]
+    aims += [d for b in of_kind[_KABSCH] for d in padded(b, -1)]
+    aim_joints = [plan.joint_of[d] for d in aims[: len(of_kind[_SWING])]]
+    aim_joints += [j for b in of_kind[_KABSCH] for j in fit_joints(b)]
+    fk_slot = np.append(fk.slot, -1)  # bone -1 (padding): slot -1, the identity
+    rest = np.zeros((len(order), 1, 4, 4))
+    rest[:, 0, :3, :3] = rig.rest_rotations[order]
+    rest[:, 0, 3, 3] = 1.0
+    deep = [b for b in order if rig.parents[b] != ancestor[b]]
+    return _Sweep(
+        bones=ints(order),
+        fk=fk_slot[order],
+        rest=rest,
+        deep=ints([slot[b] for b in deep]),
+        deep_parents_fk=fk_slot[[int(rig.parents[b]) for b in deep]],
+        levels=tuple(levels),
+        top_joints=ints([plan.joint_of[b] for b in order if level[b] == 0]),
+        swings=ints([slot[b] for b in of_kind[_SWING]]),
+        fits=ints([slot[b] for b in of_kind[_KABSCH]]),
+        width=width,
+        aimers=ints([slot[b] for b in aimers]),
+        aims_fk=fk_slot[aims],
+        aim_joints=ints(aim_joints),
+        kept=ints([slot[b] for b in of_kind[_KEPT]]),
+        oriented=ints(of_kind[_ORIENTED]),
+        rotated=ints([slot[b] for b in order if kind[b] != _KEPT]),
+    )
+
+
+@dataclass(frozen=True)
+class _Start:
+    """What the solve takes from the pose it starts from, before any target. Bone-major
+    arrays ``(bones, n, ...)``; ``a``: a changed bone's parent-rest frame (posed = a @ R(q))."""
+
+    q: np.ndarray  # (rotated, n, 4) the quaternions of the bones whose rotation is written
+    rot: np.ndarray  # (C, n, 3, 3) R(q)
+    rel: np.ndarray  # (C, n, 4, 4) a and the head, relative to the next changed ancestor
+    turn: np.ndarray  # (C, n, 4, 4) [R 0; 0 1], R(q) for the kept bones: the solve fills in
+    # The vectors to the next mapped heads in a (R(q) @ them in the bone's posed frame), and
+    # their lengths: the swings' (S, n, ...), the fits' (F, n, D, ...).
+    swing_from: np.ndarray
+    swing_len: np.ndarray
+    fit_from_t: np.ndarray  # transposed: (F, n, 3, D)
+    fit_len: np.ndarray
+    swing_unit: np.ndarray  # (S, n, 3) the swings', unit
+    reflected: np.ndarray  # (S, n, 3, 3) R(q) reflected across the plane normal to those
+
+
+class RotationSolver:
+    """:func:`positions_to_rotations` for one rig and joint mapping.
+
+    What depends on those alone (which bones matter, the solve order, index arrays) is
+    worked out once, so a single pose costs a few hundred small numpy calls; what depends on
+    the start pose alone is kept for the last single pose (a drag solves from the same one
+    again and again). :func:`positions_to_rotations` keeps one per mapping on the rig.
+    """
+
+    def __init__(self, rig: Rig, joint_bones: Sequence[int | None]) -> None:
+        self.rig = rig
+        self.joint_bones = tuple(joint_bones)
+        self._plan = _plan(rig, self.joint_bones)
+        self._fk = _levels(rig, self._plan.needed, frozenset(self._plan.joint_of))
+        self._mapped_joints = np.array(sorted(self._plan.joint_of.values()), dtype=np.int64)
+        self._sweeps: dict[frozenset[int], _Sweep] = {}
+        self._last_start: tuple[_Sweep, tuple[bytes, bytes], _Start] | None = None
+
+    def _sweep(self, oriented: frozenset[int]) -> _Sweep:
+        sweep = self._sweeps.get(oriented)
+        if sweep is None:
+            if len(self._sweeps) >= _CACHE_SIZE:
+                self._sweeps.clear()
+            sweep = self._sweeps[oriented] = _sweep(self.rig, self._plan, self._fk, oriented)
+        return sweep
+
+    def solve(
+        self,
+        quats: np.ndarray,
+        locations: np.ndarray | None,
+        targets: np.ndarray,
+        orientations: dict[int, np.ndarray] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`positions_to_rotations` with this solver's rig and ``joint_bones``."""
+        rig, joint_bones = self.rig, self.joint_bones
+        nb = rig.num_bones
+        q = _check_batch(quats, (nb, 4), "quats")
+        loc = np.zeros((nb, 3)) if locations is None else locations
+        loc = _check_batch(loc, (nb, 3), "locations")
+        tg = _check_batch(targets, (NUM_JOINTS, 3), "targets")
+        if not np.isfinite(tg[..., self._mapped_joints, :]).all():
+            bad = [j for j in self._mapped_joints if not np.isfinite(tg[..., j, :]).all()]
+            raise ValueError(f"targets of joints {bad} are not finite (NaN or inf)")
+        orient: dict[int, np.ndarray] = {}
+        for j, o in (orientations or {}).items():
+            if not (isinstance(j, int | np.integer) and 0 <= j < NUM_JOINTS):
+                raise ValueError(
+                    f"orientations keys must be joint indices 0..{NUM_JOINTS - 1}: {j!r}"
+                )
+            if joint_bones[j] is None:
+                raise ValueError(f"orientation given for joint {j}, which has no bone")
+            o = _check_batch(o, (3, 3), f"orientations[{j}]")
+            if not np.isfinite(o).all():
+                raise ValueError(f"orientations[{j}] is not finite (NaN or inf)")
+            orient[int(joint_bones[j])] = o  # type: ignore[arg-type]
+
+        batch = _batch_shape(
+            q.shape[:-2], loc.shape[:-2], tg.shape[:-2], *(o.shape[:-2] for o in orient.values())
+        )
+        n = math.prod(batch)
+        q, loc, tg = _flat(q, batch, n), _flat(loc, batch, n), _flat(tg, batch, n)
+        new_q = q.copy()
+        new_loc = loc.copy()
+        if self._plan.needed:
+            sweep = self._sweep(frozenset(orient))
+            oriented = (
+                _orthonormalize(np.stack([_flat(orient[b], batch, n) for b in sweep.oriented]))
+                if orient
+                else np.empty((0, n, 3, 3))
+            )
+            for i in range(0, n, _CHUNK):
+                c = slice(i, i + _CHUNK)
+                self._solve(sweep, q[c], loc[c], tg[c], oriented[:, c], new_q[c], new_loc[c])
+        return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
+
+    def _start(self, sweep: _Sweep, q: np.ndarray, loc: np.ndarray) -> _Start:
+        """:class:`_Start` of a pose (flat ``(n, B, ...)`` arrays), remembered for the last
+        single pose: a drag solves from the same one again and again."""
+        key = (q.tobytes(), loc.tobytes()) if len(q) == 1 else None
+        last = self._last_start
+        if key is not None and last is not None and last[0] is sweep and last[1] == key:
+            return last[2]
+        fk, n = self._fk, len(q)
+        q_fk = q.swapaxes(0, 1)[fk.bones]
+        basis = _basis(q_fk, loc.swapaxes(0, 1)[fk.bones])
+        # The pose as it is, each bone relative to its nearest mapped ancestor's posed frame:
+        # those transforms stay, as the bones between keep their local transforms.
+        posed = _world(fk, basis)
+        rot = basis[sweep.fk, :, :3, :3]
+        # rel: a and the head, relative to the next changed ancestor. a = the parent's posed
+        # frame (the identity when the parent is that ancestor) @ the rest rotation.
+        rel = np.empty((len(sweep.bones), n, 4, 4))
+        rel[...] = sweep.rest
+        if len(sweep.deep):
+            rel[sweep.deep] = posed[sweep.deep_parents_fk] @ sweep.rest[sweep.deep]
+        rel[..., :3, 3] = posed[sweep.fk, :, :3, 3]
+        aim_from = _apply(rot[sweep.aimers], posed[sweep.aims_fk, :, :3, 3])
+        aim_len = _norm(aim_from)
+        n_swing, n_fit = len(sweep.swings), len(sweep.fits)
+        fit_from, fit_len = (
+            x[n_swing:].reshape(n_fit, sweep.width, *x.shape[1:]).swapaxes(1, 2)
+            for x in (aim_from, aim_len)
+        )
+        # The shortcut: a swing from unit u to unit b is the reflection across the plane
+        # normal to u, then the one across the plane normal to u + b (the halfway vector);
+        # the first applies to R(q) before the solve.
+        swing_rot = rot[sweep.swings]
+        swing_unit = aim_from[:n_swing] / np.maximum(aim_len[:n_swing], _EPS)[..., None]
+        reflected = swing_rot - 2.0 * swing_unit[..., :, None] * (
+            swing_unit[..., None, :] @ swing_rot
+        )
+        turn = np.zeros((len(sweep.bones), n, 4, 4))
+        turn[..., 3, 3] = 1.0
+        turn[sweep.kept, :, :3, :3] = rot[sweep.kept]
+        start = _Start(
+            q_fk[sweep.fk[sweep.rotated]],
+            rot,
+            rel,
+            turn,
+            aim_from[:n_swing],
+            aim_len[:n_swing],
+            np.swapaxes(fit_from, -1, -2),
+            fit_len,
+            swing_unit,
+            reflected,
+        )
+        if key is not None:
+            self._last_start = (sweep, key, start)
+        return start
+
+    def _solve(
+        self,
+        sweep: _Sweep,
+        q: np.ndarray,
+        loc: np.ndarray,
+        tg: np.ndarray,
+        oriented: np.ndarray,
+        new_q: np.ndarray,
+        new_loc: np.ndarray,
+        careful: bool = False,
+    ) -> None:
+        """The solve on flat ``(n, ...)`` arrays, writing ``new_q`` / ``new_loc``.
+
+        Bone-major arrays ``(bones, n, ...)``; 4x4 transforms [R | t]. ``a``: a changed bone's
+        parent-rest frame, where its local rotation acts (``posed R = a @ R(q)``). Swings
+        take a shortcut unless ``careful``; where it fails (zero or antiparallel vectors,
+        checked once at the end), the solve runs again, carefully.
+        """
+        n = q.shape[0]
+        start = self._start(sweep, q, loc)
+        rot_old, rel = start.rot, start.rel
+        swing_from, swing_unit, reflected = start.swing_from, start.swing_unit, start.reflected
+        # The targets the aims should point at: the swings', then the fits'.
+        targets = tg.swapaxes(0, 1)  # (21, n, 3)
+        aim_to = targets[sweep.aim_joints]
+        n_swing, n_fit = len(sweep.swings), len(sweep.fits)
+        swing_to = aim_to[:n_swing]
+        fit_to = aim_to[n_swing:].reshape(n_fit, sweep.width, n, 3).swapaxes(1, 2)
+        # The shortcut's |target vector| and |u + b|^2, checked at the end.
+        to_len, halfway2 = np.empty(start.swing_len.shape), np.empty(start.swing_len.shape)
+
+        # The new local rotations, as [R | 0] (new posed = rel @ turn), and posed frames.
+        turn = start.turn.copy()
+        new = np.empty((len(sweep.bones) + 1, n, 4, 4))
+        new[-1] = _EYE4
+        for k, level in enumerate(sweep.levels):
+            f = rel[level.slots].copy() if k == 0 else new[level.ancestors] @ rel[level.slots]
+            a, head = f[..., :3, :3], f[..., :3, 3]
+            if k == 0:  # the top-level bones: solve base + a @ l = target for the location l
+                base = head - _apply(a, loc[:, sweep.bones[level.slots]].swapaxes(0, 1))
+                top_loc = _apply(np.swapaxes(a, -1, -2), targets[sweep.top_joints] - base)
+                head[...] = base + _apply(a, top_loc)
+                new_loc[:, sweep.bones[level.slots]] = top_loc.swapaxes(0, 1)
+            if part := level.swing:  # in a: the current vector R(q) @ rel -> the target's
+                s, w = part.index, part.within
+                to = ((swing_to[s] - head[w])[..., None, :] @ a[w])[..., 0, :]
+                out = turn[part.slots, :, :3, :3]
+                if careful:  # swing_quat's care with zero and (nearly) antiparallel vectors
+                    np.matmul(swing_rotation(swing_from[s], to), rot_old[part.slots], out=out)
+                else:  # unit u -> t / |t|: across u + t / |t|, or t + |t| u
+                    length = np.sqrt(np.add.reduce(to * to, axis=-1), out=to_len[s])
+                    half = to + length[..., None] * swing_unit[s]
+                    h2 = np.add.reduce(half * half, axis=-1, out=halfway2[s])
+                    across = half[..., None, :] @ reflected[s]
+                    half *= (2.0 / np.maximum(h2, _EPS * _EPS))[..., None]
+                    np.subtract(reflected[s], half[..., :, None] * across, out=out)
+            if part := level.fit:
+                s, w = part.index, part.within
+                goal = (fit_to[s] - head[w, :, None]) @ a[w]
+                scale = np.add.reduce(start.fit_len[s] * _norm(goal), axis=-1)
+                fit = _rotation_from_covariance(
+                    start.fit_from_t[s] @ goal + (_KABSCH_PRIOR * scale)[..., None, None] * _EYE3
+                )
+                np.matmul(fit, rot_old[part.slots], out=turn[part.slots, :, :3, :3])
+            if part := level.oriented:
+                np.matmul(
+                    np.swapaxes(a[part.within], -1, -2),
+                    oriented[part.index],
+                    out=turn[part.slots, :, :3, :3],
+                )
+            np.matmul(f, turn[level.slots], out=new[level.slots])
+        if not careful and not (
+            (np.minimum(start.swing_len, to_len) > _EPS).all()
+            and (halfway2 > _HALFWAY_MIN * to_len * to_len).all()
+        ):
+            self._solve(sweep, q, loc, tg, oriented, new_q, new_loc, careful=True)
+            return
+
+        # A turn has w >= 0, so the old rotation times it has dot(new, old) = w * |old|^2 >= 0:
+        # in the input's hemisphere, the quaternions are the turns times the old.
+        rot = _shepperd_rows(turn[sweep.rotated, :, :3, :3])
+        dot = np.add.reduce(rot * start.q, axis=-1)
+        rot *= np.copysign(1.0 / _norm(rot), dot)[..., None]
+        new_q[:, sweep.bones[sweep.rotated]] = rot.swapaxes(0, 1)
+
+
+def _solver(rig: Rig, joint_bones: Sequence[int | None]) -> RotationSolver:
+    """The rig's solver for ``joint_bones``, made once (types are part of the key, so
+    ``True`` is not taken for bone 1)."""
+    try:
+        key = ("solver", *((type(b), b) for b in joint_bones))
+        hash(key)
+    except TypeError:  # not indices at all: let the solver say what is wrong
+        return RotationSolver(rig, joint_bones)
+    return rig._derived(key, lambda: RotationSolver(rig, joint_bones))
+
+
 def positions_to_rotations(
     rig: Rig,
     quats: np.ndarray,
@@ -478,98 +984,8 @@ def positions_to_rotations(
     puts its head exactly on its target. Unmapped bones (roots above the pelvis, extra
     spine/neck bones, twist bones, fingers) keep their local rotation and location, and
     quaternions stay in the input's hemisphere (``dot(new, old) >= 0``).
+
+    The plan for ``(rig, joint_bones)`` is cached on the rig (:class:`RotationSolver`), and
+    each tree level is solved in one vectorized step.
     """
-    nb = rig.num_bones
-    plan = _plan(rig, joint_bones)
-    q = _check_batch(quats, (nb, 4), "quats")
-    loc = np.zeros((nb, 3)) if locations is None else _check_batch(locations, (nb, 3), "locations")
-    tg = _check_batch(targets, (NUM_JOINTS, 3), "targets")
-    mapped_joints = sorted(plan.joint_of.values())
-    if not np.isfinite(tg[..., mapped_joints, :]).all():
-        bad = [j for j in mapped_joints if not np.isfinite(tg[..., j, :]).all()]
-        raise ValueError(f"targets of joints {bad} are not finite (NaN or inf)")
-    orient: dict[int, np.ndarray] = {}
-    for j, o in (orientations or {}).items():
-        if not (isinstance(j, int | np.integer) and 0 <= j < NUM_JOINTS):
-            raise ValueError(f"orientations keys must be joint indices 0..{NUM_JOINTS - 1}: {j!r}")
-        if joint_bones[j] is None:
-            raise ValueError(f"orientation given for joint {j}, which has no bone")
-        o = _check_batch(o, (3, 3), f"orientations[{j}]")
-        if not np.isfinite(o).all():
-            raise ValueError(f"orientations[{j}] is not finite (NaN or inf)")
-        orient[int(joint_bones[j])] = o
-
-    batch = np.broadcast_shapes(
-        q.shape[:-2], loc.shape[:-2], tg.shape[:-2], *(o.shape[:-2] for o in orient.values())
-    )
-    n = int(np.prod(batch))
-    q = np.broadcast_to(q, (*batch, nb, 4)).reshape(n, nb, 4)
-    loc = np.broadcast_to(loc, (*batch, nb, 3)).reshape(n, nb, 3)
-    tg = np.broadcast_to(tg, (*batch, NUM_JOINTS, 3)).reshape(n, NUM_JOINTS, 3)
-    orient = {
-        b: _orthonormalize(np.broadcast_to(o, (*batch, 3, 3)).reshape(n, 3, 3))
-        for b, o in orient.items()
-    }
-    new_q = q.copy()
-    new_loc = loc.copy()
-    if not plan.needed:
-        return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
-
-    needed = plan.needed
-    lo = _locals(rig, q, loc, needed)
-    m, off = lo.m, lo.off
-    # Where each next mapped descendant's head sits in its mapped ancestor's posed frame:
-    # fixed, since only unmapped bones (which keep their local transforms) lie between.
-    old_r, old_t = _sweep(rig, m, off, needed)
-    rel = {
-        b: np.stack(
-            [_apply(np.swapaxes(old_r[b], -1, -2), old_t[d] - old_t[b]) for d in ds], axis=1
-        )
-        for b, ds in plan.next_mapped.items()
-        if ds
-    }
-
-    world_r: list = [None] * nb
-    world_t: list = [None] * nb
-    top_level = set(plan.top_level)
-    changed = (set(orient) | set(rel) | top_level) & set(needed)
-    eye = np.broadcast_to(np.eye(3), (n, 3, 3))
-    for b in needed:
-        p = rig.parents[b]
-        parent_r = eye if p < 0 else world_r[p]
-        if b not in changed:  # keeps its local transform
-            world_r[b] = parent_r @ m[b]
-            world_t[b] = off[b] if p < 0 else world_t[p] + _apply(parent_r, off[b])
-            continue
-        a = parent_r @ rig.rest_rotations[b]  # b's parent-rest frame in armature space
-        a_t = np.swapaxes(a, -1, -2)
-        head = off[b] if p < 0 else world_t[p] + _apply(parent_r, off[b])
-        if b in top_level:  # solve base + a @ l = target for the location l
-            base = head - _apply(a, loc[:, b])
-            new_loc[:, b] = _apply(a_t, tg[:, plan.joint_of[b]] - base)
-            head = base + _apply(a, new_loc[:, b])
-        world_t[b] = head
-
-        old = lo.q[b]
-        if b in orient:
-            rot = matrix_to_quat(a_t @ orient[b])
-            new = np.where(np.sum(rot * old, axis=-1, keepdims=True) < 0.0, -rot, rot)
-        elif b in rel:
-            # In b's parent-rest frame: current vectors R(q) @ rel, target vectors a^T @ ...
-            cur = rel[b] @ np.swapaxes(lo.r[b], -1, -2)
-            goal = tg[:, [plan.joint_of[d] for d in plan.next_mapped[b]]] - head[:, None]
-            goal = goal @ a
-            if cur.shape[1] == 1:
-                change = swing_quat(cur[:, 0], goal[:, 0])
-            else:
-                h = np.swapaxes(cur, -1, -2) @ goal
-                scale = np.sum(_norm(cur) * _norm(goal), axis=-1)
-                prior = (_KABSCH_PRIOR * scale)[:, None, None] * np.eye(3)
-                change = matrix_to_quat(_rotation_from_covariance(h + prior))
-            # w >= 0 for the change, so dot(new, old) = w * |old|^2 >= 0: same hemisphere.
-            new = quat_multiply(change, old)
-        else:  # a top-level end bone: only its location moves
-            new = q[:, b]
-        new_q[:, b] = new
-        world_r[b] = a @ quat_to_matrix(new)
-    return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
+    return _solver(rig, joint_bones).solve(quats, locations, targets, orientations)
