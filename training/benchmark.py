@@ -23,6 +23,7 @@ import numpy as np
 from blender_addon.core import skeleton
 from blender_addon.core.bvh import iter_bvh_texts
 from blender_addon.core.models import ModelSet
+from blender_addon.core.normalize import from_model_space, to_model_space
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from blender_addon.core.propagate import propagate, weight_curve
 from training.data import PoseData, canonical_clip
@@ -75,7 +76,15 @@ def sample_pairs(clips: list[np.ndarray], n: int, rng: np.random.Generator
     j = np.clip(i + rng.integers(-PAIR_OFFSET, PAIR_OFFSET + 1, n), 0, lengths[which] - 1)
     x = np.stack([clips[c][k] for c, k in zip(which, i, strict=True)])
     x2 = np.stack([clips[c][k] for c, k in zip(which, j, strict=True)])
-    return x, x2
+    return x, align_to(x2, x)
+
+
+def align_to(x2: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """x' moved onto x's floor point and facing, as training sees pairs (each pose in its
+    own model space): an edit moves the body, not the character's place in the world."""
+    model, _ = to_model_space(x2)
+    _, frame = to_model_space(x)
+    return from_model_space(model, frame, skeleton.bone_lengths(x2))
 
 
 def accuracy(editor: PoseEditor, x: np.ndarray, x2: np.ndarray, mask: np.ndarray,
