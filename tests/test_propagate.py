@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from blender_addon.core import skeleton
-from blender_addon.core.pipeline import Effector, PoseEditor
+from blender_addon.core.pipeline import Effector, PoseEditor, metric_values
 from blender_addon.core.propagate import propagate, weight_curve
 
 CENTER, RADIUS = 45, 20
+SPINE_FLEXION_CHANGE_DEG = 15.0
 
 
 @pytest.mark.parametrize("kind", ["hat", "smooth", "constant"])
@@ -43,10 +44,12 @@ def test_propagation_weights(shipped_models, manifold_clip: np.ndarray) -> None:
     w = weight_curve(len(clip), CENTER, RADIUS, "hat")
     hand = skeleton.JOINT_INDEX["l_hand"]
     effs = [Effector("l_hand", clip[CENTER, hand] + [0.0, 0.2, 0.1])]
-    metric = next(iter(shipped_models.metrics))
-    out = propagate(editor, clip, CENTER, w, effs, {metric: 25.0})
+    metric = "spine_flexion"
+    request = {metric: float(metric_values(clip[CENTER:CENTER + 1], shipped_models)[metric][0])
+               + SPINE_FLEXION_CHANGE_DEG}
+    out = propagate(editor, clip, CENTER, w, effs, request)
     np.testing.assert_array_equal(out[w == 0], clip[w == 0])  # bit-identical
-    single = editor.solve(clip[CENTER], effs, {metric: 25.0}).positions[0]
+    single = editor.solve(clip[CENTER], effs, request).positions[0]
     np.testing.assert_allclose(out[CENTER], single, atol=1e-9)
     moved = np.linalg.norm(out - clip, axis=-1).mean(axis=1)
     inside = w > 0

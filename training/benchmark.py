@@ -23,7 +23,7 @@ import numpy as np
 from blender_addon.core import skeleton
 from blender_addon.core.bvh import iter_bvh_texts
 from blender_addon.core.models import ModelSet
-from blender_addon.core.normalize import from_model_space, to_model_space
+from blender_addon.core.normalize import facing_yaw, from_model_space, rotate_y, to_model_space
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from blender_addon.core.propagate import propagate, weight_curve
 from training.data import PoseData, canonical_clip
@@ -206,16 +206,18 @@ def plot_cases(x: np.ndarray, x2: np.ndarray, mask: np.ndarray, outs: dict[str, 
     ours = next(k for k in outs if k.startswith("universal +"))
     columns = [("start pose x", x), ("classic FABRIK", outs["classic FABRIK"]),
                ("ours: " + ours, outs[ours]), ("ground truth x'", x2)]
+    facing = facing_yaw(x)
     fig, axes = plt.subplots(len(x), len(columns), figsize=(3.2 * len(columns), 3.4 * len(x)),
                              squeeze=False)
     for r in range(len(x)):
         for c, (title, poses) in enumerate(columns):
             ax = axes[r, c]
-            p = poses[r] - np.array([poses[r, 0, 0], 0.0, poses[r, 0, 2]])
+            origin = np.array([x[r, 0, 0], 0.0, x[r, 0, 2]])  # front view of the start pose
+            p = rotate_y(poses[r] - origin, -facing[r])
             for j in range(1, skeleton.NUM_JOINTS):
                 q = p[[skeleton.PARENTS[j], j]]
                 ax.plot(q[:, 0], q[:, 1], color="0.25", lw=2)
-            t = x2[r, mask[r] > 0] - np.array([poses[r, 0, 0], 0.0, poses[r, 0, 2]])
+            t = rotate_y(x2[r, mask[r] > 0] - origin, -facing[r])
             ax.scatter(t[:, 0], t[:, 1], s=40, facecolors="none", edgecolors="crimson", lw=1.5,
                        label="targets")
             ax.set_aspect("equal")
