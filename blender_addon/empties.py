@@ -15,6 +15,7 @@ import numpy as np
 from mathutils import Matrix
 
 from . import rig_io
+from .core import conversions
 from .core.skeleton import JOINT_INDEX, blender_to_yup
 from .session import EditError
 
@@ -31,6 +32,17 @@ PRESETS: dict[str, tuple[str, ...]] = {
 }
 
 
+@dataclass(frozen=True)
+class Spec:
+    """One effector's settings (an item of the armature's ``npe.effectors``), checked."""
+
+    joint: str
+    index: int  # canonical joint index
+    weight: float
+    pin: bool
+    use_rotation: bool
+
+
 @dataclass
 class Target:
     """One effector, read: the world target in core space and its settings."""
@@ -43,67 +55,90 @@ class Target:
     matrix: np.ndarray  # (16,) the empty's world matrix, row-major
 
 
-def _matrix_array(m: Matrix) -> np.ndarray:
-    return np.array(m, dtype=np.float64)
-
-
 def _lost(scene: bpy.types.Scene, empty: bpy.types.Object | None) -> bool:
     return empty is None or scene.objects.get(empty.name) is None
+
+
+def _deleted(joint: str) -> EditError:
+    return EditError(f"The {joint} effector's empty was deleted: remove the effector from "
+                     "the list (or add it again)")
+
+
+def specs(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
+          ) -> tuple[Spec, ...]:
+    """Every effector of the armature, in list order; a deleted empty is an error."""
+    out = []
+    for item in obj.npe.effectors:
+        if _lost(scene, item.empty):
+            raise _deleted(item.joint)
+        j = JOINT_INDEX.get(item.joint)
+        if j is None:
+            raise EditError(f"Effector on unknown joint {item.joint!r}: remove it")
+        if item.use_rotation and info.joint_bones[j] is None:
+            raise EditError(f"{item.joint} has no bone of its own: it cannot take the "
+                            "empty's rotation (turn Use Rotation off)")
+        out.append(Spec(item.joint, j, float(item.weight), item.pin, item.use_rotation))
+    return tuple(out)
+
+
+def matrices(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> np.ndarray:
+    """The effector empties' world matrices ``(E, 4, 4)``, evaluated, in list order."""
+    items = obj.npe.effectors
+    buf = np.empty((len(items), 16), dtype=np.float32)
+    for i, item in enumerate(items):
+        empty = item.empty
+        if empty is None:
+            raise _deleted(item.joint)
+        if depsgraph is not None:
+            empty = empty.evaluated_get(depsgraph)
+        empty.path_resolve("matrix_world", False).foreach_get(buf[i])
+    return buf.reshape(-1, 4, 4).transpose(0, 2, 1).astype(np.float64)  # column-major
+
+
+def targets(effectors: Sequence[Spec], empty_matrices: np.ndarray, matrix_world: np.ndarray
+            ) -> list[Target]:
+    """The effectors as targets, from their empties' world matrices."""
+    finite = np.isfinite(empty_matrices.reshape(len(empty_matrices), 16)).all(axis=1)
+    if not finite.all():
+        bad = effectors[int(np.argmin(finite))].joint
+        raise EditError(f"The {bad} effector's empty has an invalid transform")
+    places = blender_to_yup(empty_matrices[:, :3, 3])
+    return [Target(s.joint, p, s.weight, s.pin,
+                   rig_io.world_to_armature_rotation(matrix_world, m[:3, :3])
+                   if s.use_rotation else None, m.ravel())
+            for s, m, p in zip(effectors, empty_matrices, places, strict=True)]
 
 
 def read(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
          depsgraph: bpy.types.Depsgraph | None) -> list[Target]:
     """Every effector of the armature as a target; a deleted empty is an error."""
-    mw = rig_io.world_matrix(obj)
-    out = []
-    for item in obj.npe.effectors:
-        empty = item.empty
-        if _lost(scene, empty):
-            raise EditError(f"The {item.joint} effector's empty was deleted: remove the "
-                            "effector from the list (or add it again)")
-        j = JOINT_INDEX.get(item.joint)
-        if j is None:
-            raise EditError(f"Effector on unknown joint {item.joint!r}: remove it")
-        evaluated = empty.evaluated_get(depsgraph) if depsgraph is not None else empty
-        m = _matrix_array(evaluated.matrix_world)
-        if not np.isfinite(m).all():
-            raise EditError(f"The {item.joint} effector's empty has an invalid transform")
-        orientation = None
-        if item.use_rotation:
-            if info.joint_bones[j] is None:
-                raise EditError(f"{item.joint} has no bone of its own: it cannot take the "
-                                "empty's rotation (turn Use Rotation off)")
-            orientation = rig_io.world_to_armature_rotation(mw, m[:3, :3])
-        out.append(Target(item.joint, blender_to_yup(m[:3, 3]), float(item.weight), item.pin,
-                          orientation, m.ravel()))
-    return out
+    return targets(specs(scene, obj, info), matrices(obj, depsgraph), rig_io.world_matrix(obj))
 
 
-def mark_solved(obj: bpy.types.Object, targets: Sequence[Target] | None) -> None:
-    """Remember where the empties were at this solve (None: where they are now)."""
-    if targets is None:
-        for item in obj.npe.effectors:
+def solved_matrices(obj: bpy.types.Object) -> np.ndarray:
+    """Where the empties were at the last solve ``(E, 16)`` (row-major world matrices)."""
+    items = obj.npe.effectors
+    out = np.empty(len(items) * 16, dtype=np.float32)
+    items.foreach_get("solved_matrix", out)
+    return out.reshape(-1, 16).astype(np.float64)
+
+
+def moved(empty_matrices: np.ndarray, solved: np.ndarray) -> bool:
+    """Whether an empty left the place it had at the last solve (live mode)."""
+    now = empty_matrices.reshape(len(empty_matrices), 16)
+    return now.shape != solved.shape or bool(np.any(np.abs(now - solved) > MATRIX_ATOL))
+
+
+def mark_solved(obj: bpy.types.Object, empty_matrices: np.ndarray | None) -> None:
+    """Remember where the empties are at this solve (``(E, 4, 4)`` in list order; None:
+    read them)."""
+    items = obj.npe.effectors
+    if empty_matrices is None:
+        for item in items:
             if item.empty is not None:
-                item.solved_matrix = _matrix_array(item.empty.matrix_world).ravel()
+                item.solved_matrix = rig_io.matrix_of(item.empty).ravel()
         return
-    by_joint = {t.joint: t for t in targets}
-    for item in obj.npe.effectors:
-        t = by_joint.get(item.joint)
-        if t is not None:
-            item.solved_matrix = t.matrix
-
-
-def moved_since_solve(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> bool:
-    """Whether an effector empty left the place it had at the last solve (live mode)."""
-    for item in obj.npe.effectors:
-        empty = item.empty
-        if empty is None:
-            continue
-        evaluated = empty.evaluated_get(depsgraph) if depsgraph is not None else empty
-        m = _matrix_array(evaluated.matrix_world).ravel()
-        if not np.allclose(m, np.array(item.solved_matrix), rtol=0.0, atol=MATRIX_ATOL):
-            return True
-    return False
+    items.foreach_set("solved_matrix", np.asarray(empty_matrices, dtype=np.float32).ravel())
 
 
 def collection(scene: bpy.types.Scene) -> bpy.types.Collection:
@@ -121,7 +156,7 @@ def _joint_frames(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose
     """World location (21, 3) and world orientation (21, 3, 3) of each joint's bone."""
     joints, world_r = rig_io.joint_positions(info, pose.quats, pose.locations)
     mw = rig_io.world_matrix(obj)
-    obj_r = rig_io.orthonormal(mw[:3, :3])
+    obj_r = conversions.orthonormal(mw[:3, :3])
     locs = joints @ mw[:3, :3].T + mw[:3, 3]
     rots = np.empty((len(joints), 3, 3))
     for j, b in enumerate(info.joint_bones):
@@ -166,7 +201,7 @@ def add(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
         item = obj.npe.effectors.add()
         item.joint = joint
         item.empty = empty
-        item.solved_matrix = _matrix_array(empty.matrix_world).ravel()
+        item.solved_matrix = rig_io.matrix_of(empty).ravel()
         added.append(joint)
     obj.npe.active_effector = len(obj.npe.effectors) - 1
     return added, existing
@@ -180,7 +215,7 @@ def snap(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose) -> None
             continue
         j = JOINT_INDEX[item.joint]
         item.empty.matrix_world = _world_matrix(locs[j], rots[j])
-        item.solved_matrix = _matrix_array(item.empty.matrix_world).ravel()
+        item.solved_matrix = rig_io.matrix_of(item.empty).ravel()
 
 
 def remove(obj: bpy.types.Object, index: int | None) -> int:

@@ -134,7 +134,6 @@ def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, c
     return goals
 
 
-
 def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
                    depsgraph: bpy.types.Depsgraph | None,
                    progress: Callable[[int], None] = lambda _step: None) -> Outcome:
@@ -190,8 +189,20 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
     notes = []
     if any(t.orientation_armature is not None for t in targets):
         notes.append("effector rotations are not propagated (positions only)")
-    miss = max((float(np.linalg.norm(edited[center, JOINT_INDEX[t.joint]] - t.target_core))
-                for t in targets if not t.pin), default=0.0)
     return Outcome(f"Propagated over frames {frames[0]}-{frames[-1]} of {obj.name} "
-                   f"({n} F-curves; largest miss at frame {scene.frame_current}: "
-                   f"{miss * 100:.1f} cm)", notes)
+                   f"({n} F-curves{_miss(obj, info, targets, mw, scene.frame_current)})", notes)
+
+
+def _miss(obj: bpy.types.Object, info: rig_io.RigInfo, targets: list,
+          matrix_world: np.ndarray, frame: int) -> str:
+    """How far the moved effector joints are from their empties in the keyed pose now on
+    the rig (read back: what the user sees, after the exact-reach pass and key writing)."""
+    moved = [t for t in targets if not t.pin]
+    if not moved:
+        return ""
+    pose = rig_io.read_pose(obj, info)
+    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    keyed = rig_io.armature_to_core(matrix_world, joints)
+    miss = max(float(np.linalg.norm(keyed[JOINT_INDEX[t.joint]] - t.target_core))
+               for t in moved)
+    return f"; largest effector miss at frame {frame}: {miss * 100:.1f} cm"

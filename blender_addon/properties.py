@@ -63,7 +63,19 @@ def _live_toggled(self: "NPE_SceneSettings", context: bpy.types.Context) -> None
 def _model_set_items(self: "NPE_SceneSettings", context: bpy.types.Context | None) -> list:
     from . import session
 
-    return session.model_set_items(context)
+    return session.model_set_items(context, self.model_path)
+
+
+def _model_set_get(self: "NPE_SceneSettings") -> int:
+    from . import session
+
+    return session.model_set_index(self.model_path)
+
+
+def _model_set_set(self: "NPE_SceneSettings", value: int) -> None:
+    from . import session
+
+    self.model_path = session.model_set_path(value, self.model_path)
 
 
 def _model_set_changed(self: "NPE_SceneSettings", context: bpy.types.Context) -> None:
@@ -281,7 +293,17 @@ class NPE_SceneSettings(PropertyGroup):
         name="Models",
         description="Model set used to edit poses (add your own in the add-on preferences)",
         items=_model_set_items,
+        get=_model_set_get,
+        set=_model_set_set,
         update=_model_set_changed,
+    )
+    model_path: StringProperty(
+        name="Model Set Folder",
+        description="The chosen model set's folder (empty: the shipped models); kept as a "
+        "path so that sets appearing or vanishing in the preferences' folder never swap it "
+        "for another",
+        subtype="DIR_PATH",
+        options={"HIDDEN"},
     )
     live: BoolProperty(
         name="Live",

@@ -9,110 +9,34 @@ Spaces, fixed once for the bpy layer:
   where the models edit poses.
 
 Quaternions are ``(w, x, y, z)``, Blender's order. A joint is its bone's head; a toe with
-no bone of its own sits at its foot bone's tail. Nothing here keeps a bpy reference
-between calls (after an undo they would be dead): the rig cache holds plain arrays keyed
-by names, and every function takes the object it works on.
+no bone of its own sits at its foot bone's tail. The arithmetic is the core's (rotation
+channels: :mod:`.core.conversions`; joints and the exact-reach pass: :mod:`.core.reach`):
+this module moves arrays in and out of Blender, in whole-collection ``foreach_get`` /
+``foreach_set`` calls. Nothing here keeps a bpy reference between calls (after an undo
+they would be dead): the rig cache holds plain arrays keyed by names, and every function
+takes the object it works on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
-from mathutils import Euler, Quaternion
 
-from .core import rotations
-from .core.skeleton import (
-    ANCESTORS,
-    CHILDREN,
-    JOINT_INDEX,
-    JOINTS,
-    NUM_JOINTS,
-    PARENTS,
-    blender_to_yup,
-    yup_to_blender,
-)
+from .core import conversions, reach, rotations
+from .core.conversions import AXIS_ANGLE, QUATERNION
+from .core.skeleton import JOINT_INDEX, JOINTS, blender_to_yup, yup_to_blender
 
-QUATERNION = "QUATERNION"
-AXIS_ANGLE = "AXIS_ANGLE"
-EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
-_AXIS = {"X": 0, "Y": 1, "Z": 2}
 TOE_FOOT = {"l_toe": "l_foot", "r_toe": "r_foot"}  # a boneless toe sits at this foot's tail
-_EPS = 1e-12
-LIMB_SLACK = 1e-6  # a limb never quite straightens (a straight limb has no bend plane)
+# ``rotation_mode`` as ``foreach_get`` reads it (the enum's values).
+MODE_NAMES = {0: QUATERNION, **{i + 1: o for i, o in enumerate(conversions.EULER_ORDERS)},
+              -1: AXIS_ANGLE}
 
 
 class RigError(ValueError):
     """The armature cannot be read as mapped (the message says what to fix)."""
-
-
-# ----------------------------------------------------------------------- rotation modes
-
-
-def euler_to_quat(angles: np.ndarray, order: str) -> np.ndarray:
-    """Blender Euler angles ``(..., 3)`` (x, y, z, radians) in ``order`` -> ``(..., 4)``.
-
-    Blender's ``'XYZ'`` turns about X first, so its matrix is ``Rz @ Ry @ Rx``: the core's
-    :func:`~.core.rotations.euler_to_matrix` with the axes listed in reverse.
-    """
-    a = np.asarray(angles, dtype=np.float64)
-    rev = order[::-1]
-    ordered = np.stack([a[..., _AXIS[c]] for c in rev], axis=-1)
-    return rotations.matrix_to_quat(rotations.euler_to_matrix(ordered, rev))
-
-
-def axis_angle_to_quat(aa: np.ndarray) -> np.ndarray:
-    """Blender's ``rotation_axis_angle`` ``(..., 4)`` = (angle, x, y, z) -> ``(..., 4)``."""
-    aa = np.asarray(aa, dtype=np.float64)
-    axis = aa[..., 1:]
-    norm = np.linalg.norm(axis, axis=-1, keepdims=True)
-    axis = np.where(norm > _EPS, axis / np.maximum(norm, _EPS), 0.0)
-    half = 0.5 * aa[..., :1]
-    return np.concatenate([np.cos(half), np.sin(half) * axis], axis=-1)
-
-
-def quat_to_axis_angle(q: np.ndarray) -> np.ndarray:
-    """``(..., 4)`` -> (angle, x, y, z); the identity gives Blender's default axis +Y."""
-    q = rotations.quat_normalize(q)
-    s = np.linalg.norm(q[..., 1:], axis=-1, keepdims=True)
-    angle = 2.0 * np.arctan2(s, q[..., :1])
-    axis = np.where(s > _EPS, q[..., 1:] / np.maximum(s, _EPS), np.array([0.0, 1.0, 0.0]))
-    return np.concatenate([angle, axis], axis=-1)
-
-
-def to_quats(modes: Sequence[str], quats: np.ndarray, eulers: np.ndarray,
-             axis_angles: np.ndarray) -> np.ndarray:
-    """Each bone's rotation as a quaternion, read from the channel its mode uses.
-
-    ``quats`` (..., B, 4), ``eulers`` (..., B, 3), ``axis_angles`` (..., B, 4): the raw
-    values of the three rotation properties (frames may lead).
-    """
-    out = np.array(quats, dtype=np.float64, copy=True)
-    for mode in set(modes):
-        if mode == QUATERNION:
-            continue
-        idx = [b for b, m in enumerate(modes) if m == mode]
-        if mode == AXIS_ANGLE:
-            out[..., idx, :] = axis_angle_to_quat(axis_angles[..., idx, :])
-        else:
-            out[..., idx, :] = euler_to_quat(eulers[..., idx, :], mode)
-    return out
-
-
-def quats_to_eulers(quats: np.ndarray, order: str, compat: Sequence[float]) -> np.ndarray:
-    """Frames of quaternions ``(T, 4)`` -> Euler ``(T, 3)``, each compatible with the last.
-
-    Blender's own conversion (``to_euler(order, compat)``) keeps the angles continuous, so
-    written Euler keys do not flip by 360 degrees between frames.
-    """
-    out = np.empty((len(quats), 3))
-    prev = Euler(compat, order)
-    for t, q in enumerate(quats):
-        prev = Quaternion(q).to_euler(order, prev)
-        out[t] = prev
-    return out
 
 
 # ---------------------------------------------------------------------------- the rig
@@ -124,14 +48,25 @@ class RigInfo:
 
     key: tuple  # what it was built from; a different key rebuilds it
     names: tuple[str, ...]  # bone names, in ``armature.bones`` order
-    rig: rotations.Rig
-    joint_bones: tuple[int | None, ...]  # 21 entries: bone index of each joint, or None
+    mapped_rig: reach.MappedRig  # rest pose, hierarchy, and the bone of each joint
     mapped: tuple[int, ...]  # the mapped bones, ascending: the only ones an edit writes
     roots: tuple[int, ...]  # mapped bones with no mapped ancestor: their location is written
     needed: tuple[int, ...]  # mapped bones and their ancestors: what a joint depends on
-    toe_feet: dict[int, int]  # boneless toe joint -> its foot bone
-    lengths: np.ndarray  # (B,) rest bone lengths, armature space (a foot's tail)
     pose_order: np.ndarray  # (B,) each bone's index in ``obj.pose.bones`` (may differ)
+
+    @property
+    def rig(self) -> rotations.Rig:
+        return self.mapped_rig.rig
+
+    @property
+    def joint_bones(self) -> tuple[int | None, ...]:
+        """21 entries: the bone index of each joint, or None."""
+        return self.mapped_rig.joint_bones
+
+    @property
+    def toe_feet(self) -> Mapping[int, int]:
+        """Boneless toe joint -> its foot bone."""
+        return self.mapped_rig.toe_feet
 
 
 _RIGS: dict[str, RigInfo] = {}
@@ -198,9 +133,10 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
             needed.add(b)
             b = int(parents[b])
     toe_feet = {JOINT_INDEX[t]: index[joints[f]] for t, f in TOE_FOOT.items() if t not in joints}
-    info = RigInfo(key, names, rig, joint_bones, tuple(mapped),
-                   tuple(b for b in mapped if not has_mapped_ancestor(b)),
-                   tuple(sorted(needed)), toe_feet, lengths.astype(np.float64),
+    info = RigInfo(key, names,
+                   reach.MappedRig(rig, joint_bones, toe_feet, lengths.astype(np.float64)),
+                   tuple(mapped), tuple(b for b in mapped if not has_mapped_ancestor(b)),
+                   tuple(sorted(needed)),
                    np.array([pose_index[n] for n in names], dtype=np.int64))
     _RIGS[obj.name] = info
     return info
@@ -211,179 +147,156 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
 
 @dataclass
 class Pose:
-    """Local pose values of every bone (``matrix_basis``), as arrays."""
+    """Local pose values of every bone (``matrix_basis``) in ``RigInfo`` bone order: each
+    bone's rotation as a quaternion whatever its mode, and the raw channels.
+
+    ``codes`` and ``raw`` are the values exactly as Blender keeps them (rotation modes;
+    the float32 channels of :data:`CHANNELS` one after the other, pose-bone order): equal
+    buffers, equal pose. ``origin`` is shared by poses that differ only in the mapped
+    bones (a pose and what the add-on wrote over it). Arrays are never changed in place:
+    poses share them.
+    """
 
     quats: np.ndarray  # (B, 4) rotation as a quaternion, whatever the bone's mode
     locations: np.ndarray  # (B, 3)
     modes: tuple[str, ...]  # each bone's rotation_mode
+    quaternion: np.ndarray  # (B, 4) raw rotation_quaternion
     eulers: np.ndarray  # (B, 3) raw rotation_euler (the reference for continuous Euler)
+    axis_angles: np.ndarray  # (B, 4) raw rotation_axis_angle
+    codes: np.ndarray  # (B,) int32 rotation modes, pose-bone order
+    raw: np.ndarray  # (14 B,) float32 channels, pose-bone order
+    origin: object = field(default_factory=object)
 
 
-def _get(collection: bpy.types.bpy_prop_collection, attr: str, width: int) -> np.ndarray:
-    buf = np.empty(len(collection) * width, dtype=np.float32)
-    collection.foreach_get(attr, buf)
-    return buf.reshape(-1, width).astype(np.float64)
+# The pose channels: (property, width, Pose attribute), in the order ``Pose.raw`` holds them.
+CHANNELS = (("rotation_quaternion", 4, "quaternion"), ("rotation_euler", 3, "eulers"),
+            ("rotation_axis_angle", 4, "axis_angles"), ("location", 3, "locations"))
+_OFFSETS = dict(zip((c[0] for c in CHANNELS),
+                    np.cumsum([0] + [c[1] for c in CHANNELS])[:-1].tolist(), strict=True))
+_RAW_WIDTH = sum(c[1] for c in CHANNELS)
+_CHANNEL_OF = {"quaternion": "rotation_quaternion", "euler": "rotation_euler",
+               "axis_angle": "rotation_axis_angle"}  # conversions.from_quats' names
 
 
-def _set(collection: bpy.types.bpy_prop_collection, attr: str, values: np.ndarray) -> None:
-    collection.foreach_set(attr, np.ascontiguousarray(values, dtype=np.float32).ravel())
+def _block(raw: np.ndarray, attr: str, width: int, n: int) -> np.ndarray:
+    """One channel's ``(n, width)`` view of a raw buffer."""
+    start = _OFFSETS[attr] * n
+    return raw[start:start + n * width].reshape(n, width)
 
 
-def read_pose(obj: bpy.types.Object, info: RigInfo) -> Pose:
-    """The armature's current local pose in ``info``'s bone order; Euler and axis-angle
-    bones become quaternions."""
+def read_pose(obj: bpy.types.Object, info: RigInfo, previous: Pose | None = None) -> Pose:
+    """The armature's current local pose; Euler and axis-angle bones become quaternions.
+
+    Five ``foreach_get`` calls; when nothing changed since ``previous`` (the same values
+    to the bit), ``previous`` itself comes back and nothing is converted.
+    """
     pbones = obj.pose.bones
+    n = len(pbones)
+    if n != len(info.names):
+        raise RigError(f"{obj.name}: the bones changed since the rig was read; map it again")
+    codes = np.empty(n, dtype=np.int32)
+    pbones.foreach_get("rotation_mode", codes)
+    raw = np.empty(n * _RAW_WIDTH, dtype=np.float32)
+    for attr, width, _name in CHANNELS:
+        pbones.foreach_get(attr, _block(raw, attr, width, n).reshape(-1))
+    if previous is not None and np.array_equal(raw, previous.raw) \
+            and np.array_equal(codes, previous.codes):
+        return previous
     order = info.pose_order
-    modes = tuple(pbones[int(i)].rotation_mode for i in order)
-    quats = _get(pbones, "rotation_quaternion", 4)[order]
-    eulers = _get(pbones, "rotation_euler", 3)[order]
-    axis_angles = (_get(pbones, "rotation_axis_angle", 4)[order] if AXIS_ANGLE in modes
-                   else quats)
-    return Pose(to_quats(modes, quats, eulers, axis_angles),
-                _get(pbones, "location", 3)[order], modes, eulers)
+    quaternion, eulers, axis_angles, locations = (
+        _block(raw, attr, width, n)[order].astype(np.float64) for attr, width, _ in CHANNELS)
+    modes = tuple(MODE_NAMES[int(c)] for c in codes[order])
+    return Pose(conversions.to_quats(modes, quaternion, eulers, axis_angles), locations, modes,
+                quaternion, eulers, axis_angles, codes, raw)
+
+
+def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
+                   values: Mapping[str, tuple[Sequence[int], np.ndarray]],
+                   quats: np.ndarray | None = None) -> Pose:
+    """Set raw channel values over ``pose`` (the pose on the rig now, as read): ``values``
+    maps channels of :data:`CHANNELS` to (bones, ``(len(bones), width)`` values), one
+    ``foreach_set`` each. Returns the pose as written, which :func:`read_pose` gives back
+    while nobody changes the rig; its rotations of the bones written are ``quats`` (B, 4)
+    when given (what was converted to the channels), else read from the channels."""
+    order = info.pose_order
+    n = len(order)
+    raw = pose.raw.copy()
+    changed: dict[str, np.ndarray] = {}
+    rotated: set[int] = set()
+    for attr, width, name in CHANNELS:
+        if attr not in values:
+            continue
+        bones, vals = values[attr]
+        bones = list(bones)
+        block = _block(raw, attr, width, n)
+        block[order[bones]] = vals
+        obj.pose.bones.foreach_set(attr, block.reshape(-1))
+        channel = getattr(pose, name).copy()
+        channel[bones] = block[order[bones]]  # as Blender keeps them (float32)
+        changed[name] = channel
+        if attr != "location":
+            rotated.update(bones)
+    obj.update_tag()  # foreach_set does not tag the pose for re-evaluation
+    new = replace(pose, raw=raw, **changed)
+    if rotated:
+        idx = sorted(rotated)
+        new.quats = pose.quats.copy()
+        new.quats[idx] = quats[idx] if quats is not None else conversions.to_quats(
+            [pose.modes[b] for b in idx], new.quaternion[idx], new.eulers[idx],
+            new.axis_angles[idx])
+    return new
 
 
 def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
-               locations: np.ndarray, bones: Sequence[int] | None = None) -> None:
-    """Write rotations of ``bones`` (default: the mapped ones) in each bone's own mode, and
-    the location of the mapped root bones among them.
+               locations: np.ndarray, pose: Pose) -> Pose:
+    """Write the mapped bones' rotations (``quats`` (B, 4)) in each bone's own mode, and the
+    location of the mapped root bones, over ``pose`` (the pose on the rig now, as read).
 
-    Quaternion bones and locations go through ``foreach_set``; Euler and axis-angle bones
-    (converted with Blender's own, continuity-keeping conversion) one by one.
+    One ``foreach_set`` per channel in use; Euler angles stay compatible with the current
+    ones. Returns the pose as written (see :func:`write_channels`; its rotations are
+    ``quats``, not their float32 rounding).
     """
-    bones = info.mapped if bones is None else tuple(bones)
-    pbones = obj.pose.bones
-    order = info.pose_order
-    modes = [pbones[int(order[b])].rotation_mode for b in bones]
-    quat_bones = [b for b, m in zip(bones, modes, strict=True) if m == QUATERNION]
-    if quat_bones:
-        current = _get(pbones, "rotation_quaternion", 4)
-        current[order[quat_bones]] = quats[quat_bones]
-        _set(pbones, "rotation_quaternion", current)
-    for b, mode in zip(bones, modes, strict=True):
-        pb = pbones[int(order[b])]
-        if mode == AXIS_ANGLE:
-            pb.rotation_axis_angle = quat_to_axis_angle(quats[b])
-        elif mode != QUATERNION:
-            pb.rotation_euler = Quaternion(quats[b]).to_euler(mode, pb.rotation_euler)
-    roots = [b for b in bones if b in info.roots]
+    bones, roots = list(info.mapped), list(info.roots)
+    by_channel = conversions.from_quats([pose.modes[b] for b in bones], quats[bones],
+                                        pose.eulers[bones])
+    values = {_CHANNEL_OF[channel]: ([bones[i] for i in idx], vals)
+              for channel, (idx, vals) in by_channel.items()}
     if roots:
-        current = _get(pbones, "location", 3)
-        current[order[roots]] = locations[roots]
-        _set(pbones, "location", current)
-    obj.update_tag()  # foreach_set does not tag the pose for re-evaluation
+        values["location"] = (roots, locations[roots])
+    return write_channels(obj, info, pose, values, quats)
 
 
 def joint_positions(info: RigInfo, quats: np.ndarray,
                     locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Armature-space joints ``(..., 21, 3)`` and bone rotations ``(..., B, 3, 3)`` of a pose.
-
-    Frames may lead. A boneless toe is its foot bone's tail.
-    """
-    world_r, heads = rotations.forward_kinematics(info.rig, quats, locations)
-    joints = np.zeros((*heads.shape[:-2], NUM_JOINTS, 3))
-    for j, b in enumerate(info.joint_bones):
-        if b is not None:
-            joints[..., j, :] = heads[..., b, :]
-    for j, foot in info.toe_feet.items():
-        joints[..., j, :] = heads[..., foot, :] + world_r[..., foot, :, 1] * info.lengths[foot]
-    return joints, world_r
+    """Armature-space joints ``(..., 21, 3)`` and bone rotations ``(..., B, 3, 3)`` of a pose
+    (frames may lead); see :func:`.core.reach.joint_positions`."""
+    return reach.joint_positions(info.mapped_rig, quats, locations)
 
 
 def solve_rotations(info: RigInfo, quats: np.ndarray, locations: np.ndarray,
-                    targets: np.ndarray, goals: dict[int, np.ndarray] | None = None,
-                    orientations: dict[int, np.ndarray] | None = None
+                    targets: np.ndarray, goals: Mapping[int, np.ndarray] | None = None,
+                    orientations: Mapping[int, np.ndarray] | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
     """Local rotations (and root locations) putting the joints on ``targets`` (..., 21, 3),
-    armature space, then effector joints exactly on their ``goals`` where a limb allows.
-
-    A rig cannot always take the solved positions exactly: a chest or pelvis bone carries
-    its children rigidly, so when the solve changed the angles between them (neck and
-    clavicles; spine and thighs) the best fit leaves every limb start a little off, and
-    the limb's end inherits that error. ``goals`` (joint -> (..., 3), e.g. an effector's
-    empty) fixes it: a second pass re-aims the two bones above each goal joint (upper arm
-    and forearm, thigh and shin) like a two-bone IK from where the limb really starts,
-    bending in the plane of the solved elbow or knee. Other joints do not move.
-    """
-    q, loc = rotations.positions_to_rotations(info.rig, quats, locations, info.joint_bones,
-                                              targets, orientations)
-    if not goals:
-        return q, loc
-    joints, _ = joint_positions(info, q, loc)
-    adjusted = joints.copy()
-    changed = False
-    for j, goal in goals.items():
-        limb = _limb(info, j, goals)
-        if limb is None:
-            continue
-        mid, top = limb
-        adjusted = _two_bone(adjusted, joints, top, mid, j, np.asarray(goal, dtype=np.float64))
-        changed = True
-    if not changed:
-        return q, loc
-    return rotations.positions_to_rotations(info.rig, q, loc, info.joint_bones, adjusted,
-                                            orientations)
-
-
-def _limb(info: RigInfo, j: int, goals: dict[int, np.ndarray]) -> tuple[int, int] | None:
-    """(mid, top) joints above ``j`` forming a plain two-bone limb, or None.
-
-    Both must have a bone, a single child in the canonical tree and no goal of their own.
-    """
-    mid = int(PARENTS[j])
-    top = int(PARENTS[mid]) if mid >= 0 else -1
-    if top < 0 or mid in goals or top in goals:
-        return None
-    if any(info.joint_bones[k] is None for k in (j, mid, top)):
-        return None
-    if CHILDREN[mid] != (j,) or CHILDREN[top] != (mid,):
-        return None
-    return mid, top
-
-
-def _two_bone(adjusted: np.ndarray, joints: np.ndarray, top: int, mid: int, end: int,
-              goal: np.ndarray) -> np.ndarray:
-    """New positions of ``mid`` and ``end`` (and ``end``'s descendants, carried along) so
-    that ``end`` reaches ``goal`` from ``top`` with the limb's own lengths (batched)."""
-    s, e, w = joints[..., top, :], joints[..., mid, :], joints[..., end, :]
-    a = np.linalg.norm(e - s, axis=-1)
-    b = np.linalg.norm(w - e, axis=-1)
-    to_goal = goal - s
-    d_raw = np.linalg.norm(to_goal, axis=-1)
-    u = to_goal / np.maximum(d_raw, _EPS)[..., None]
-    d = np.clip(d_raw, np.abs(a - b) + LIMB_SLACK * (a + b), (1.0 - LIMB_SLACK) * (a + b))
-    # Bend in the plane of the current elbow/knee; a straight limb keeps its old bend side.
-    pole = e - s
-    pole = pole - np.sum(pole * u, axis=-1, keepdims=True) * u
-    pole_n = np.linalg.norm(pole, axis=-1, keepdims=True)
-    fallback = _any_perpendicular(u)
-    v = np.where(pole_n > _EPS, pole / np.maximum(pole_n, _EPS), fallback)
-    x = (a * a - b * b + d * d) / (2.0 * d)
-    h = np.sqrt(np.maximum(a * a - x * x, 0.0))
-    new_mid = s + x[..., None] * u + h[..., None] * v
-    new_end = s + d[..., None] * u
-    out = adjusted.copy()
-    out[..., mid, :] = new_mid
-    below = [k for k in range(NUM_JOINTS) if k != end and ANCESTORS[k, end]]
-    out[..., below, :] += (new_end - w)[..., None, :]
-    out[..., end, :] = new_end
-    return out
-
-
-def _any_perpendicular(u: np.ndarray) -> np.ndarray:
-    """A unit vector perpendicular to each unit ``u`` (crossed with its smallest axis)."""
-    axis = np.zeros_like(u)
-    np.put_along_axis(axis, np.argmin(np.abs(u), axis=-1)[..., None], 1.0, axis=-1)
-    p = np.cross(u, axis)
-    return p / np.maximum(np.linalg.norm(p, axis=-1, keepdims=True), _EPS)
+    armature space, and effector joints exactly on their ``goals``: see
+    :func:`.core.reach.solve`."""
+    return reach.solve(info.mapped_rig, quats, locations, targets, goals, orientations)
 
 
 # ---------------------------------------------------------------------------- spaces
 
 
+def matrix_of(data: bpy.types.bpy_struct, attr: str = "matrix_world") -> np.ndarray:
+    """A 4x4 matrix property as a (4, 4) array, in one call (``np.array`` of a mathutils
+    Matrix costs some 20 microseconds)."""
+    buf = np.empty(16, dtype=np.float32)
+    data.path_resolve(attr, False).foreach_get(buf)
+    return buf.reshape(4, 4).T.astype(np.float64)  # column-major
+
+
 def world_matrix(obj: bpy.types.Object) -> np.ndarray:
     """The armature object's world matrix as a (4, 4) array."""
-    return np.array(obj.matrix_world, dtype=np.float64)
+    return matrix_of(obj)
 
 
 def armature_to_core(matrix_world: np.ndarray, points: np.ndarray) -> np.ndarray:
@@ -400,18 +313,8 @@ def core_to_armature(matrix_world: np.ndarray, points: np.ndarray) -> np.ndarray
 
 def world_to_armature_rotation(matrix_world: np.ndarray, rotation: np.ndarray) -> np.ndarray:
     """A world rotation (3, 3) in armature space, the object's scale dropped."""
-    obj_r = orthonormal(matrix_world[:3, :3])
-    return obj_r.T @ orthonormal(rotation)
-
-
-def orthonormal(m: np.ndarray) -> np.ndarray:
-    """The rotation part of a (3, 3) matrix with scale (nearest rotation, by SVD)."""
-    u, _, vt = np.linalg.svd(np.asarray(m, dtype=np.float64))
-    r = u @ vt
-    if np.linalg.det(r) < 0:
-        u[:, -1] *= -1.0
-        r = u @ vt
-    return r
+    return np.swapaxes(conversions.orthonormal(matrix_world[:3, :3]), -1, -2) @ \
+        conversions.orthonormal(rotation)
 
 
 # ---------------------------------------------------------------------------- F-curves
@@ -477,12 +380,10 @@ def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray
     action alone is read: drivers, constraints and NLA strips are not.
     """
     pose = read_pose(obj, info)
-    pbones = obj.pose.bones
     t = len(frames)
-    order = info.pose_order
-    quats = np.repeat(_get(pbones, "rotation_quaternion", 4)[order][None], t, axis=0)
+    quats = np.repeat(pose.quaternion[None], t, axis=0)
     eulers = np.repeat(pose.eulers[None], t, axis=0)
-    axis_angles = np.repeat(_get(pbones, "rotation_axis_angle", 4)[order][None], t, axis=0)
+    axis_angles = np.repeat(pose.axis_angles[None], t, axis=0)
     locations = np.repeat(pose.locations[None], t, axis=0)
     bag = channelbag(obj)
     if bag is not None:
@@ -496,7 +397,7 @@ def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray
                     fc = bag.fcurves.find(path, index=i)
                     if fc is not None:
                         arrays[prop][:, b, i] = [fc.evaluate(float(f)) for f in frames]
-    return to_quats(pose.modes, quats, eulers, axis_angles), locations, eulers
+    return conversions.to_quats(pose.modes, quats, eulers, axis_angles), locations, eulers
 
 
 def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray) -> None:
@@ -536,25 +437,27 @@ def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
     current pose).
     """
     frames_arr = np.asarray(frames, dtype=np.float64)
-    bones = info.mapped if bones is None else tuple(bones)
+    bones = list(info.mapped if bones is None else bones)
+    pose = read_pose(obj, info)
+    ref = pose.eulers if euler_ref is None else np.asarray(euler_ref, dtype=np.float64)
+    values: dict[int, np.ndarray] = {}  # bone -> (T, width) keys of its rotation channel
+    for mode in dict.fromkeys(pose.modes[b] for b in bones):
+        group = [b for b in bones if pose.modes[b] == mode]
+        q = quats[:, group]
+        if mode == QUATERNION:
+            converted = rotations.quat_make_continuous(q, axis=0)
+        elif mode == AXIS_ANGLE:
+            converted = conversions.quat_to_axis_angle(q)
+        else:  # each frame compatible with the last: one pass over the frames per order
+            converted = conversions.quats_to_eulers(q, mode, ref[group])
+        values.update((b, converted[:, k]) for k, b in enumerate(group))
     bag = channelbag(obj, create=True)
-    pbones = obj.pose.bones
     groups = {g.name: g for g in bag.groups}
     written = 0
     for b in bones:
-        pb = pbones[int(info.pose_order[b])]
         name = info.names[b]
-        mode = pb.rotation_mode
-        prop, width = _rotation_prop(mode)
-        q = quats[:, b]
-        if mode == QUATERNION:
-            values = rotations.quat_make_continuous(q, axis=0)
-        elif mode == AXIS_ANGLE:
-            values = quat_to_axis_angle(q)
-        else:
-            ref = pb.rotation_euler if euler_ref is None else euler_ref[b]
-            values = quats_to_eulers(q, mode, ref)
-        channels = [(prop, i, values[:, i]) for i in range(width)]
+        prop, width = _rotation_prop(pose.modes[b])
+        channels = [(prop, i, values[b][:, i]) for i in range(width)]
         if b in info.roots:
             channels += [("location", i, locations[:, b, i]) for i in range(3)]
         group = groups.get(name)

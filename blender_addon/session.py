@@ -10,27 +10,42 @@ Functions here raise :class:`EditError` with a message saying what to do; operat
 into an error report, the live handler and property callbacks into a status line. Every
 function validates and computes first and writes last, so an error changes nothing.
 Caches hold numpy arrays and model sessions only, keyed by names and paths.
+
+Live updates must cost little beside the solve itself, so what an edit of an armature
+needs and what does not change while the user drags (the rig, the effectors' settings,
+the metric requests, the base pose as arrays, the pose as last written, the start pose's
+joints) is kept per armature between updates. Everything that can change it drops it
+(:func:`forget`): operators, undo and redo, file loads, and the update callbacks of the
+mapping, effector, metric and model settings. No update touches the disk: a model set is
+checked when it is chosen or reloaded, and metrics are measured for the panel once a
+drag pauses (:func:`measure_later`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import bpy
 import numpy as np
 
 from . import preferences, rig_io
-from .core import skeleton
+from .core import conversions, skeleton
 from .core.models import MANIFEST_NAME, ModelError, ModelSet, default_models_dir, read_manifest
 from .core.pipeline import Effector, PoseEditor, SolveOptions, metric_values
+
+if TYPE_CHECKING:
+    from .empties import Spec, Target
 
 DEFAULT_SET = "DEFAULT"
 LOC_RTOL = 1e-5  # a pose is "the one we wrote" within these tolerances (float32 storage)
 LOC_ATOL = 1e-6
 QUAT_TOL = 1e-7  # 1 - |dot| between quaternions
+MEASURE_DELAY_S = 0.3  # live mode measures the metrics once the drag pauses this long
 
 
 class EditError(Exception):
@@ -81,9 +96,9 @@ def updates_suspended() -> Iterator[None]:
 _MODEL_SETS: dict[tuple, ModelSet] = {}
 _EDITORS: dict[tuple, PoseEditor] = {}
 # Blender keeps pointers into enum items' strings: every list handed out stays alive here.
-_ENUM_ITEMS: dict[tuple, list[tuple[str, str, str]]] = {}
+_ENUM_ITEMS: dict[tuple, list[tuple[str, str, str, int]]] = {}
 _SCANS: dict[tuple, list[Path]] = {}
-_SUMMARIES: dict[tuple, list[str]] = {}
+_SUMMARIES: dict[str, list[str]] = {}
 
 
 def _mtime(path: Path) -> float:
@@ -113,17 +128,44 @@ def _scan(folder: Path | None) -> list[Path]:
     return _SCANS[key]
 
 
-def model_set_items(context: bpy.types.Context | None) -> list[tuple[str, str, str]]:
-    """Enum items: the shipped set, then the sets found in the preferences' folder."""
+def model_set_items(context: bpy.types.Context | None, chosen: str = ""
+                    ) -> list[tuple[str, str, str, int]]:
+    """Enum items: the shipped set, the sets found in the preferences' folder, and the
+    chosen set (``chosen``, a folder) when it is not among them (moved or deleted: listed
+    as missing, so the choice is shown and reported rather than silently replaced)."""
     items = [(DEFAULT_SET, "Shipped", f"The models shipped with the add-on "
                                       f"({default_models_dir()})")]
     items += [(str(p), p.name, str(p)) for p in _scan(preferences.extra_model_folder(context))]
-    return _ENUM_ITEMS.setdefault(tuple(items), items)
+    if chosen and all(item[0] != chosen for item in items):
+        path = Path(chosen)
+        if (path / MANIFEST_NAME).is_file():
+            items.append((chosen, path.name, chosen))
+        else:
+            items.append((chosen, f"{path.name} (missing)", f"{chosen}: no model set there "
+                          "any more (moved or deleted?): pick another one"))
+    numbered = [(*item, i) for i, item in enumerate(items)]
+    return _ENUM_ITEMS.setdefault(tuple(numbered), numbered)
+
+
+def model_set_index(chosen: str) -> int:
+    """The enum value of the chosen folder ("" for the shipped set)."""
+    for identifier, _name, _description, value in model_set_items(None, chosen):
+        if identifier == (chosen or DEFAULT_SET):
+            return value
+    return 0
+
+
+def model_set_path(value: int, chosen: str) -> str:
+    """The folder an enum value stands for ("" for the shipped set)."""
+    items = model_set_items(None, chosen)
+    identifier = items[value][0] if 0 <= value < len(items) else DEFAULT_SET
+    return "" if identifier == DEFAULT_SET else identifier
 
 
 def model_folder(scene: bpy.types.Scene) -> Path:
-    choice = scene.npe.model_set
-    return default_models_dir() if choice in ("", DEFAULT_SET) else Path(choice)
+    """The scene's model set: the chosen folder, or the shipped set."""
+    chosen = scene.npe.model_path
+    return Path(chosen) if chosen else default_models_dir()
 
 
 def forget_model_sets() -> None:
@@ -132,22 +174,28 @@ def forget_model_sets() -> None:
     _EDITORS.clear()
     _SCANS.clear()
     _SUMMARIES.clear()
+    forget()
 
 
 def forget_editors() -> None:
     """Drop editors (their bone lengths come from a rig mapping that changed)."""
     _EDITORS.clear()
+    forget()
 
 
 def load_models(scene: bpy.types.Scene) -> ModelSet:
-    """The scene's model set, loaded once per folder, thread count and manifest version."""
+    """The scene's model set, loaded once per folder and thread count (Reload Models and
+    a new choice load it again; nothing on disk is looked at in between)."""
     folder = model_folder(scene)
-    threads = preferences.threads()
-    key = (str(folder), threads, _mtime(folder / MANIFEST_NAME))
+    key = (str(folder), preferences.threads())
     models = _MODEL_SETS.get(key)
     if models is None:
+        if not folder.is_dir():
+            raise EditError(f"Cannot load the models: the model set {folder} is missing "
+                            "(moved or deleted?). Restore it, or pick another model set in "
+                            "the Neural Pose panel")
         try:
-            models = ModelSet(folder, threads=threads)
+            models = ModelSet(folder, threads=key[1])
         except ModelError as exc:
             raise EditError(f"Cannot load the models: {exc}. Pick another model set in the "
                             "Neural Pose panel or fix the folder") from exc
@@ -158,9 +206,10 @@ def load_models(scene: bpy.types.Scene) -> ModelSet:
 
 
 def model_summary(scene: bpy.types.Scene) -> list[str]:
-    """A few lines about the chosen model set, from its manifest (cached; for the panel)."""
+    """A few lines about the chosen model set, from its manifest (for the panel; read
+    again after Reload Models or a new choice)."""
     folder = model_folder(scene)
-    key = (str(folder), _mtime(folder / MANIFEST_NAME))
+    key = str(folder)
     if key not in _SUMMARIES:
         try:
             manifest = read_manifest(folder)
@@ -183,8 +232,11 @@ def model_summary(scene: bpy.types.Scene) -> list[str]:
 
 
 def model_set_changed(context: bpy.types.Context) -> None:
-    """A new model set: list its metrics (or clear the list when it cannot load)."""
+    """A new model set: load it (this is where a bad folder is found) and list its
+    metrics, or clear the list and say why."""
     scene = context.scene
+    _SUMMARIES.clear()
+    forget()
     try:
         sync_metrics(scene, load_models(scene))
     except EditError as exc:
@@ -262,16 +314,16 @@ def rig_for(obj: bpy.types.Object, fresh: bool = True) -> rig_io.RigInfo:
 def mapping_changed(armature: bpy.types.Armature) -> None:
     """A joint's bone was picked by hand: cached rigs and editors are stale."""
     rig_io.invalidate()
-    _EDITORS.clear()
+    forget_editors()
     if not _STATE["suspended"]:
         armature.npe_mapping.source = "edited"
 
 
 def editor_for(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-               models: ModelSet | None) -> PoseEditor:
+               models: ModelSet | None, matrix_world: np.ndarray | None = None) -> PoseEditor:
     """One editor per (model set, rig, world scale): its bone lengths are the rig's rest
     lengths in world units."""
-    mw = rig_io.world_matrix(obj)
+    mw = rig_io.world_matrix(obj) if matrix_world is None else matrix_world
     scale = tuple(np.round(np.linalg.norm(mw[:3, :3], axis=0), 6))
     key = (None if models is None else str(models.folder), id(models), info.key, scale)
     editor = _EDITORS.get(key)
@@ -297,26 +349,26 @@ def solve_options(scene: bpy.types.Scene) -> SolveOptions:
 
 
 @dataclass
-class RawPose:
-    """The mapped bones' property values, read as they are (for an exact restore)."""
+class BasePose:
+    """The pose every edit starts from: the mapped bones' raw channel values (for an
+    exact restore, ``info.mapped`` order), the frame it was taken at, and the pose the
+    add-on last wrote over it (rows of quaternion and location)."""
 
-    bones: list[str]
+    frame: int
+    bones: tuple[str, ...]
     quaternion: np.ndarray  # (M, 4)
     euler: np.ndarray  # (M, 3)
     axis_angle: np.ndarray  # (M, 4)
     location: np.ndarray  # (M, 3)
+    written: np.ndarray  # (M, 7)
+
+    def channels(self) -> dict[str, np.ndarray]:
+        return {"rotation_quaternion": self.quaternion, "rotation_euler": self.euler,
+                "rotation_axis_angle": self.axis_angle, "location": self.location}
 
 
-def read_raw(obj: bpy.types.Object, info: rig_io.RigInfo) -> RawPose:
-    names = [info.names[b] for b in info.mapped]
-    pbs = [obj.pose.bones[n] for n in names]
-    return RawPose(
-        names,
-        np.array([tuple(pb.rotation_quaternion) for pb in pbs]).reshape(-1, 4),
-        np.array([tuple(pb.rotation_euler) for pb in pbs]).reshape(-1, 3),
-        np.array([tuple(pb.rotation_axis_angle) for pb in pbs]).reshape(-1, 4),
-        np.array([tuple(pb.location) for pb in pbs]).reshape(-1, 3),
-    )
+def _mapped_names(info: rig_io.RigInfo) -> tuple[str, ...]:
+    return tuple(info.names[b] for b in info.mapped)
 
 
 def _written(info: rig_io.RigInfo, pose: rig_io.Pose) -> np.ndarray:
@@ -325,76 +377,167 @@ def _written(info: rig_io.RigInfo, pose: rig_io.Pose) -> np.ndarray:
     return np.concatenate([pose.quats[m], pose.locations[m]], axis=1)  # (M, 7)
 
 
-def store_base(obj: bpy.types.Object, info: rig_io.RigInfo, raw: RawPose, frame: int,
-               pose: rig_io.Pose) -> None:
-    """Make ``raw`` the base pose; ``pose`` (the current one) is what we last wrote."""
+def read_base(obj: bpy.types.Object, info: rig_io.RigInfo) -> BasePose | None:
+    """The stored base pose, or None when there is none for this mapping."""
+    items = obj.npe.base_pose
+    names = tuple(item.bone for item in items)
+    if names != _mapped_names(info):
+        return None
+    values = []
+    for attr, width in (*((c[0], c[1]) for c in rig_io.CHANNELS), ("written", 7)):
+        buf = np.empty(len(items) * width, dtype=np.float32)
+        items.foreach_get(attr, buf)
+        values.append(buf.reshape(-1, width).astype(np.float64))
+    return BasePose(obj.npe.base_frame, names, *values)
+
+
+def store_base(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose,
+               frame: int) -> BasePose:
+    """Make the pose on the rig now (``pose``, as read) the base, taken at ``frame``."""
+    m = list(info.mapped)
+    base = BasePose(frame, _mapped_names(info), pose.quaternion[m], pose.eulers[m],
+                    pose.axis_angles[m], pose.locations[m], _written(info, pose))
     items = obj.npe.base_pose
     items.clear()
-    written = _written(info, pose)
-    for i, name in enumerate(raw.bones):
-        item = items.add()
-        item.bone = name
-        item.rotation_quaternion = raw.quaternion[i]
-        item.rotation_euler = raw.euler[i]
-        item.rotation_axis_angle = raw.axis_angle[i]
-        item.location = raw.location[i]
-        item.written = written[i]
+    for name in base.bones:
+        items.add().bone = name
+    for attr, values in (*base.channels().items(), ("written", base.written)):
+        items.foreach_set(attr, values.astype(np.float32).ravel())
     obj.npe.base_frame = frame
+    return base
 
 
-def mark_written(obj: bpy.types.Object, info: rig_io.RigInfo) -> rig_io.Pose:
-    """Remember the pose now on the rig as the add-on's (read back: exact float32 values)."""
-    pose = rig_io.read_pose(obj, info)
-    written = _written(info, pose)
-    for item, row in zip(obj.npe.base_pose, written, strict=True):
-        item.written = row
-    return pose
+def mark_written(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,
+                 pose: rig_io.Pose) -> None:
+    """Remember ``pose`` (just written) as the add-on's, in the file too: undo brings it
+    back with the pose, so the next edit still knows the pose is its own."""
+    base.written = _written(info, pose)
+    obj.npe.base_pose.foreach_set("written", base.written.astype(np.float32).ravel())
 
 
-def _base_matches(obj: bpy.types.Object, info: rig_io.RigInfo) -> bool:
-    items = obj.npe.base_pose
-    return len(items) == len(info.mapped) and all(
-        item.bone == info.names[b] for item, b in zip(items, info.mapped, strict=True))
-
-
-def base_is_current(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose,
+def base_is_current(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose,
                     frame: int) -> bool:
     """Whether the stored base still applies: same bones, same frame, and the pose is still
     the one the add-on last wrote (else the user changed it: take a new base)."""
-    if not _base_matches(obj, info) or obj.npe.base_frame != frame:
+    if base is None or base.frame != frame or base.bones != _mapped_names(info):
         return False
-    written = np.array([tuple(item.written) for item in obj.npe.base_pose])
     now = _written(info, pose)
-    dots = np.abs(np.sum(written[:, :4] * now[:, :4], axis=1))
+    dots = np.abs(np.sum(base.written[:, :4] * now[:, :4], axis=1))
     return bool(np.all(1.0 - dots < QUAT_TOL)
-                and np.allclose(written[:, 4:], now[:, 4:], rtol=LOC_RTOL, atol=LOC_ATOL))
+                and np.allclose(base.written[:, 4:], now[:, 4:], rtol=LOC_RTOL, atol=LOC_ATOL))
 
 
-def base_arrays(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose
+def ensure_base(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo) -> None:
+    """Take a new base unless the stored one still applies (before adding effectors)."""
+    pose = rig_io.read_pose(obj, info)
+    if not base_is_current(read_base(obj, info), info, pose, scene.frame_current):
+        make_current_base(scene, obj, info)
+
+
+def base_arrays(info: rig_io.RigInfo, base: BasePose, pose: rig_io.Pose
                 ) -> tuple[np.ndarray, np.ndarray]:
-    """The current pose with the mapped bones set to the stored base (full B arrays)."""
-    quats, locs = pose.quats.copy(), pose.locations.copy()
-    items = obj.npe.base_pose
+    """The current pose with the mapped bones set to the base (full B arrays)."""
     m = list(info.mapped)
-    raw_q = np.array([tuple(i.rotation_quaternion) for i in items])
-    raw_e = np.array([tuple(i.rotation_euler) for i in items])
-    raw_aa = np.array([tuple(i.rotation_axis_angle) for i in items])
-    quats[m] = rig_io.to_quats([pose.modes[b] for b in m], raw_q, raw_e, raw_aa)
-    locs[m] = np.array([tuple(i.location) for i in items])
+    quats, locs = pose.quats.copy(), pose.locations.copy()
+    quats[m] = conversions.to_quats([pose.modes[b] for b in m], base.quaternion, base.euler,
+                                    base.axis_angle)
+    locs[m] = base.location
     return quats, locs
 
 
-def restore_base(obj: bpy.types.Object) -> None:
-    """Put the stored base values back on the pose bones, exactly as they were."""
-    for item in obj.npe.base_pose:
-        pb = obj.pose.bones.get(item.bone)
-        if pb is None:
-            continue
-        pb.rotation_quaternion = item.rotation_quaternion
-        pb.rotation_euler = item.rotation_euler
-        pb.rotation_axis_angle = item.rotation_axis_angle
-        pb.location = item.location
-    obj.update_tag()
+def restore_base(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,
+                 pose: rig_io.Pose) -> rig_io.Pose:
+    """Put the base values back on the mapped bones, exactly as they were; returns the
+    pose as written."""
+    return rig_io.write_channels(obj, info, pose, {attr: (info.mapped, values) for attr, values
+                                                   in base.channels().items()})
+
+
+# ------------------------------------------------------------------ one armature's state
+
+
+@dataclass
+class _Armature:
+    """An armature's edit state, kept between live updates: what the edit needs that does
+    not change while the user drags, as arrays (see the module's docstring)."""
+
+    info: rig_io.RigInfo
+    effectors: tuple[Spec, ...]
+    requests: dict[str, float]
+    base: BasePose | None
+    solved: np.ndarray  # (E, 16) the empties' world matrices at the last solve
+    pose: rig_io.Pose | None = None  # the pose as the add-on last wrote it
+    models: ModelSet | None = None
+    _start: tuple = ()  # (pose origin, base, world matrix, quats, locations, start)
+    _editor: tuple = ()  # (models, world matrix, editor)
+
+    def load_models(self, scene: bpy.types.Scene) -> ModelSet:
+        if self.models is None:
+            self.models = load_models(scene)
+        return self.models
+
+    def base_is_current(self, pose: rig_io.Pose, frame: int) -> bool:
+        if pose is self.pose and self.base is not None:  # nothing moved since our write
+            return self.base.frame == frame
+        return base_is_current(self.base, self.info, pose, frame)
+
+    def start(self, pose: rig_io.Pose, keep_base: bool, matrix_world: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Local rotations and locations the edit starts from, and their joints in core
+        space: the same while the base and the unmapped bones stay (kept, read-only)."""
+        mw = matrix_world.tobytes()
+        kept = self._start
+        if keep_base and kept and kept[0] is pose.origin and kept[1] is self.base \
+                and kept[2] == mw:
+            return kept[3:]
+        if keep_base:
+            quats, locs = base_arrays(self.info, self.base, pose)
+        else:
+            quats, locs = pose.quats, pose.locations
+        joints, _ = rig_io.joint_positions(self.info, quats, locs)
+        start = rig_io.armature_to_core(matrix_world, joints)
+        if keep_base:
+            for a in (quats, locs, start):
+                a.flags.writeable = False
+            self._start = (pose.origin, self.base, mw, quats, locs, start)
+        return quats, locs, start
+
+    def editor(self, scene: bpy.types.Scene, obj: bpy.types.Object, models: ModelSet | None,
+               matrix_world: np.ndarray) -> PoseEditor:
+        mw = matrix_world.tobytes()
+        kept = self._editor
+        if kept and kept[0] is models and kept[1] == mw:
+            return kept[2]
+        editor = editor_for(scene, obj, self.info, models, matrix_world)
+        self._editor = (models, mw, editor)
+        return editor
+
+
+_ARMATURES: dict[str, _Armature] = {}
+
+
+def forget(obj_name: str | None = None) -> None:
+    """Drop the kept edit state of one armature (all when None): it is built again from
+    the Blender data at the next edit."""
+    if obj_name is None:
+        _ARMATURES.clear()
+    else:
+        _ARMATURES.pop(obj_name, None)
+
+
+def _armature(scene: bpy.types.Scene, obj: bpy.types.Object, fresh: bool) -> _Armature:
+    """The armature's edit state: kept (live updates) or built afresh (operators)."""
+    from . import empties
+
+    state = None if fresh else _ARMATURES.get(obj.name)
+    if state is not None and len(obj.npe.effectors) == len(state.effectors) \
+            and len(obj.pose.bones) == len(state.info.names):
+        return state
+    info = rig_for(obj, fresh=fresh)
+    state = _Armature(info, empties.specs(scene, obj, info), requested_metrics(scene),
+                      read_base(obj, info), empties.solved_matrices(obj))
+    _ARMATURES[obj.name] = state
+    return state
 
 
 # ------------------------------------------------------------------ metrics
@@ -453,9 +596,54 @@ def measure(scene: bpy.types.Scene, obj: bpy.types.Object) -> dict[str, float]:
     return {m.name: m.measured for m in scene.npe.metrics}
 
 
+_PENDING: dict[str, object] = {}  # the measuring live mode left for later
+
+
+def measure_later(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
+    """Measure the metrics once the drag pauses (:data:`MEASURE_DELAY_S`): a timer, pushed
+    back by every update, so a drag pays for it once instead of at every step."""
+    _PENDING.update(scene=scene.name, armature=obj.name,
+                    due=time.monotonic() + MEASURE_DELAY_S)
+    if not bpy.app.timers.is_registered(_measure_pending):
+        bpy.app.timers.register(_measure_pending, first_interval=MEASURE_DELAY_S,
+                                persistent=True)
+
+
+def _measure_pending() -> float | None:
+    """The timer: measure when due (looked up by name: the objects may be gone), redraw."""
+    wait = float(_PENDING.get("due", 0.0)) - time.monotonic()
+    if wait > 0.0:
+        return wait
+    scene = bpy.data.scenes.get(str(_PENDING.pop("scene", "")))
+    obj = bpy.data.objects.get(str(_PENDING.pop("armature", "")))
+    _PENDING.clear()
+    if scene is None or obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
+        return None
+    try:
+        with busy():
+            measure(scene, obj)
+    except EditError:
+        return None
+    for window in bpy.context.window_manager.windows:
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
+    return None
+
+
+def cancel_measure(unregister: bool = False) -> None:
+    """Drop a pending measurement (a file was loaded); ``unregister``: its timer too (the
+    add-on is being unregistered). The timer is persistent: one freed by a file load can
+    leave Blender 4.5 hanging at exit."""
+    _PENDING.clear()
+    if unregister and bpy.app.timers.is_registered(_measure_pending):
+        bpy.app.timers.unregister(_measure_pending)
+
+
 def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyGroup,
                            enabled_changed: bool) -> None:
     """A request slider or checkbox changed: edit the pose like Apply Metrics does."""
+    forget()
     if _STATE["suspended"]:
         return
     scene = context.scene
@@ -489,38 +677,54 @@ def check_finite(*arrays: np.ndarray) -> None:
 
 
 def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None,
-         *, allow_nothing: bool = False, fresh: bool = True) -> Outcome:
+         *, allow_nothing: bool = False, live: bool = False) -> Outcome:
     """Solve the armature's pose from its base pose, effectors and metric requests.
 
     ``allow_nothing``: with no effector and no request, go back to the base pose instead
-    of failing (a request switched off). ``fresh``: re-read the rest pose (operators).
+    of failing (a request switched off). ``live``: reuse the armature's kept state (see
+    the module's docstring) and leave measuring for later; operators build it afresh.
     """
     from . import empties
 
-    info = rig_for(obj, fresh=fresh)
-    targets = empties.read(scene, obj, info, depsgraph)
-    requests = requested_metrics(scene)
+    state = _armature(scene, obj, fresh=not live)
+    return _edit(scene, obj, state, empties.matrices(obj, depsgraph),
+                 allow_nothing=allow_nothing, live=live)
+
+
+def _read_pose(obj: bpy.types.Object, state: _Armature) -> rig_io.Pose:
+    try:
+        return rig_io.read_pose(obj, state.info, state.pose)
+    except rig_io.RigError as exc:
+        raise EditError(str(exc)) from exc
+
+
+def _edit(scene: bpy.types.Scene, obj: bpy.types.Object, state: _Armature,
+          empty_matrices: np.ndarray, *, allow_nothing: bool, live: bool) -> Outcome:
+    """:func:`edit` with the state and the empties' matrices at hand."""
+    from . import empties
+
+    info = state.info
+    mw = rig_io.world_matrix(obj)
+    targets = empties.targets(state.effectors, empty_matrices, mw)
+    requests = state.requests
     options = solve_options(scene)
-    pose = rig_io.read_pose(obj, info)
+    pose = _read_pose(obj, state)
     frame = scene.frame_current
-    keep_base = base_is_current(obj, info, pose, frame)
+    keep_base = state.base_is_current(pose, frame)
     if not targets and not requests:
         if not allow_nothing:
             raise EditError("Nothing to solve: add effectors or enable a metric request")
         if keep_base:
-            restore_base(obj)
-            mark_written(obj, info)
+            state.pose = restore_base(obj, info, state.base, pose)
+            mark_written(obj, info, state.base, state.pose)
         return Outcome("Back to the base pose")
     if requests and options.solver == "classic":
         raise EditError("Metric requests need a neural solver: pick Neural in Solver")
-    models = load_models(scene) if (options.solver != "classic" or requests) else None
+    models = state.load_models(scene) if (options.solver != "classic" or requests) else None
     if models is not None:
         check_requests(requests, models)
-    quats, locs = base_arrays(obj, info, pose) if keep_base else (pose.quats, pose.locations)
-    mw = rig_io.world_matrix(obj)
-    joints_arm, _ = rig_io.joint_positions(info, quats, locs)
-    start = rig_io.armature_to_core(mw, joints_arm)
-    editor = editor_for(scene, obj, info, models)
+    quats, locs, start = state.start(pose, keep_base, mw)
+    editor = state.editor(scene, obj, models, mw)
     effs = [Effector(t.joint, t.target_core, t.weight, t.pin) for t in targets]
     try:
         result = editor.solve(start, effs, requests, options)
@@ -530,8 +734,10 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     check_finite(new_core)
     orientations = {skeleton.JOINT_INDEX[t.joint]: t.orientation_armature
                     for t in targets if t.orientation_armature is not None and not t.pin}
-    solved_arm = rig_io.core_to_armature(mw, new_core)
-    goals = reach_goals(targets, start, new_core, mw)
+    goal_joints, goal_core = reach_goals(targets, start, new_core)
+    in_armature = rig_io.core_to_armature(mw, np.concatenate([new_core, goal_core]))
+    solved_arm = in_armature[:skeleton.NUM_JOINTS]
+    goals = dict(zip(goal_joints, in_armature[skeleton.NUM_JOINTS:], strict=True))
     try:
         new_q, new_l = rig_io.solve_rotations(info, quats, locs, solved_arm, goals,
                                               orientations)
@@ -541,11 +747,16 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
 
     # Validated: write.
     if not keep_base:
-        store_base(obj, info, read_raw(obj, info), frame, pose)
-    rig_io.write_pose(obj, info, new_q, new_l)
-    final = mark_written(obj, info)
-    empties.mark_solved(obj, targets)
-    joints_new, _ = rig_io.joint_positions(info, final.quats, final.locations)
+        state.base = store_base(obj, info, pose, frame)
+    state.pose = rig_io.write_pose(obj, info, new_q, new_l, pose)
+    mark_written(obj, info, state.base, state.pose)
+    empties.mark_solved(obj, empty_matrices)
+    state.solved = empty_matrices.reshape(len(empty_matrices), 16)
+    if live:
+        if models is not None:
+            measure_later(scene, obj)
+        return Outcome(f"Solved {obj.name}", list(result.notes))
+    joints_new, _ = rig_io.joint_positions(info, state.pose.quats, state.pose.locations)
     final_core = rig_io.armature_to_core(mw, joints_new)
     if models is not None:
         store_measured(scene, models, final_core)
@@ -560,16 +771,15 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     return Outcome(f"Solved {obj.name}: {', '.join(parts)}", list(result.notes))
 
 
-def reach_goals(targets: list, start: np.ndarray, solved: np.ndarray, matrix_world: np.ndarray
-                ) -> dict[int, np.ndarray]:
-    """Where each effector joint must end up exactly (armature space): a full-weight
-    effector on its empty, a pin where it was; a softer one where the solve put it."""
-    goals = {}
-    for t in targets:
-        j = skeleton.JOINT_INDEX[t.joint]
-        goal = start[j] if t.pin else t.target_core if t.weight >= 1.0 else solved[j]
-        goals[j] = rig_io.core_to_armature(matrix_world, goal)
-    return goals
+def reach_goals(targets: list[Target], start: np.ndarray, solved: np.ndarray
+                ) -> tuple[list[int], np.ndarray]:
+    """Where each effector joint must end up exactly (joints, core space ``(G, 3)``): a
+    full-weight effector on its empty, a pin where it was; a softer one where the solve
+    put it."""
+    joints = [skeleton.JOINT_INDEX[t.joint] for t in targets]
+    goals = [start[j] if t.pin else t.target_core if t.weight >= 1.0 else solved[j]
+             for t, j in zip(targets, joints, strict=True)]
+    return joints, np.array(goals).reshape(-1, 3)
 
 
 def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
@@ -579,7 +789,7 @@ def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     pose = rig_io.read_pose(obj, info)
     mw = rig_io.world_matrix(obj)
     joints_arm, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
-    editor = editor_for(scene, obj, info, models)
+    editor = editor_for(scene, obj, info, models, mw)
     try:
         cleaned = editor.clean_pose(rig_io.armature_to_core(mw, joints_arm)[None])[0]
     except ValueError as exc:
@@ -591,7 +801,7 @@ def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     except ValueError as exc:
         raise EditError(f"Cannot turn the cleaned joints into bone rotations: {exc}") from exc
     check_finite(new_q, new_l)
-    rig_io.write_pose(obj, info, new_q, new_l)
+    rig_io.write_pose(obj, info, new_q, new_l, pose)
     make_current_base(scene, obj, info)
     return Outcome(f"Cleaned the pose of {obj.name}")
 
@@ -602,7 +812,7 @@ def make_current_base(scene: bpy.types.Scene, obj: bpy.types.Object,
     from . import empties
 
     pose = rig_io.read_pose(obj, info)
-    store_base(obj, info, read_raw(obj, info), scene.frame_current, pose)
+    store_base(obj, info, pose, scene.frame_current)
     empties.mark_solved(obj, None)
     try:
         models = load_models(scene)
@@ -613,19 +823,37 @@ def make_current_base(scene: bpy.types.Scene, obj: bpy.types.Object,
 
 
 def reset_edits(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
-    """Back to the base pose; effectors return to their joints and requests switch off."""
+    """Back to the base pose; effectors return to their joints and requests switch off.
+
+    Only while the base applies (same frame, the pose still the add-on's): after a frame
+    change the rig shows that frame's own pose, which the stored base has nothing to do
+    with, so that pose becomes the base instead and nothing is undone.
+    """
     from . import empties
 
     info = rig_for(obj)
-    if not _base_matches(obj, info):
+    base = read_base(obj, info)
+    if base is None:
         raise EditError(f"{obj.name} has no edits to reset (no base pose for its mapping)")
-    restore_base(obj)
-    pose = mark_written(obj, info)
+    pose = rig_io.read_pose(obj, info)
+    frame = scene.frame_current
+    notes = []
+    if base_is_current(base, info, pose, frame):
+        pose = restore_base(obj, info, base, pose)
+        mark_written(obj, info, base, pose)
+        message = f"Reset {obj.name} to its base pose"
+    else:
+        why = (f"the edits were made on frame {base.frame}" if base.frame != frame
+               else "the pose was changed since the last edit")
+        make_current_base(scene, obj, info)
+        message = f"Nothing to reset on {obj.name} at frame {frame}"
+        notes.append(f"{why}: the pose shown is kept as the new base, and the effectors are "
+                     "back on their joints")
     empties.snap(obj, info, pose)
     with updates_suspended():
         for item in scene.npe.metrics:
             item.enabled = False
-    return Outcome(f"Reset {obj.name} to its base pose")
+    return Outcome(message, notes)
 
 
 def insert_keyframe(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
@@ -641,10 +869,17 @@ def insert_keyframe(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
 
 
 def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
-              depsgraph: bpy.types.Depsgraph | None) -> None:
-    """The live handler's edit: errors become a status line instead of a report."""
+              depsgraph: bpy.types.Depsgraph | None, *, moved_only: bool = True) -> None:
+    """The live handler's edit, when an empty moved since the last solve (``moved_only``)
+    or its settings changed: errors become a status line instead of a report."""
+    from . import empties
+
     try:
-        edit(scene, obj, depsgraph, allow_nothing=True, fresh=False)
+        state = _armature(scene, obj, fresh=False)
+        empty_matrices = empties.matrices(obj, depsgraph)
+        if moved_only and not empties.moved(empty_matrices, state.solved):
+            return
+        _edit(scene, obj, state, empty_matrices, allow_nothing=True, live=True)
     except EditError as exc:
         if STATUS.get(obj.name) != str(exc):
             print(f"Neural Pose Editor (live): {exc}")

@@ -7,15 +7,22 @@ import bpy
 
 def run(op: bpy.types.Operator, action: Callable[[], object]) -> set[str]:
     """Run ``action`` (returning an Outcome) with the live handler paused; an EditError
-    becomes an error report and CANCELLED (the action wrote nothing)."""
-    from ..session import EditError, busy
+    becomes an error report and CANCELLED (the action wrote nothing).
 
+    The edit state live mode keeps per armature is dropped before and after: an operator
+    reads everything afresh, and may change what the state was built from.
+    """
+    from ..session import EditError, busy, forget
+
+    forget()
     try:
         with busy():
             outcome = action()
     except EditError as exc:
         op.report({"ERROR"}, str(exc))
         return {"CANCELLED"}
+    finally:
+        forget()
     op.report({"INFO"}, outcome.message)
     for note in getattr(outcome, "notes", ()):
         op.report({"WARNING"}, note)

@@ -27,7 +27,7 @@ class NPE_OT_add_effectors(bpy.types.Operator):
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import empties, rig_io, session
+        from .. import empties, session
 
         def action() -> session.Outcome:
             scene = context.scene
@@ -41,9 +41,7 @@ class NPE_OT_add_effectors(bpy.types.Operator):
                     raise session.EditError("Select mapped pose bones first (Pose Mode)")
             else:
                 joints = list(empties.PRESETS[self.preset])
-            pose = rig_io.read_pose(obj, info)
-            if not session.base_is_current(obj, info, pose, scene.frame_current):
-                session.make_current_base(scene, obj, info)
+            session.ensure_base(scene, obj, info)
             added, existing = empties.add(scene, obj, info, joints)
             msg = f"Added effectors: {', '.join(added)}" if added else "No effector added"
             if existing:

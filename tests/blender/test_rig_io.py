@@ -13,6 +13,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 from mathutils import Euler, Quaternion  # noqa: E402
 
 from blender_addon import rig_io, session  # noqa: E402
+from blender_addon.core import conversions  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_scene")
@@ -33,17 +34,49 @@ def _same_rotation(a: np.ndarray, b: np.ndarray) -> bool:
 def test_euler_conversion_matches_mathutils(order: str) -> None:
     rng = np.random.default_rng(0)
     angles = rng.uniform(-np.pi, np.pi, (20, 3))
-    ours = rig_io.euler_to_quat(angles, order)
+    ours = conversions.euler_to_quat(angles, order)
     theirs = np.array([tuple(Euler(a, order).to_quaternion()) for a in angles])
     assert _same_rotation(ours, theirs)
+
+
+@pytest.mark.parametrize("order", EULER_ORDERS)
+def test_quat_to_euler_matches_mathutils(order: str) -> None:
+    """The same triple as ``Quaternion.to_euler(order[, compat])``, with references far
+    from the result (whole turns away) and near gimbal lock."""
+    rng = np.random.default_rng(7)
+    q = _random_quats(rng, 200, spread=2.0)
+    middle = "XYZ".index(order[1])
+    locked = rng.uniform(-np.pi, np.pi, (20, 3))
+    locked[:, middle] = np.pi / 2 - rng.uniform(0.0, 1e-6, 20)
+    q = np.concatenate([q, conversions.euler_to_quat(locked, order)])
+    compat = rng.uniform(-10.0, 10.0, (len(q), 3))
+    plain = np.array([tuple(Quaternion(v).to_euler(order)) for v in q])
+    near = np.array([tuple(Quaternion(v).to_euler(order, Euler(c, order)))
+                     for v, c in zip(q, compat, strict=True)])
+    assert np.allclose(conversions.quat_to_euler(q, order), plain, atol=1e-4)
+    assert np.allclose(conversions.quat_to_euler(q, order, compat), near, atol=1e-4)
+
+
+def test_euler_keys_match_mathutils_frame_by_frame() -> None:
+    """Keys over frames: each frame compatible with the last, as Blender converts."""
+    t = np.linspace(0.0, 5.0 * np.pi, 300)
+    angles = np.stack([0.4 * np.sin(2.0 * t), t, 0.3 * np.cos(t)], axis=1)
+    q = conversions.euler_to_quat(angles, "ZXY")
+    ours = conversions.quats_to_eulers(q, "ZXY", np.zeros(3))
+    prev = Euler((0.0, 0.0, 0.0), "ZXY")
+    theirs = []
+    for v in q:
+        prev = Quaternion(v).to_euler("ZXY", prev)
+        theirs.append(tuple(prev))
+    assert np.allclose(ours, theirs, atol=1e-4)
 
 
 def test_axis_angle_round_trip() -> None:
     rng = np.random.default_rng(1)
     q = _random_quats(rng, 20, spread=2.0)
-    aa = rig_io.quat_to_axis_angle(q)
+    aa = conversions.quat_to_axis_angle(q)
     theirs = np.array([tuple(Quaternion(a[1:], a[0])) for a in aa])
-    assert _same_rotation(rig_io.axis_angle_to_quat(aa), q)
+    assert _same_rotation(conversions.axis_angle_to_quat(aa), q)
     assert _same_rotation(theirs, q)
 
 
@@ -89,9 +122,14 @@ def test_write_pose_keeps_each_bones_rotation_mode() -> None:
     quats[list(info.mapped)] = _random_quats(rng, len(info.mapped))
     locs = pose.locations.copy()
     locs[list(info.roots)] = rng.normal(0.0, 5.0, (len(info.roots), 3))
-    rig_io.write_pose(obj, info, quats, locs)
+    written = rig_io.write_pose(obj, info, quats, locs, pose)
     assert [pb.rotation_mode for pb in obj.pose.bones] == modes_before
     after = rig_io.read_pose(obj, info)
+    assert rig_io.read_pose(obj, info, written) is written  # the pose as written, exactly
+    assert np.array_equal(after.raw, written.raw) and np.array_equal(after.codes, written.codes)
+    for name in ("quaternion", "eulers", "axis_angles", "locations"):
+        assert np.array_equal(getattr(after, name), getattr(written, name))
+    assert _same_rotation(after.quats, written.quats)
     mapped = list(info.mapped)
     assert _same_rotation(after.quats[mapped], quats[mapped])
     assert np.allclose(after.locations[list(info.roots)], locs[list(info.roots)], atol=1e-4)

@@ -131,23 +131,25 @@ class StageTimer:
 
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
-    (empties, "moved_since_solve", "handler: moved check", False),
-    (session, "rig_for", "read: mapping check and cached rig (rig_for)", True),
-    (empties, "read", "read: effector empties", True),
+    (empties, "moved", "handler: moved check", False),
+    (session, "_armature", "read: kept edit state (mapping, rig, effectors, base pose)", True),
+    (empties, "matrices", "read: effector empties", True),
+    (empties, "targets", "read: effector empties", True),
     (rig_io, "read_pose", "read: pose bones (foreach_get)", True),
-    (session, "base_is_current", "read: base pose items (RNA, per bone)", True),
-    (session, "base_arrays", "read: base pose items (RNA, per bone)", True),
+    (session, "base_is_current", "read: base pose", True),
+    (session, "base_arrays", "read: base pose", True),
     (session, "editor_for", "read: editor lookup", True),
     (session, "load_models", "read: model set lookup", True),
     (rig_io, "joint_positions", "forward kinematics (numpy)", False),
     (PoseEditor, "solve", "pipeline: numpy (normalize, FABRIK, refinement)", False),
     (core_models.Module, "run", "pipeline: onnxruntime", False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
-    (rig_io, "write_pose", "write pose", False),
+    (rig_io, "write_pose", "write pose", True),
     (session, "mark_written", "write pose", True),
     (session, "store_base", "write pose", True),
     (empties, "mark_solved", "write pose", False),
     (session, "store_measured", "measure metrics (panel values)", True),
+    (session, "measure_later", "measure metrics (panel values)", True),
 )
 HANDLER_REST = "handler and session: the rest"
 DEPSGRAPH = "depsgraph evaluation (Blender)"
