@@ -180,6 +180,10 @@ class NPE_BoneValues(PropertyGroup):
         name="Axis Angle", description="Base rotation (axis-angle mode)", size=4,
         default=(0.0, 0.0, 1.0, 0.0))
     location: FloatVectorProperty(name="Location", description="Base location", size=3)
+    rotation_mode: IntProperty(
+        name="Rotation Mode", description="The bone's rotation mode when the base was taken "
+        "(its enum value): the values above are read in it, and a bone switched to another "
+        "mode since makes the base be taken again")
     written: FloatVectorProperty(
         name="Written", description="Rotation (quaternion) and location the add-on last "
         "wrote: a different pose means the user changed it, and the base is taken again",

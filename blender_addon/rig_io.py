@@ -213,11 +213,12 @@ def read_pose(obj: bpy.types.Object, info: RigInfo, previous: Pose | None = None
 def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
                    values: Mapping[str, tuple[Sequence[int], np.ndarray]],
                    quats: np.ndarray | None = None) -> Pose:
-    """Set raw channel values over ``pose`` (the pose on the rig now, as read): ``values``
-    maps channels of :data:`CHANNELS` to (bones, ``(len(bones), width)`` values), one
-    ``foreach_set`` each. Returns the pose as written, which :func:`read_pose` gives back
-    while nobody changes the rig; its rotations of the bones written are ``quats`` (B, 4)
-    when given (what was converted to the channels), else read from the channels."""
+    """Set raw channel values of mapped bones over ``pose`` (the pose on the rig now, as
+    read): ``values`` maps channels of :data:`CHANNELS` to (bones, ``(len(bones), width)``
+    values), one ``foreach_set`` each. Returns the pose as written, which :func:`read_pose`
+    gives back while nobody changes the rig (same ``origin``: only mapped bones changed);
+    its rotations of the bones written are ``quats`` (B, 4) when given (what was converted
+    to the channels), else read from the channels."""
     order = info.pose_order
     n = len(order)
     raw = pose.raw.copy()
@@ -305,9 +306,10 @@ def armature_to_core(matrix_world: np.ndarray, points: np.ndarray) -> np.ndarray
     return blender_to_yup(world)
 
 
-def core_to_armature(matrix_world: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`armature_to_core`."""
-    inv = np.linalg.inv(matrix_world)
+def core_to_armature(matrix_world: np.ndarray, points: np.ndarray,
+                     inverse: np.ndarray | None = None) -> np.ndarray:
+    """Inverse of :func:`armature_to_core` (``inverse``: the world matrix's, when known)."""
+    inv = np.linalg.inv(matrix_world) if inverse is None else inverse
     return yup_to_blender(points) @ inv[:3, :3].T + inv[:3, 3]
 
 

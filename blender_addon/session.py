@@ -360,6 +360,7 @@ class BasePose:
     euler: np.ndarray  # (M, 3)
     axis_angle: np.ndarray  # (M, 4)
     location: np.ndarray  # (M, 3)
+    codes: np.ndarray  # (M,) the bones' rotation modes (enum values) then
     written: np.ndarray  # (M, 7)
 
     def channels(self) -> dict[str, np.ndarray]:
@@ -369,6 +370,11 @@ class BasePose:
 
 def _mapped_names(info: rig_io.RigInfo) -> tuple[str, ...]:
     return tuple(info.names[b] for b in info.mapped)
+
+
+def _mapped_codes(info: rig_io.RigInfo, pose: rig_io.Pose) -> np.ndarray:
+    """The mapped bones' rotation modes (enum values), ``info.mapped`` order."""
+    return pose.codes[info.pose_order[list(info.mapped)]]
 
 
 def _written(info: rig_io.RigInfo, pose: rig_io.Pose) -> np.ndarray:
@@ -384,11 +390,16 @@ def read_base(obj: bpy.types.Object, info: rig_io.RigInfo) -> BasePose | None:
     if names != _mapped_names(info):
         return None
     values = []
-    for attr, width in (*((c[0], c[1]) for c in rig_io.CHANNELS), ("written", 7)):
+    for attr, width in ((c[0], c[1]) for c in rig_io.CHANNELS):
         buf = np.empty(len(items) * width, dtype=np.float32)
         items.foreach_get(attr, buf)
         values.append(buf.reshape(-1, width).astype(np.float64))
-    return BasePose(obj.npe.base_frame, names, *values)
+    codes = np.empty(len(items), dtype=np.int32)
+    items.foreach_get("rotation_mode", codes)
+    written = np.empty(len(items) * 7, dtype=np.float32)
+    items.foreach_get("written", written)
+    return BasePose(obj.npe.base_frame, names, *values, codes,
+                    written.reshape(-1, 7).astype(np.float64))
 
 
 def store_base(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose,
@@ -396,13 +407,15 @@ def store_base(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose,
     """Make the pose on the rig now (``pose``, as read) the base, taken at ``frame``."""
     m = list(info.mapped)
     base = BasePose(frame, _mapped_names(info), pose.quaternion[m], pose.eulers[m],
-                    pose.axis_angles[m], pose.locations[m], _written(info, pose))
+                    pose.axis_angles[m], pose.locations[m], _mapped_codes(info, pose),
+                    _written(info, pose))
     items = obj.npe.base_pose
     items.clear()
     for name in base.bones:
         items.add().bone = name
     for attr, values in (*base.channels().items(), ("written", base.written)):
         items.foreach_set(attr, values.astype(np.float32).ravel())
+    items.foreach_set("rotation_mode", base.codes)
     obj.npe.base_frame = frame
     return base
 
@@ -417,9 +430,11 @@ def mark_written(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,
 
 def base_is_current(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose,
                     frame: int) -> bool:
-    """Whether the stored base still applies: same bones, same frame, and the pose is still
-    the one the add-on last wrote (else the user changed it: take a new base)."""
-    if base is None or base.frame != frame or base.bones != _mapped_names(info):
+    """Whether the stored base still applies: same bones in the same rotation modes, same
+    frame, and the pose is still the one the add-on last wrote (else the user changed it:
+    take a new base)."""
+    if base is None or base.frame != frame or base.bones != _mapped_names(info) \
+            or not np.array_equal(base.codes, _mapped_codes(info, pose)):
         return False
     now = _written(info, pose)
     dots = np.abs(np.sum(base.written[:, :4] * now[:, :4], axis=1))
@@ -470,6 +485,7 @@ class _Armature:
     models: ModelSet | None = None
     _start: tuple = ()  # (pose origin, base, world matrix, quats, locations, start)
     _editor: tuple = ()  # (models, world matrix, editor)
+    _inverse: tuple = ()  # (world matrix, its inverse)
 
     def load_models(self, scene: bpy.types.Scene) -> ModelSet:
         if self.models is None:
@@ -501,6 +517,13 @@ class _Armature:
                 a.flags.writeable = False
             self._start = (pose.origin, self.base, mw, quats, locs, start)
         return quats, locs, start
+
+    def to_armature(self, matrix_world: np.ndarray, points: np.ndarray) -> np.ndarray:
+        """:func:`.rig_io.core_to_armature`, the inverse world matrix kept."""
+        mw = matrix_world.tobytes()
+        if not self._inverse or self._inverse[0] != mw:
+            self._inverse = (mw, np.linalg.inv(matrix_world))
+        return rig_io.core_to_armature(matrix_world, points, self._inverse[1])
 
     def editor(self, scene: bpy.types.Scene, obj: bpy.types.Object, models: ModelSet | None,
                matrix_world: np.ndarray) -> PoseEditor:
@@ -671,7 +694,8 @@ def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyG
 
 
 def check_finite(*arrays: np.ndarray) -> None:
-    if not all(np.isfinite(a).all() for a in arrays):
+    """A NaN or infinity anywhere makes the sum one (a single cheap reduction each)."""
+    if not all(np.isfinite(np.sum(a)) for a in arrays):
         raise EditError("The solve produced invalid numbers (NaN): nothing was changed. "
                         "Move the effectors closer to the body or try the Classic solver")
 
@@ -735,7 +759,7 @@ def _edit(scene: bpy.types.Scene, obj: bpy.types.Object, state: _Armature,
     orientations = {skeleton.JOINT_INDEX[t.joint]: t.orientation_armature
                     for t in targets if t.orientation_armature is not None and not t.pin}
     goal_joints, goal_core = reach_goals(targets, start, new_core)
-    in_armature = rig_io.core_to_armature(mw, np.concatenate([new_core, goal_core]))
+    in_armature = state.to_armature(mw, np.concatenate([new_core, goal_core]))
     solved_arm = in_armature[:skeleton.NUM_JOINTS]
     goals = dict(zip(goal_joints, in_armature[skeleton.NUM_JOINTS:], strict=True))
     try:

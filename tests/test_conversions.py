@@ -20,7 +20,12 @@ from blender_addon.core.conversions import (
     quats_to_eulers,
     to_quats,
 )
-from blender_addon.core.rotations import quat_normalize, quat_to_matrix
+from blender_addon.core.rotations import (
+    euler_to_matrix,
+    matrix_to_quat,
+    quat_normalize,
+    quat_to_matrix,
+)
 
 ANGLE_TOL = 1e-9
 
@@ -52,6 +57,10 @@ def test_euler_order_turns_about_the_first_axis_first(order: str) -> None:
             axis = "XYZ".index(c)
             want = _axis_matrix(axis, angles[axis]) @ want
         assert np.allclose(quat_to_matrix(euler_to_quat(angles, order)), want, atol=1e-12)
+        # The same as the core's BVH-convention matrices with the axes listed in reverse.
+        rev = order[::-1]
+        bvh = euler_to_matrix(angles[["XYZ".index(c) for c in rev]], rev)
+        assert _same_rotation(euler_to_quat(angles, order), matrix_to_quat(bvh))
 
 
 @pytest.mark.parametrize("order", EULER_ORDERS)

@@ -129,14 +129,12 @@ def reach_limbs(joints: np.ndarray, limbs: Mapping[int, tuple[int, int]],
     batch = (*w.shape[:-2], 3)
     goal = np.stack([np.broadcast_to(np.asarray(goals[j], dtype=np.float64), batch)
                      for j in ends], axis=-2)
-    a, b = _norm(e - s), _norm(w - e)
-    to_goal = goal - s
-    d_raw = _norm(to_goal)
+    upper, lower, to_goal = e - s, w - e, goal - s
+    a, b, d_raw = _norm(upper), _norm(lower), _norm(to_goal)
     u = to_goal / np.maximum(d_raw, _EPS)[..., None]
     d = np.clip(d_raw, np.abs(a - b) + LIMB_SLACK * (a + b), (1.0 - LIMB_SLACK) * (a + b))
     # Bend in the plane of the current elbow/knee; a straight limb keeps its old bend side.
-    pole = e - s
-    pole = pole - np.sum(pole * u, axis=-1, keepdims=True) * u
+    pole = upper - np.sum(upper * u, axis=-1, keepdims=True) * u
     pole_n = _norm(pole)[..., None]
     v = pole / np.maximum(pole_n, _EPS)
     straight = pole_n <= _EPS

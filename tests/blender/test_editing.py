@@ -3,6 +3,8 @@ mode, metric sliders, the base pose (no drift), reset and keying."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -223,6 +225,121 @@ def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
     # The keyed pose is the new base: resetting now keeps it.
     bpy.ops.npe.reset_edits("EXEC_DEFAULT", True)
     assert np.allclose(rigs.pose_matrices(obj), posed, atol=1e-5)
+
+
+def _key_two_poses(obj: bpy.types.Object) -> None:
+    """Key the rest pose at frame 1 and a bent-over pose at frame 61 (an animation)."""
+    from mathutils import Quaternion
+
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.frame_set(61)
+    obj.pose.bones["mixamorig:Spine1"].rotation_quaternion = Quaternion((1.0, 0.0, 0.0), 0.6)
+    obj.pose.bones["mixamorig:Neck"].rotation_quaternion = Quaternion((0.0, 1.0, 0.0), 0.4)
+    assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+
+
+def test_reset_after_a_frame_change_keeps_that_frames_pose(mixamo_rig: bpy.types.Object
+                                                           ) -> None:
+    """Edits at frame 20, reset at frame 61: the base taken at 20 is not put on frame 61's
+    pose (the head would jump); 61's pose becomes the base and the effectors snap to it."""
+    obj = mixamo_rig
+    scene = bpy.context.scene
+    _key_two_poses(obj)
+    scene.frame_set(20)
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS")
+    hand = _empty(obj, "r_hand")
+    hand.location = np.array(hand.location) + HAND_MOVE
+    assert _solve() == {"FINISHED"}
+    assert obj.npe.base_frame == 20
+    scene.frame_set(61)
+    at_61 = rigs.pose_matrices(obj)
+    heads = rigs.mapped_heads(obj)
+    assert bpy.ops.npe.reset_edits("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert np.allclose(rigs.pose_matrices(obj), at_61, atol=1e-6)
+    assert obj.npe.base_frame == 61
+    for item in obj.npe.effectors:  # back on frame 61's joints
+        assert np.allclose(np.array(item.empty.matrix_world.translation), heads[item.joint],
+                           atol=1e-5)
+    # The report says why nothing was reset; at the base's own frame, reset resets.
+    hand.location = np.array(hand.location) + HAND_MOVE
+    assert _solve() == {"FINISHED"}
+    scene.frame_set(20)
+    with session.busy():
+        outcome = session.reset_edits(scene, obj)
+    assert "Nothing to reset" in outcome.message and "frame 61" in outcome.notes[0]
+    scene.frame_set(61)
+    hand.location = np.array(hand.location) + HAND_MOVE
+    assert _solve() == {"FINISHED"}
+    with session.busy():
+        outcome = session.reset_edits(scene, obj)
+    assert outcome.message.startswith("Reset") and not outcome.notes
+    assert np.allclose(rigs.pose_matrices(obj), at_61, atol=1e-6)
+
+
+def test_live_mode_takes_a_new_base_after_posing_by_hand(mixamo_rig: bpy.types.Object) -> None:
+    """Between two drags the user poses a mapped bone by hand and changes another's
+    rotation mode: the kept state notices, the hand-made pose becomes the base."""
+    from mathutils import Quaternion
+
+    obj = mixamo_rig
+    _setup_hands_and_pinned_feet(obj)
+    scene = bpy.context.scene
+    scene.npe.live = True
+    hand = _empty(obj, "r_hand")
+    home = np.array(hand.location)
+    hand.location = home + HAND_MOVE
+    bpy.context.view_layer.update()
+    forearm = obj.pose.bones["mixamorig:LeftForeArm"]
+    forearm.rotation_quaternion = Quaternion((1.0, 0.0, 0.0), 0.7)
+    obj.pose.bones["mixamorig:RightForeArm"].rotation_mode = "ZXY"
+    posed = np.array(forearm.rotation_quaternion)
+    target = home + 0.5 * HAND_MOVE
+    hand.location = target
+    bpy.context.view_layer.update()
+    assert session.STATUS.get(obj.name) is None
+    base = {item.bone: np.array(item.rotation_quaternion) for item in obj.npe.base_pose}
+    assert np.allclose(base["mixamorig:LeftForeArm"], posed, atol=1e-6)
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
+    assert tuple(obj.pose.bones["mixamorig:RightForeArm"].rotation_euler) != (0.0, 0.0, 0.0)
+
+
+def test_live_mode_leaves_the_disk_and_the_metrics_for_later(
+        mixamo_rig: bpy.types.Object, models_dir: Path, tmp_path: Path) -> None:
+    """A drag reads nothing from disk (the chosen model set may even vanish meanwhile) and
+    measures the metrics once, when it pauses (a timer; background Blender runs none)."""
+    import shutil
+
+    from blender_addon import preferences
+
+    copy = tmp_path / "models"
+    shutil.copytree(models_dir, copy)
+    preferences.get_preferences().model_folder = str(copy)
+    scene = bpy.context.scene
+    scene.npe.model_set = str(copy)
+    obj = mixamo_rig
+    _setup_hands_and_pinned_feet(obj)
+    scene.npe.live = True
+    hand = _empty(obj, "r_hand")
+    home = np.array(hand.location)
+    hand.location = home + 0.5 * HAND_MOVE
+    bpy.context.view_layer.update()
+    for item in scene.npe.metrics:
+        item.has_measured = False
+    shutil.rmtree(copy)
+    hand.location = home + HAND_MOVE
+    bpy.context.view_layer.update()
+    assert session.STATUS.get(obj.name) is None
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - (home + HAND_MOVE)) < REACH_TOL
+    assert not any(item.has_measured for item in scene.npe.metrics)
+    assert bpy.app.timers.is_registered(session._measure_pending)
+    session._PENDING["due"] = 0.0  # what the timer does once the drag pauses
+    assert session._measure_pending() is None
+    assert all(item.has_measured for item in scene.npe.metrics)
+    scene.npe.live = False
+    message = rigs.cancelled(bpy.ops.npe.load_models, "EXEC_DEFAULT", True)
+    assert "missing" in message  # found on Reload, not during the drag
 
 
 def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:

@@ -75,10 +75,36 @@ def test_broken_model_folder(posed: bpy.types.Object, models_dir: Path, tmp_path
     else:
         (broken / "decoder.onnx").write_bytes(b"not a model")
     session.forget_model_sets()
-    _assert_cancels(posed, bpy.ops.npe.solve, "models")
-    _assert_cancels(posed, bpy.ops.npe.propagate, "models")
+    # Reported, never silently replaced by another set (the shipped one, say).
+    expect = "missing" if damage == "missing" else "models"
+    _assert_cancels(posed, bpy.ops.npe.solve, expect)
+    _assert_cancels(posed, bpy.ops.npe.propagate, expect)
+    assert bpy.context.scene.npe.model_set == str(broken)
+    if damage == "missing":
+        labels = [item[1] for item in session.model_set_items(bpy.context, str(broken))]
+        assert "broken_models (missing)" in labels
     bpy.context.scene.npe.solver = "classic"  # needs no models: still works
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+
+
+def test_the_chosen_model_set_stays_chosen(scene: bpy.types.Scene, models_dir: Path,
+                                           tmp_path: Path) -> None:
+    """A folder of model sets gains and loses sets: the choice stays on its folder."""
+    sets = tmp_path / "sets"
+    for name in ("b_set", "c_set"):
+        shutil.copytree(models_dir, sets / name)
+    preferences.get_preferences().model_folder = str(sets)
+    scene.npe.model_set = str(sets / "c_set")
+    assert session.model_folder(scene) == sets / "c_set"
+    shutil.copytree(models_dir, sets / "a_set")  # sorts first: the menu shifts
+    shutil.rmtree(sets / "b_set")
+    session.forget_model_sets()
+    assert scene.npe.model_set == str(sets / "c_set")
+    assert session.model_folder(scene) == sets / "c_set"
+    assert [item[1] for item in session.model_set_items(bpy.context, str(sets / "c_set"))] \
+        == ["Shipped", "a_set", "c_set"]
+    scene.npe.model_set = "DEFAULT"
+    assert scene.npe.model_path == "" and session.model_folder(scene) != sets / "c_set"
 
 
 def test_effector_empty_deleted(posed: bpy.types.Object) -> None:

@@ -11,7 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import propagation  # noqa: E402
+from blender_addon import propagation, session  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 CENTER = 40  # the edited frame of the 90-frame clip
@@ -116,3 +116,25 @@ def test_explicit_range_and_custom_curve(clip_rig: bpy.types.Object) -> None:
         out = (before[:, 0] < CENTER - 5) | (before[:, 0] > CENTER + 20)
         assert np.array_equal(before[out], old[(old[:, 0] < CENTER - 5) |
                                                (old[:, 0] > CENTER + 20)])
+
+
+def test_the_report_gives_the_miss_of_the_keyed_pose(clip_rig: bpy.types.Object) -> None:
+    """The largest miss reported is the keyed pose's (after the exact-reach pass), as
+    Blender shows it, not the models' before it."""
+    import re
+
+    obj = clip_rig
+    scene = bpy.context.scene
+    scene.npe.propagation.radius = RADIUS
+    hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
+    hand.location = _towards_chest(obj, np.array(hand.location))
+    bpy.context.view_layer.update()
+    with session.busy():
+        outcome = propagation.propagate_edit(scene, obj, bpy.context.evaluated_depsgraph_get())
+    found = re.search(r"largest effector miss at frame (\d+): ([\d.]+) cm", outcome.message)
+    assert found is not None, outcome.message
+    assert int(found.group(1)) == CENTER
+    heads = rigs.mapped_heads(obj)
+    real = max(np.linalg.norm(heads[e.joint] - np.array(e.empty.matrix_world.translation))
+               for e in obj.npe.effectors)
+    assert abs(float(found.group(2)) - real * 100) <= 0.051
