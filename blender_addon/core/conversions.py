@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .rotations import quat_normalize, quat_to_matrix
+from .rotations import orthonormalize, quat_normalize, quat_to_matrix
 
 QUATERNION = "QUATERNION"
 AXIS_ANGLE = "AXIS_ANGLE"
@@ -274,11 +274,6 @@ def from_quats(modes: Sequence[str], rotations: np.ndarray, eulers: np.ndarray
 
 
 def orthonormal(m: np.ndarray) -> np.ndarray:
-    """The rotation nearest to each ``(..., 3, 3)`` matrix with scale (by SVD; a mirror
-    is turned into a rotation by flipping the least significant axis)."""
-    u, _, vt = np.linalg.svd(np.asarray(m, dtype=np.float64))
-    flip = np.linalg.det(u @ vt) < 0.0
-    if np.any(flip):
-        u = u.copy()
-        u[flip, :, -1] *= -1.0
-    return u @ vt
+    """The rotation nearest to each ``(..., 3, 3)`` matrix with scale (one implementation:
+    :func:`.rotations.orthonormalize`)."""
+    return orthonormalize(np.asarray(m, dtype=np.float64))

@@ -372,7 +372,7 @@ class Rig:
         p = np.asarray(parents, dtype=np.int64)
         if m.shape != (len(names), 4, 4):
             raise ValueError(f"matrices_local must have shape ({len(names)}, 4, 4), got {m.shape}")
-        rot = _orthonormalize(m[:, :3, :3])
+        rot = orthonormalize(m[:, :3, :3])
         head = m[:, :3, 3]
         has_parent = p >= 0
         prot = np.where(has_parent[:, None, None], rot[np.maximum(p, 0)], np.eye(3))
@@ -402,8 +402,9 @@ def _read_only(x: np.ndarray, dtype: type) -> np.ndarray:
     return out
 
 
-def _orthonormalize(m: np.ndarray) -> np.ndarray:
-    """The nearest rotation to each ``(..., 3, 3)`` (polar decomposition), dropping scale."""
+def orthonormalize(m: np.ndarray) -> np.ndarray:
+    """The nearest rotation to each ``(..., 3, 3)`` (polar decomposition), dropping scale;
+    a mirror becomes a rotation by flipping the least significant axis."""
     return _rotation_from_covariance(np.swapaxes(m, -1, -2))
 
 
@@ -792,7 +793,7 @@ class RotationSolver:
         if self._plan.needed:
             sweep = self._sweep(frozenset(orient))
             oriented = (
-                _orthonormalize(np.stack([_flat(orient[b], batch, n) for b in sweep.oriented]))
+                orthonormalize(np.stack([_flat(orient[b], batch, n) for b in sweep.oriented]))
                 if orient
                 else np.empty((0, n, 3, 3))
             )
