@@ -19,6 +19,15 @@ def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
     return owner if owner is not None and owner.type == "ARMATURE" else None
 
 
+def _armature_or_hint(layout: bpy.types.UILayout, context: bpy.types.Context
+                      ) -> bpy.types.Object | None:
+    """:func:`_armature`, or a hint in the panel when there is none."""
+    obj = _armature(context)
+    if obj is None:
+        layout.label(text="Select an armature", icon="INFO")
+    return obj
+
+
 def _status(layout: bpy.types.UILayout, key: str) -> None:
     from . import session
 
@@ -60,9 +69,8 @@ class NPE_PT_rig(_Panel, bpy.types.Panel):
         from . import session
 
         layout = self.layout
-        obj = _armature(context)
+        obj = _armature_or_hint(layout, context)
         if obj is None:
-            layout.label(text="Select an armature", icon="INFO")
             return
         mapping = obj.data.npe_mapping
         problems = session.mapping_problems(obj.data)
@@ -133,9 +141,8 @@ class NPE_PT_effectors(_Panel, bpy.types.Panel):
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
-        obj = _armature(context)
+        obj = _armature_or_hint(layout, context)
         if obj is None:
-            layout.label(text="Select an armature", icon="INFO")
             return
         row = layout.row()
         row.template_list("NPE_UL_effectors", "", obj.npe, "effectors", obj.npe,
