@@ -336,7 +336,8 @@ class NPE_SceneSettings(PropertyGroup):
     )
     refine_steps: IntProperty(
         name="Refinement",
-        description="Extra steps bringing joints closer to their effectors (0 = off)",
+        description="Extra steps bringing joints closer to their effectors (0 = off). "
+                    "In Live mode, applied when a drag pauses",
         default=DEFAULT_REFINE_STEPS,
         min=0,
         max=MAX_REFINE_STEPS,

@@ -17,8 +17,9 @@ the metric requests, the base pose as arrays, the pose as last written, the star
 joints) is kept per armature between updates. Everything that can change it drops it
 (:func:`forget`): operators, undo and redo, file loads, and the update callbacks of the
 mapping, effector, metric and model settings. No update touches the disk: a model set is
-checked when it is chosen or reloaded, and metrics are measured for the panel once a
-drag pauses (:func:`measure_later`).
+checked when it is chosen or reloaded. A drag solves without latent refinement; once it
+pauses, the pose is solved again with it and the metrics are measured for the panel
+(:func:`measure_later`, :func:`drag_paused`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -622,10 +623,15 @@ def measure(scene: bpy.types.Scene, obj: bpy.types.Object) -> dict[str, float]:
 _PENDING: dict[str, object] = {}  # the measuring live mode left for later
 
 
-def measure_later(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
+def measure_later(scene: bpy.types.Scene, obj: bpy.types.Object, refine: bool = False
+                  ) -> None:
     """Measure the metrics once the drag pauses (:data:`MEASURE_DELAY_S`): a timer, pushed
-    back by every update, so a drag pays for it once instead of at every step."""
-    _PENDING.update(scene=scene.name, armature=obj.name,
+    back by every update, so a drag pays for it once instead of at every step. ``refine``:
+    the drag solved without latent refinement; the pause solves again with it."""
+    refined = set(_PENDING.get("refine", ()))
+    if refine:
+        refined.add(obj.name)
+    _PENDING.update(scene=scene.name, armature=obj.name, refine=refined,
                     due=time.monotonic() + MEASURE_DELAY_S)
     if not bpy.app.timers.is_registered(_measure_pending):
         bpy.app.timers.register(_measure_pending, first_interval=MEASURE_DELAY_S,
@@ -633,25 +639,61 @@ def measure_later(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
 
 
 def _measure_pending() -> float | None:
-    """The timer: measure when due (looked up by name: the objects may be gone), redraw."""
+    """The timer: :func:`drag_paused` when due, then redraw."""
     wait = float(_PENDING.get("due", 0.0)) - time.monotonic()
     if wait > 0.0:
         return wait
-    scene = bpy.data.scenes.get(str(_PENDING.pop("scene", "")))
-    obj = bpy.data.objects.get(str(_PENDING.pop("armature", "")))
-    _PENDING.clear()
-    if scene is None or obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
-        return None
-    try:
-        with busy():
-            measure(scene, obj)
-    except EditError:
+    if not drag_paused():
         return None
     for window in bpy.context.window_manager.windows:
         for area in window.screen.areas:
             if area.type == "VIEW_3D":
                 area.tag_redraw()
     return None
+
+
+def drag_paused() -> bool:
+    """What live mode leaves for the drag's pause (the timer calls it; background Blender
+    runs no timers, so tests call it directly): solve again, with the scene's refinement
+    steps, the armatures whose drag skipped them (the pose :func:`edit` gives from the same
+    base pose and empties), and measure the metrics. The objects are looked up by name
+    (they may be gone). True when something was done."""
+    scene = bpy.data.scenes.get(str(_PENDING.pop("scene", "")))
+    last = str(_PENDING.pop("armature", ""))
+    refine = set(_PENDING.pop("refine", ()))
+    _PENDING.clear()
+    if scene is None:
+        return False
+    done = False
+    for name in [*sorted(refine - {last}), last]:  # the last one's metrics are shown
+        obj = bpy.data.objects.get(name)
+        if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
+            continue
+        try:
+            with busy():
+                if name in refine and name in _ARMATURES:  # not dropped by an undo
+                    _refine_now(scene, obj)
+                else:
+                    measure(scene, obj)
+        except EditError as exc:
+            STATUS[name] = str(exc)
+            continue
+        STATUS.pop(name, None)
+        done = True
+    return done
+
+
+def _refine_now(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
+    """Solve the armature like :func:`edit` (refinement included, metrics measured) from
+    its kept live state: nothing is read from disk."""
+    from . import empties
+
+    depsgraph = None
+    if bpy.context.scene == scene:
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+    state = _armature(scene, obj, fresh=False)
+    _edit(scene, obj, state, empties.matrices(obj, depsgraph), allow_nothing=True,
+          live=False)
 
 
 def cancel_measure(unregister: bool = False) -> None:
@@ -723,8 +765,10 @@ def _read_pose(obj: bpy.types.Object, state: _Armature) -> rig_io.Pose:
 
 
 def _edit(scene: bpy.types.Scene, obj: bpy.types.Object, state: _Armature,
-          empty_matrices: np.ndarray, *, allow_nothing: bool, live: bool) -> Outcome:
-    """:func:`edit` with the state and the empties' matrices at hand."""
+          empty_matrices: np.ndarray, *, allow_nothing: bool, live: bool,
+          refine: bool = True) -> Outcome:
+    """:func:`edit` with the state and the empties' matrices at hand. ``refine``: False
+    skips the latent refinement (a live drag; the pause adds it, see :func:`drag_paused`)."""
     from . import empties
 
     info = state.info
@@ -732,6 +776,9 @@ def _edit(scene: bpy.types.Scene, obj: bpy.types.Object, state: _Armature,
     targets = empties.targets(state.effectors, empty_matrices, mw)
     requests = state.requests
     options = solve_options(scene)
+    skipped = not refine and options.refine_steps > 0 and options.solver != "classic"
+    if skipped:
+        options = replace(options, refine_steps=0)
     pose = _read_pose(obj, state)
     frame = scene.frame_current
     keep_base = state.base_is_current(pose, frame)
@@ -778,7 +825,7 @@ def _edit(scene: bpy.types.Scene, obj: bpy.types.Object, state: _Armature,
     state.solved = empty_matrices.reshape(len(empty_matrices), 16)
     if live:
         if models is not None:
-            measure_later(scene, obj)
+            measure_later(scene, obj, refine=skipped)
         return Outcome(f"Solved {obj.name}", list(result.notes))
     joints_new, _ = rig_io.joint_positions(info, state.pose.quats, state.pose.locations)
     final_core = rig_io.armature_to_core(mw, joints_new)
@@ -903,7 +950,9 @@ def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
         empty_matrices = empties.matrices(obj, depsgraph)
         if moved_only and not empties.moved(empty_matrices, state.solved):
             return
-        _edit(scene, obj, state, empty_matrices, allow_nothing=True, live=True)
+        # A drag solves without latent refinement (fast); the pause adds it.
+        _edit(scene, obj, state, empty_matrices, allow_nothing=True, live=True,
+              refine=not moved_only)
     except EditError as exc:
         if STATUS.get(obj.name) != str(exc):
             print(f"Neural Pose Editor (live): {exc}")

@@ -342,6 +342,38 @@ def test_live_mode_leaves_the_disk_and_the_metrics_for_later(
     assert "missing" in message  # found on Reload, not during the drag
 
 
+def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object) -> None:
+    """A drag solves without latent refinement (fast); the pause (a timer: called here
+    directly) solves again with it, giving what Solve gives."""
+    obj = mixamo_rig
+    scene = bpy.context.scene
+    _setup_hands_and_pinned_feet(obj)
+    steps = scene.npe.refine_steps
+    assert steps > 0
+    scene.npe.live = True
+    hand = _empty(obj, "r_hand")
+    target = np.array(hand.location) + HAND_MOVE
+    hand.location = target
+    bpy.context.view_layer.update()  # the handler solves here
+    assert session.STATUS.get(obj.name) is None
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
+    dragged = rigs.pose_matrices(obj)
+    assert session._PENDING.get("refine") == {obj.name}
+    session.drag_paused()
+    assert session.STATUS.get(obj.name) is None
+    paused = rigs.pose_matrices(obj)
+    assert not session._PENDING
+    scene.npe.live = False
+
+    scene.npe.refine_steps = 0
+    assert _solve() == {"FINISHED"}
+    assert np.allclose(rigs.pose_matrices(obj), dragged, atol=1e-5)
+    scene.npe.refine_steps = steps
+    assert _solve() == {"FINISHED"}
+    assert np.allclose(rigs.pose_matrices(obj), paused, atol=1e-5)
+    assert not np.allclose(paused, dragged, atol=1e-5)  # the refinement did something
+
+
 def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:
     lengths = rigs.bone_lengths(rig)
     assert bpy.ops.npe.clean_pose("EXEC_DEFAULT", True) == {"FINISHED"}
