@@ -36,6 +36,18 @@ TPOSE: tuple[tuple[str, str | None, tuple[float, float, float]], ...] = (
 )
 ROTATION_AMPLITUDE_DEG = 25.0
 
+# Canonical-skeleton bone directions of a T-pose facing +Z (left = +X): spine up, arms
+# out, legs down, toes forward (bone PARENTS[j] -> j, by joint name).
+TPOSE_DIRECTIONS = {
+    "spine": (0, 1, 0), "chest": (0, 1, 0), "neck": (0, 1, 0), "head": (0, 1, 0),
+    "l_clavicle": (1, 0, 0), "l_upperarm": (1, 0, 0), "l_forearm": (1, 0, 0), "l_hand": (1, 0, 0),
+    "r_clavicle": (-1, 0, 0), "r_upperarm": (-1, 0, 0), "r_forearm": (-1, 0, 0),
+    "r_hand": (-1, 0, 0),
+    "l_thigh": (1, 0, 0), "l_shin": (0, -1, 0), "l_foot": (0, -1, 0), "l_toe": (0, 0, 1),
+    "r_thigh": (-1, 0, 0), "r_shin": (0, -1, 0), "r_foot": (0, -1, 0), "r_toe": (0, 0, 1),
+}  # fmt: skip
+
+
 
 def synthetic_bvh(frames: int = 40, seed: int = 0, frame_time: float = 1 / 30,
                   turn_deg_per_s: float = 30.0) -> str:

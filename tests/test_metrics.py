@@ -17,26 +17,18 @@ from blender_addon.core.metrics import (
     metric_by_name,
 )
 from blender_addon.core.skeleton import BONE_LENGTHS, JOINT_INDEX, NUM_JOINTS, PARENTS, mirror_pose
+from tests.synth import TPOSE_DIRECTIONS
 
 J = JOINT_INDEX
 L = {name: BONE_LENGTHS[i] for name, i in JOINT_INDEX.items()}  # bone lengths by joint name
 LEG = L["l_shin"] + L["l_foot"]
 NAMES = [s.name for s in DEFAULT_METRICS]
 
-# Bone directions of a T-pose facing +Z (left = +X): spine up, arms out, legs down, toes fwd.
-_TPOSE_DIRS = {
-    "spine": (0, 1, 0), "chest": (0, 1, 0), "neck": (0, 1, 0), "head": (0, 1, 0),
-    "l_clavicle": (1, 0, 0), "l_upperarm": (1, 0, 0), "l_forearm": (1, 0, 0), "l_hand": (1, 0, 0),
-    "r_clavicle": (-1, 0, 0), "r_upperarm": (-1, 0, 0), "r_forearm": (-1, 0, 0),
-    "r_hand": (-1, 0, 0),
-    "l_thigh": (1, 0, 0), "l_shin": (0, -1, 0), "l_foot": (0, -1, 0), "l_toe": (0, 0, 1),
-    "r_thigh": (-1, 0, 0), "r_shin": (0, -1, 0), "r_foot": (0, -1, 0), "r_toe": (0, 0, 1),
-}  # fmt: skip
 
 
 def pose_from(dirs: dict[str, tuple[float, float, float]] | None = None) -> np.ndarray:
     """FK of the T-pose with some bone directions replaced; pelvis at leg height."""
-    all_dirs = {**_TPOSE_DIRS, **(dirs or {})}
+    all_dirs = {**TPOSE_DIRECTIONS, **(dirs or {})}
     pos = np.zeros((NUM_JOINTS, 3))
     pos[0] = (0.0, LEG, 0.0)
     for name, d in all_dirs.items():

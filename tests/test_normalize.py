@@ -30,24 +30,16 @@ from blender_addon.core.skeleton import (
     bone_lengths,
     mirror_pose,
 )
+from tests.synth import TPOSE_DIRECTIONS
 
 TOL = 1e-9
 LEG = 0.5 * sum(BONE_LENGTHS[JOINT_INDEX[n]] for n in ("l_shin", "l_foot", "r_shin", "r_foot"))
 
-# Bone directions of a T-pose facing +Z (left = +X): spine up, arms out, legs down, toes fwd.
-_TPOSE_DIRS = {
-    "spine": (0, 1, 0), "chest": (0, 1, 0), "neck": (0, 1, 0), "head": (0, 1, 0),
-    "l_clavicle": (1, 0, 0), "l_upperarm": (1, 0, 0), "l_forearm": (1, 0, 0), "l_hand": (1, 0, 0),
-    "r_clavicle": (-1, 0, 0), "r_upperarm": (-1, 0, 0), "r_forearm": (-1, 0, 0),
-    "r_hand": (-1, 0, 0),
-    "l_thigh": (1, 0, 0), "l_shin": (0, -1, 0), "l_foot": (0, -1, 0), "l_toe": (0, 0, 1),
-    "r_thigh": (-1, 0, 0), "r_shin": (0, -1, 0), "r_foot": (0, -1, 0), "r_toe": (0, 0, 1),
-}  # fmt: skip
 
 
 def tpose_dirs() -> np.ndarray:
     dirs = np.zeros((NUM_JOINTS, 3))
-    for name, d in _TPOSE_DIRS.items():
+    for name, d in TPOSE_DIRECTIONS.items():
         dirs[JOINT_INDEX[name]] = d
     return dirs
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from training.blender_run import BANDAI_ARCHIVE, extract_clips, run_in_blender
+from training.blender_run import BANDAI_ARCHIVE, check_inputs, extract_clips, run_in_blender
 
 DEFAULT_OUT = "runs/benchmark_blender"
 DEFAULT_DATA = "runs/poses.npz"
@@ -76,12 +76,7 @@ def run(models: str, venv: str, data: str | None = DEFAULT_DATA, archive: Path =
     """Run the Blender-side benchmark and return its result with the machine's load."""
     import json
 
-    if not (Path(models) / "manifest.json").is_file():
-        raise FileNotFoundError(f"{models}: no model set (manifest.json) there; pass --models "
-                                "with a folder made by `python -m training export`")
-    if not archive.is_file():
-        raise FileNotFoundError(f"{archive}: the Bandai Namco mocap archive is needed "
-                                "(../shared/data/bandai-namco beside the repo, or --archive)")
+    check_inputs(models, archive)
     names, source = test_clips(data, archive, clips)
     before = machine()
     with tempfile.TemporaryDirectory(prefix="npe-bench-blender-") as tmp:

@@ -81,6 +81,16 @@ def run_in_blender(script: str, args: Sequence[str], venv: str | os.PathLike[str
         raise BlenderRunError(f"{script} in {python} failed with exit code {rc}")
 
 
+def check_inputs(models: str, archive: Path) -> None:
+    """Fail before starting Blender when the model set or the mocap archive is missing."""
+    if not (Path(models) / "manifest.json").is_file():
+        raise FileNotFoundError(f"{models}: no model set (manifest.json) there; pass --models "
+                                "with a folder made by `python -m training export`")
+    if not archive.is_file():
+        raise FileNotFoundError(f"{archive}: the Bandai Namco mocap archive is needed "
+                                "(../shared/data/bandai-namco beside the repo, or --archive)")
+
+
 def extract_clips(archive: Path, names: Sequence[str], out_dir: Path) -> list[Path]:
     """Clips of a ``.tar.xz`` archive by member name (path or bare file name), in one
     streaming pass; returned in the order asked. Missing names are an error."""

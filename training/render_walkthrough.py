@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from training.blender_run import BANDAI_ARCHIVE, extract_clips, run_in_blender
+from training.blender_run import BANDAI_ARCHIVE, check_inputs, extract_clips, run_in_blender
 
 DEFAULT_OUT = "docs/walkthrough"
 DEFAULT_WORK = "runs/walkthrough"
@@ -70,12 +70,7 @@ def render(models: str, venv: str, out: str = DEFAULT_OUT, work: str = DEFAULT_W
            timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[list[Path], dict[str, Any]]:
     """Run the walkthrough in Blender, compose its figures into ``out``; the raw renders
     and the JSON of what each step did stay in ``work``."""
-    if not (Path(models) / "manifest.json").is_file():
-        raise FileNotFoundError(f"{models}: no model set (manifest.json) there; pass --models "
-                                "with a folder made by `python -m training export`")
-    if not archive.is_file():
-        raise FileNotFoundError(f"{archive}: the Bandai Namco mocap archive is needed "
-                                "(../shared/data/bandai-namco beside the repo, or --archive)")
+    check_inputs(models, archive)
     work_dir = Path(work)
     with tempfile.TemporaryDirectory(prefix="npe-walkthrough-") as tmp:
         (bvh,) = extract_clips(archive, [clip], Path(tmp))
