@@ -12,7 +12,7 @@ from blender_addon.core import skeleton
 from blender_addon.core.normalize import facing_yaw
 from tests.synth import synthetic_bvh
 from training.cli import main
-from training.data import DataError, PoseData, prepare
+from training.data import DataError, PoseData, canonical_clip, prepare
 
 NUM_CLIPS = 10
 
@@ -102,3 +102,105 @@ def test_cli_prepare_bad_path_exits_nonzero(tmp_path: Path, capsys: pytest.Captu
     assert main(["prepare", "--bvh", str(missing), "--out", str(out)]) != 0
     assert "nowhere" in capsys.readouterr().err
     assert not out.exists()
+
+
+FPS_24 = 1 / 24
+
+
+HIPS_X_ROTATION = 10  # motion column: joint_Root's 6 channels, then Hips' X/Y/Z pos, Z/X rot
+
+
+def _edit_frames(text: str, rows: dict[int, tuple[int, float] | None]) -> str:
+    """Edit some motion rows: None zeroes every rotation (the skeleton's T-pose), a
+    (column, degrees) pair adds to that channel."""
+    lines = text.rstrip("\n").split("\n")
+    top = lines.index("MOTION") + 3
+    for row, value in rows.items():
+        vals = [float(v) for v in lines[top + row].split()]
+        if value is None:
+            vals[9:] = [0.0] * (len(vals) - 9)  # hips rotation and every joint below
+        else:
+            vals[value[0]] += value[1]
+        lines[top + row] = " ".join(f"{v:.5f}" for v in vals)
+    return "\n".join(lines) + "\n"
+
+
+def _resampled_count(frames: int) -> int:
+    return int(np.floor((frames - 1) * FPS_24 * 30 + 1e-6)) + 1
+
+
+def test_synthetic_tpose_frame_zero_is_dropped_before_resampling(tmp_path: Path) -> None:
+    frames = 49
+    text = _edit_frames(synthetic_bvh(frames=frames, seed=4, frame_time=FPS_24), {0: None})
+    auto, notes = canonical_clip("t.bvh", text)
+    assert "frame 0 dropped (synthetic T-pose)" in notes
+    assert len(auto) == _resampled_count(frames - 1)
+    kept, _ = canonical_clip("t.bvh", text, first_frame="never")
+    assert len(kept) == _resampled_count(frames)
+    # auto output is exactly the clip without its first frame: no blend with the T-pose
+    lines = text.split("\n")
+    top = lines.index("MOTION")
+    without = "\n".join([*lines[:top + 1], f"Frames: {frames - 1}", lines[top + 2],
+                         *lines[top + 4:]])
+    ref, _ = canonical_clip("t.bvh", without, first_frame="never")
+    np.testing.assert_allclose(auto, ref, atol=1e-9)
+    plain = synthetic_bvh(frames=frames, seed=4, frame_time=FPS_24)
+    assert len(canonical_clip("p.bvh", plain)[0]) == _resampled_count(frames)  # kept
+    assert len(canonical_clip("p.bvh", plain, first_frame="always")[0]) == \
+        _resampled_count(frames - 1)
+    with pytest.raises(ValueError, match="exclude-first-frame"):
+        canonical_clip("p.bvh", plain, first_frame="sometimes")
+
+
+def _write(folder: Path, rel: str, text: str) -> None:
+    (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+    (folder / rel).write_text(text)
+
+
+def test_subject_split_keeps_each_person_in_one_split(tmp_path: Path) -> None:
+    cmu, other = tmp_path / "cmu", tmp_path / "other"
+    for s in range(1, 11):
+        for t in range(1, 4):
+            _write(cmu, f"{s:02d}/{s:02d}_{t:02d}.bvh",
+                   synthetic_bvh(frames=20 + t, seed=100 * s + t))
+    for i in range(6):
+        _write(other, f"take_{i}.bvh", synthetic_bvh(frames=25, seed=500 + i))
+    out = tmp_path / "both.npz"
+    summary = prepare([str(cmu), str(other)], out, workers=1, progress=False)
+    rules = {Path(d["path"]).name: d["split_by"] for d in summary["datasets"]}
+    assert rules == {"cmu": "subject", "other": "clip"}
+    assert summary["datasets"][0]["groups"] == 10
+    data = PoseData.load(out)
+    with np.load(out) as z:
+        groups, dataset = z["clip_group"], z["clip_dataset"]
+    subject_split: dict[str, set[int]] = {}
+    for g, sp, d in zip(groups, data.clip_split, dataset, strict=True):
+        if d == 0:
+            subject_split.setdefault(str(g), set()).add(int(sp))
+    assert len(subject_split) == 10 and all(len(v) == 1 for v in subject_split.values())
+    assert {s for v in subject_split.values() for s in v} == {0, 1, 2}
+    assert set(data.clip_split[dataset == 1].tolist()) <= {0, 1, 2}
+    by_clip = tmp_path / "by_clip.npz"
+    summary = prepare([str(cmu)], by_clip, workers=1, progress=False, split_by="clip")
+    assert summary["datasets"][0]["split_by"] == "clip"
+    with pytest.raises(DataError, match=r"take_0\.bvh"):
+        prepare([str(other)], tmp_path / "x.npz", workers=1, progress=False,
+                split_by="subject")
+
+
+def test_static_and_broken_clips_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    folder = tmp_path / "clips"
+    _write(folder, "good.bvh", synthetic_bvh(frames=30, seed=1))
+    lines = synthetic_bvh(frames=30, seed=2).rstrip("\n").split("\n")
+    top = lines.index("MOTION") + 3
+    lines[top + 1:] = [lines[top]] * 29  # one pose held: nothing moves
+    _write(folder, "static.bvh", "\n".join(lines) + "\n")
+    flipped = {15: (HIPS_X_ROTATION, 180.0)}  # one frame upside down: feet jump ~1.7 m
+    _write(folder, "jump.bvh", _edit_frames(synthetic_bvh(frames=30, seed=3), flipped))
+    _write(folder, "short.bvh", synthetic_bvh(frames=5, seed=4))
+    summary = prepare([str(folder)], tmp_path / "p.npz", workers=1, progress=False)
+    assert summary["clips"] == 1
+    reasons = {Path(s.split(":")[0]).name: s for s in summary["skipped"]}
+    assert "static" in reasons["static.bvh"]
+    assert "broken motion" in reasons["jump.bvh"] and "jumps" in reasons["jump.bvh"]
+    assert "too short" in reasons["short.bvh"]

@@ -20,7 +20,7 @@ class CliError(Exception):
 
 def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("prepare", help="BVH files, folders or archives -> a model-space pose "
-                       "dataset (.npz) split by clip")
+                       "dataset (.npz) split by clip or by subject")
     p.add_argument("--bvh", nargs="+", required=True, metavar="PATH",
                    help="BVH files, folders (recursive) or archives (.tar.xz, .tar.gz, .zip)")
     p.add_argument("--out", default=DEFAULT_DATA, help="output .npz (default %(default)s)")
@@ -30,6 +30,13 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--split", nargs=3, type=float, default=(0.8, 0.1, 0.1),
                    metavar=("TRAIN", "VAL", "TEST"), help="clip fractions (default 0.8 0.1 0.1)")
     p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.add_argument("--split-by", default="auto", choices=("auto", "clip", "subject"),
+                   help="split unit per --bvh dataset: auto = by subject where every clip is "
+                   "<subject>/<subject>_<trial>.bvh (CMU), else by clip (default auto)")
+    p.add_argument("--exclude-first-frame", default="auto", dest="first_frame",
+                   choices=("auto", "always", "never"),
+                   help="drop each clip's frame 0: auto = when it is a synthetic T-pose "
+                   "(CMU's Daz-friendly BVH), always, never (default auto)")
     p.add_argument("--workers", type=int, default=None,
                    help="parser processes (default: one per core)")
     p.set_defaults(run=_run_prepare)
@@ -39,9 +46,16 @@ def _run_prepare(args: argparse.Namespace) -> int:
     from training.data import prepare
 
     summary = prepare(args.bvh, args.out, map_spec=args.map_spec, units=args.units,
-                      fractions=args.split, seed=args.seed, workers=args.workers)
+                      fractions=args.split, seed=args.seed, workers=args.workers,
+                      first_frame=args.first_frame, split_by=args.split_by)
     print(f"clips: {summary['clips']}  frames: {summary['frames']}  "
           f"skipped files: {len(summary['skipped'])}  elapsed: {summary['elapsed_s']:.1f} s")
+    for d in summary["datasets"]:
+        print(f"{d['path']}: {d['clips']} clips, {d['frames']} frames, split by {d['split_by']} "
+              f"({d['groups']} {'subjects' if d['split_by'] == 'subject' else 'clips'}), "
+              f"frame 0 dropped in {d['first_frame_dropped']} clips; train/val/test clips "
+              + " / ".join(str(v) for v in d["split_clips"].values()) + ", frames "
+              + " / ".join(str(v) for v in d["split_frames"].values()))
     print("split (clips): " + ", ".join(f"{k} {v}" for k, v in summary["split_clips"].items()))
     print("split (frames): " + ", ".join(f"{k} {v}" for k, v in summary["split_frames"].items()))
     for note in summary["notes"]:

@@ -341,7 +341,7 @@ def _auto_scale(joints: list[_Joint], end_sites: dict[int, np.ndarray], first: n
     return min(UNITS.values(), key=lambda f: abs(math.log(size) + math.log(f / HUMAN_SIZE_M)))
 
 
-def _resample(x: np.ndarray, frame_time: float, target_fps: float) -> np.ndarray:
+def resample(x: np.ndarray, frame_time: float, target_fps: float) -> np.ndarray:
     """Linear interpolation along axis 0 onto k / target_fps, up to the clip's last time."""
     n = x.shape[0]
     if n < 2:
@@ -397,8 +397,8 @@ def parse_bvh(
     positions = pos * scale
     end_positions = {j: e * scale for j, e in ends.items()}
     if target_fps is not None and abs(source_fps - target_fps) >= SAME_FPS_TOL:
-        positions = _resample(positions, frame_time, target_fps)
-        end_positions = {j: _resample(e, frame_time, target_fps) for j, e in end_positions.items()}
+        positions = resample(positions, frame_time, target_fps)
+        end_positions = {j: resample(e, frame_time, target_fps) for j, e in end_positions.items()}
     return BvhClip(
         source=source,
         names=[j.name for j in joints],
