@@ -15,10 +15,39 @@ from blender_addon.core import skeleton
 from blender_addon.core.metrics import MetricSpec, evaluate_metric, metric_formula
 from training.data import PoseData
 from training.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
+from training.rest_poses import rest_poses
 
 SOLVER_PAIR_OFFSET = 20  # frames: x' drawn from the same clip within +-20 frames of x
 METRIC_PAIR_OFFSET = 10  # frames, the 2023 paper's n in [-10, 10]
 OTHER_JOINTS_WEIGHT = 0.01  # k in the 2021 paper's loss
+
+# The universal solver learns user drags as well as real motion. Each sample's targets
+# come from one of these sources (probabilities), see UniversalSolverTask.batch:
+SOLVER_MODES = {
+    "pair": 0.30,  # x' within +-SOLVER_PAIR_OFFSET frames (the 2021 paper)
+    "far": 0.15,  # x' within +-SOLVER_FAR_OFFSET frames
+    "other": 0.15,  # targets from a pose of another clip (or x's mirror)
+    "offset": 0.30,  # effectors moved 5-40 cm from x in a random direction (a drag)
+    "null": 0.10,  # targets where the joints are: the edit must be the identity
+}
+SOLVER_FAR_OFFSET = 120  # frames, 4 s
+DRAG_OFFSET_M = (0.05, 0.40)
+DRAG_TWO_EFFECTORS = 0.3  # share of drags that move two end joints at once
+DRAG_PIN_PROBABILITY = 0.5  # each other end joint (and the pelvis) held where it is
+# Least-change weight pulling non-effectors to x where nothing asks them to move (drags,
+# targets from other poses): 5x the paper's k towards x'; null edits: every joint to x.
+KEEP_WEIGHT = 0.05
+NULL_KEEP_WEIGHT = 1.0
+REST_POSE_PROBABILITY = 0.1  # starting poses replaced by a synthetic T- or A-pose
+AE_REST_POSE_PROBABILITY = 0.05  # so the autoencoder reconstructs rest poses too
+MIRROR_TARGET_PROBABILITY = 0.25  # of "other" targets: x's own mirror image
+
+# Metric networks: pairs (near and far) and requests across the metric's range.
+METRIC_MODES = {"pair": 0.5, "far": 0.1, "range": 0.4}
+METRIC_FAR_OFFSET = 30  # frames
+METRIC_RANGE_PERCENTILES = (0.5, 99.5)  # requested values drawn uniformly in between
+METRIC_RANGE_KEEP = 0.1  # least-change weight to x on range requests
+METRIC_RANGE_CONSISTENCY = 0.1  # weight of ((m(pred) - v) / std)^2 on range requests
 MIN_EFFECTORS, MAX_EFFECTORS = 1, 6
 END_JOINT_PREFERENCE = 4.0  # hands, feet and head are drawn this much more often
 PIN_MOVE_THRESHOLD = 0.02  # metres: a joint that moved less than this between x and x' may pin
@@ -53,6 +82,8 @@ class PoseSampler:
         self.first = torch.from_numpy(np.repeat(starts, lengths))
         self.last = torch.from_numpy(np.repeat(starts + lengths - 1, lengths))
         self.poses = torch.from_numpy(poses)
+        feet = skeleton.joint_indices(["l_foot", "r_foot", "l_toe", "r_toe"])
+        self.floor = float(np.median(poses[:, feet, 1].min(axis=1)))  # lowest foot joint
         self.metric_values = torch.from_numpy(np.stack(
             [evaluate_metric(poses, s) for s in metrics], axis=-1).astype(np.float32)
         ) if metrics else None
@@ -67,9 +98,17 @@ class PoseSampler:
               ) -> tuple[torch.Tensor, torch.Tensor]:
         """Frame x and a frame x' of the same clip at most ``max_offset`` frames away."""
         i = self.frames(n, gen)
-        off = torch.randint(-max_offset, max_offset + 1, (n,), generator=gen)
-        j = torch.minimum(torch.maximum(i + off, self.first[i]), self.last[i])
-        return i, j
+        return i, self.near(i, max_offset, gen)
+
+    def near(self, i: torch.Tensor, max_offset: int | torch.Tensor, gen: torch.Generator
+             ) -> torch.Tensor:
+        """For each frame ``i``, a frame of its clip at most ``max_offset`` frames away."""
+        u = torch.rand(i.shape, generator=gen)
+        off = torch.floor(u * (2 * torch.as_tensor(max_offset) + 1)).long() - max_offset
+        return torch.minimum(torch.maximum(i + off, self.first[i]), self.last[i])
+
+    def rest(self, n: int, gen: torch.Generator) -> torch.Tensor:
+        return rest_poses(n, gen, self.floor)
 
 
 def sample_effectors(x: torch.Tensor, x2: torch.Tensor, gen: torch.Generator
@@ -91,12 +130,52 @@ def sample_effectors(x: torch.Tensor, x2: torch.Tensor, gen: torch.Generator
 
 
 def effector_loss(pred: torch.Tensor, target: torch.Tensor, mask: torch.Tensor,
-                  weights: torch.Tensor) -> torch.Tensor:
-    """The 2021 paper's loss: weighted effector MSE + k * MSE of the other joints."""
+                  weights: torch.Tensor, keep: torch.Tensor | None = None,
+                  k: torch.Tensor | float = OTHER_JOINTS_WEIGHT) -> torch.Tensor:
+    """The 2021 paper's loss: weighted effector MSE + k * MSE of the other joints towards
+    ``keep`` (default the target pose; x itself for drags), k per sample or one number."""
     sq = ((pred - target) ** 2).sum(-1)  # (B, 21)
     eff = (sq * weights).sum(1) / weights.sum(1).clamp_min(1e-6)
-    other = (sq * (1 - mask)).sum(1) / (1 - mask).sum(1).clamp_min(1.0)
-    return (eff + OTHER_JOINTS_WEIGHT * other).mean()
+    sq_keep = sq if keep is None else ((pred - keep) ** 2).sum(-1)
+    other = (sq_keep * (1 - mask)).sum(1) / (1 - mask).sum(1).clamp_min(1.0)
+    return (eff + k * other).mean()
+
+
+def _choice(probs: dict[str, float], n: int, gen: torch.Generator) -> torch.Tensor:
+    """n draws of mode indices (in dict order) with the given probabilities."""
+    return torch.multinomial(torch.tensor(list(probs.values())), n, replacement=True,
+                             generator=gen)
+
+
+def _random_directions(n: int, gen: torch.Generator) -> torch.Tensor:
+    d = torch.randn(n, 3, generator=gen)
+    return d / d.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+
+
+DRAG_JOINTS = (*END_JOINTS, skeleton.ROOT)
+
+
+def sample_drags(x: torch.Tensor, gen: torch.Generator
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """User-style drags from x: one or two of the hands, feet, head and pelvis moved
+    5-40 cm in a random direction, the other ones pinned with probability 1/2.
+    Returns targets, mask and weights."""
+    n = x.shape[0]
+    cand = torch.tensor(DRAG_JOINTS)
+    order = torch.argsort(torch.rand(n, len(cand), generator=gen), dim=1)
+    moved = torch.zeros(n, skeleton.NUM_JOINTS, dtype=torch.bool)
+    rows = torch.arange(n)
+    moved[rows, cand[order[:, 0]]] = True
+    two = torch.rand(n, generator=gen) < DRAG_TWO_EFFECTORS
+    moved[rows[two], cand[order[two, 1]]] = True
+    length = DRAG_OFFSET_M[0] + (DRAG_OFFSET_M[1] - DRAG_OFFSET_M[0]) * torch.rand(
+        n, skeleton.NUM_JOINTS, 1, generator=gen)
+    offsets = _random_directions(n * skeleton.NUM_JOINTS, gen).reshape(n, -1, 3) * length
+    targets = x + offsets * moved[..., None]
+    pinned = torch.zeros_like(moved)
+    pinned[:, cand] = torch.rand(n, len(cand), generator=gen) < DRAG_PIN_PROBABILITY
+    mask = moved | (pinned & ~moved)
+    return targets, mask.float(), mask.float()
 
 
 class Task(nn.Module):
@@ -119,7 +198,10 @@ def _frozen(ae: PoseAutoencoder) -> PoseAutoencoder:
 
 class AutoencoderTask(Task):
     def batch(self, sampler: PoseSampler, n: int, gen: torch.Generator) -> tuple:
-        return (sampler.poses[sampler.frames(n, gen)],)
+        x = sampler.poses[sampler.frames(n, gen)].clone()
+        rest = torch.rand(n, generator=gen) < AE_REST_POSE_PROBABILITY
+        x[rest] = sampler.rest(int(rest.sum()), gen)
+        return (x,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pred = self.net(x).reshape(x.shape)
@@ -132,17 +214,44 @@ class UniversalSolverTask(Task):
         self.ae = _frozen(ae)
 
     def batch(self, sampler: PoseSampler, n: int, gen: torch.Generator) -> tuple:
-        i, j = sampler.pairs(n, SOLVER_PAIR_OFFSET, gen)
-        x, x2 = sampler.poses[i], sampler.poses[j]
-        mask, weights = sample_effectors(x, x2, gen)
-        return x, x2, mask, weights
+        """(x, targets, keep, mask, weights, k): one of :data:`SOLVER_MODES` per sample.
 
-    def forward(self, x: torch.Tensor, x2: torch.Tensor, mask: torch.Tensor,
-                weights: torch.Tensor) -> torch.Tensor:
+        Real pairs pull the other joints to x' with the paper's k; drags and targets from
+        other poses keep them near x (:data:`KEEP_WEIGHT`); null edits keep every joint."""
+        names = list(SOLVER_MODES)
+        mode = _choice(SOLVER_MODES, n, gen)
+        i = sampler.frames(n, gen)
+        x = sampler.poses[i].clone()
+        rest = torch.rand(n, generator=gen) < REST_POSE_PROBABILITY
+        x[rest] = sampler.rest(int(rest.sum()), gen)
+        is_mode = {m: mode == names.index(m) for m in names}
+        is_mode["other"] |= rest & (is_mode["pair"] | is_mode["far"])  # no clip to pair in
+        is_mode["pair"] &= ~rest
+        is_mode["far"] &= ~rest
+        offset = torch.where(is_mode["far"], SOLVER_FAR_OFFSET, SOLVER_PAIR_OFFSET)
+        x2 = sampler.poses[sampler.near(i, offset, gen)].clone()
+        other = sampler.poses[sampler.frames(n, gen)]
+        mirror = torch.rand(n, generator=gen) < MIRROR_TARGET_PROBABILITY
+        x_mirror = x[:, torch.from_numpy(skeleton.MIRROR)] * torch.tensor([-1.0, 1.0, 1.0])
+        x2[is_mode["other"]] = torch.where(mirror[:, None, None], x_mirror, other)[
+            is_mode["other"]]
+        x2[is_mode["null"]] = x[is_mode["null"]]
+        mask, weights = sample_effectors(x, x2, gen)
+        drag_t, drag_m, drag_w = sample_drags(x, gen)
+        drag = is_mode["offset"]
+        x2[drag], mask[drag], weights[drag] = drag_t[drag], drag_m[drag], drag_w[drag]
+        keep = torch.where((is_mode["pair"] | is_mode["far"])[:, None, None], x2, x)
+        k = torch.full((n,), KEEP_WEIGHT)
+        k[is_mode["pair"] | is_mode["far"]] = OTHER_JOINTS_WEIGHT
+        k[is_mode["null"]] = NULL_KEEP_WEIGHT
+        return x, x2, keep, mask, weights, k
+
+    def forward(self, x: torch.Tensor, x2: torch.Tensor, keep: torch.Tensor,
+                mask: torch.Tensor, weights: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             z = self.ae.encode(x)
         pred = self.ae.decode(self.net(z, mask, x2, weights)).reshape(x.shape)
-        return effector_loss(pred, x2, mask, weights)
+        return effector_loss(pred, x2, mask, weights, keep, k)
 
 
 class GroupSolverTask(Task):
@@ -168,23 +277,45 @@ class GroupSolverTask(Task):
 class MetricTask(Task):
     """The 2023 paper's loss ``|x' - D(M(E(x), m(x')))|^2``, plus a consistency term
     ``w * ((m(D(...)) - m(x')) / std)^2`` so the edited pose really has the requested value
-    (without it, metrics that vary little between neighbouring frames were not followed)."""
+    (without it, metrics that vary little between neighbouring frames were not followed).
+
+    Besides pairs n in [-10, 10] frames apart (and some up to 30 apart), 40% of the
+    requests are values drawn across the metric's whole data range: there is no x' for
+    them, so the loss keeps the pose near x and weighs the consistency term more, which
+    teaches the network to follow large requests."""
 
     def __init__(self, net: MetricNet, ae: PoseAutoencoder, metric_index: int,
-                 spec: MetricSpec) -> None:
+                 spec: MetricSpec, value_range: tuple[float, float] | None = None) -> None:
         super().__init__(net)
         self.ae = _frozen(ae)
         self.metric_index = metric_index
         self.spec = spec
+        self.value_range = value_range
 
     def batch(self, sampler: PoseSampler, n: int, gen: torch.Generator) -> tuple:
-        i, j = sampler.pairs(n, METRIC_PAIR_OFFSET, gen)
-        return sampler.poses[i], sampler.poses[j], sampler.metric_values[j, self.metric_index]
+        values = sampler.metric_values[:, self.metric_index]
+        if self.value_range is None:
+            lo, hi = np.percentile(values.numpy(), METRIC_RANGE_PERCENTILES)
+            self.value_range = (float(lo), float(hi))
+        mode = _choice(METRIC_MODES, n, gen)
+        i = sampler.frames(n, gen)
+        far = mode == list(METRIC_MODES).index("far")
+        j = sampler.near(i, torch.where(far, METRIC_FAR_OFFSET, METRIC_PAIR_OFFSET), gen)
+        x, x2, value = sampler.poses[i], sampler.poses[j].clone(), values[j].clone()
+        ranged = mode == list(METRIC_MODES).index("range")
+        lo, hi = self.value_range
+        value[ranged] = lo + (hi - lo) * torch.rand(int(ranged.sum()), generator=gen)
+        x2[ranged] = x[ranged]
+        return x, x2, value, ranged.float()
 
-    def forward(self, x: torch.Tensor, x2: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, x2: torch.Tensor, value: torch.Tensor,
+                ranged: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             z = self.ae.encode(x)
         pred = self.ae.decode(self.net(z, value)).reshape(x.shape)
         achieved = metric_formula(pred, self.spec, torch)
         consistency = ((achieved - value) / self.net.value_std) ** 2
-        return ((pred - x2) ** 2).sum(-1).mean() + METRIC_CONSISTENCY_WEIGHT * consistency.mean()
+        pose = ((pred - x2) ** 2).sum(-1).mean(-1)
+        pose_w = torch.where(ranged > 0, METRIC_RANGE_KEEP, 1.0)
+        cons_w = torch.where(ranged > 0, METRIC_RANGE_CONSISTENCY, METRIC_CONSISTENCY_WEIGHT)
+        return (pose_w * pose + cons_w * consistency).mean()

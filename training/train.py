@@ -41,6 +41,7 @@ class TrainConfig:
     steps_per_epoch: int = 0  # 0: one pass over the train split
     val_batches: int = 16
     patience: int = 4  # epochs without validation improvement before stopping
+    lr_floor: float = 0.05  # cosine decay of the learning rate to lr * lr_floor at the end
     seed: int = 0
     device: str = "cpu"
     resume: bool = False
@@ -128,12 +129,17 @@ def fit(task: Task, train: PoseSampler, val: PoseSampler, cfg: TrainConfig, out:
     steps = cfg.steps_per_epoch or max(1, len(train) // (cfg.batch_size * world))
     gen = torch.Generator().manual_seed(cfg.seed * 1000 + rank + state["epoch"] * 7919)
     start = time.perf_counter()
+    total_steps = cfg.epochs * steps
     for epoch in range(state["epoch"], cfg.epochs):
         task.net.train()
         total = 0.0
         bar = tqdm(range(steps), desc=f"{name} {epoch + 1}/{cfg.epochs}", leave=False,
                    disable=not cfg.progress or rank != 0)
-        for _ in bar:
+        for step in bar:
+            done = (epoch * steps + step) / total_steps
+            for group in opt.param_groups:  # from the step count alone, so resume agrees
+                group["lr"] = cfg.lr * (cfg.lr_floor + (1 - cfg.lr_floor)
+                                        * 0.5 * (1 + math.cos(math.pi * done)))
             batch = [t.to(device) for t in task.batch(train, cfg.batch_size, gen)]
             loss = model(*batch)
             opt.zero_grad(set_to_none=True)
