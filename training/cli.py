@@ -195,7 +195,29 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--data", default=None, help="dataset .npz for parity checks on real poses")
     p.add_argument("--torchscript", default=None, metavar="DIR",
                    help="also write TorchScript files here (default: RUNS/torchscript)")
+    p.add_argument("--about", default=None, metavar="FILE.json",
+                   help="what the set learned from, for the manifest's 'about': a JSON object "
+                   f"with {', '.join(ABOUT_FIELDS)}")
     p.set_defaults(run=_run_export)
+
+
+ABOUT_FIELDS = ("name", "data", "licence", "commercial_use", "credit")
+
+
+def load_about(path: str) -> dict:
+    """The ``--about`` JSON: an object with every field of :data:`ABOUT_FIELDS`."""
+    from pathlib import Path
+
+    try:
+        about = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise CliError(f"--about {path}: not a readable JSON file ({exc})") from exc
+    missing = [k for k in ABOUT_FIELDS if not isinstance(about, dict) or k not in about]
+    if missing:
+        raise CliError(f"--about {path}: missing fields {missing} (need {list(ABOUT_FIELDS)})")
+    if not isinstance(about["commercial_use"], bool):
+        raise CliError(f"--about {path}: commercial_use must be true or false")
+    return about
 
 
 def _run_export(args: argparse.Namespace) -> int:
@@ -203,8 +225,9 @@ def _run_export(args: argparse.Namespace) -> int:
 
     from training.export import export
 
+    about = load_about(args.about) if args.about else None
     ts = args.torchscript or str(Path(args.runs) / "torchscript")
-    manifest = export(args.runs, args.out, data=args.data, torchscript=ts)
+    manifest = export(args.runs, args.out, data=args.data, torchscript=ts, about=about)
     total = sum(m["bytes"] for m in manifest["modules"])
     worst = max(manifest["parity_max_abs_error"].values())
     print(f"exported {len(manifest['modules'])} modules to {args.out} "

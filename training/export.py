@@ -118,8 +118,11 @@ def collect(runs: Path) -> tuple[list[Exported], dict[str, Any]]:
 
 
 def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
-           torchscript: str | Path | None = None, seed: int = 0) -> dict[str, Any]:
-    """Write ``out/*.onnx`` and ``out/manifest.json`` (and TorchScript files if asked)."""
+           torchscript: str | Path | None = None, seed: int = 0,
+           about: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``out/*.onnx`` and ``out/manifest.json`` (and TorchScript files if asked).
+
+    ``about`` (name, data, licence, commercial_use, credit) goes to the manifest as is."""
     import onnxruntime as ort
 
     runs, out = Path(runs), Path(out)
@@ -171,6 +174,8 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
         entry["config"] = item.extra["config"]
         modules.append(entry)
     manifest = build_manifest(runs, info, modules, parity)
+    if about is not None:
+        manifest = {"about": about, **manifest}
     write_json(out / core_models.MANIFEST_NAME, manifest)
     return manifest
 
