@@ -236,6 +236,22 @@ def _run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_export_jacobian(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export-jacobian", help="give an exported model set the decoder's "
+                       "exact Jacobian graph (refinement in one call per step)")
+    p.add_argument("--models", default="models", help="model folder (default %(default)s)")
+    p.set_defaults(run=_run_export_jacobian)
+
+
+def _run_export_jacobian(args: argparse.Namespace) -> int:
+    from training.jacobian import add_to_folder
+
+    entry = add_to_folder(args.models)
+    print(f"wrote {args.models}/{entry['file']} ({entry['bytes'] / 1024:.0f} KiB, "
+          f"relative parity error {entry['parity_relative_error']:.1e})")
+    return 0
+
+
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="the exported model set on the test split: autoencoder, "
                        "solvers side by side, metric networks, sizes")
@@ -419,8 +435,8 @@ def _run_render_walkthrough(args: argparse.Namespace) -> int:
 
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _add_prepare, _add_train, _add_export, _add_evaluate, _add_benchmark, _add_benchmark_bvh,
-    _add_benchmark_blender, _add_render_walkthrough,
+    _add_prepare, _add_train, _add_export, _add_export_jacobian, _add_evaluate, _add_benchmark,
+    _add_benchmark_bvh, _add_benchmark_blender, _add_render_walkthrough,
 )
 
 

@@ -22,6 +22,7 @@ from blender_addon.core import models as core_models
 from blender_addon.core import skeleton
 from blender_addon.core.fileio import atomic_open, write_json
 from training.data import PoseData
+from training.jacobian import initializer_count, write_decoder_jacobian
 from training.nets import (
     Decoder,
     Encoder,
@@ -29,7 +30,6 @@ from training.nets import (
     GroupSolver,
     MetricNet,
     UniversalSolver,
-    count_parameters,
 )
 from training.recipes import load_autoencoder
 from training.tasks import EFFECTOR_GROUPS
@@ -166,13 +166,15 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
                     warnings.simplefilter("ignore")  # TorchScript's deprecation notes
                     torch.jit.save(torch.jit.trace(item.net, example), fh)
         entry = {"name": item.name, "role": item.role, "file": file,
-                 "parameters": count_parameters(item.net), "bytes": len(blob),
+                 "parameters": initializer_count(blob), "bytes": len(blob),
                  **core_models.module_io(item.role, latent, group)}
         for key in ("joints", "metric", "range"):
             if key in item.extra:
                 entry[key] = item.extra[key]
         entry["config"] = item.extra["config"]
         modules.append(entry)
+    modules.append(write_decoder_jacobian(info["ae"], out))
+    parity[modules[-1]["name"]] = modules[-1]["parity_relative_error"]
     manifest = build_manifest(runs, info, modules, parity)
     if about is not None:
         manifest = {"about": about, **manifest}

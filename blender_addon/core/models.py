@@ -20,7 +20,8 @@ from .metrics import MetricSpec
 
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
-ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric", "ik_universal_fused")
+ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric", "ik_universal_fused",
+         "decoder_jacobian")
 DEFAULT_THREADS = 1
 BOUND_MAX_BATCH = 2  # batches up to this run through pre-bound buffers (a pose; edit + recon)
 # The manifest's top-level keys that must be present, with their JSON type.
@@ -33,6 +34,9 @@ MANIFEST_TYPES: dict[str, tuple[type, str]] = {
 # in a set) is encoder -> universal solver -> decoder in one graph, for the common edit:
 # one session call instead of three. It also decodes the input's own latent (the
 # reconstruction D(E(x)) that keep_details needs) and returns the edited latent.
+# ``decoder_jacobian`` (optional) decodes latents and gives the decoder's exact Jacobian
+# d pose / d latent, ``(B, 63, L)`` with the pose flattened joint-major: the refinement's
+# Gauss-Newton steps need it, one call per step.
 ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("pose", ("B", skeleton.NUM_JOINTS, 3)),),
     "decoder": (("latent", ("B", "L")),),
@@ -45,6 +49,7 @@ ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
                            ("mask", ("B", skeleton.NUM_JOINTS)),
                            ("targets", ("B", skeleton.NUM_JOINTS, 3)),
                            ("weights", ("B", skeleton.NUM_JOINTS))),
+    "decoder_jacobian": (("latent", ("B", "L")),),
 }
 ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("latent", ("B", "L")),),
@@ -55,6 +60,8 @@ ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "ik_universal_fused": (("edited_pose", ("B", skeleton.NUM_JOINTS, 3)),
                            ("reconstruction", ("B", skeleton.NUM_JOINTS, 3)),
                            ("edited_latent", ("B", "L"))),
+    "decoder_jacobian": (("pose", ("B", skeleton.NUM_JOINTS, 3)),
+                         ("jacobian", ("B", skeleton.NUM_JOINTS * 3, "L"))),
 }
 # Roles a set must have exactly one of; every other role is optional.
 REQUIRED_ROLES = ("encoder", "decoder")

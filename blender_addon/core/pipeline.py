@@ -7,10 +7,15 @@ with :meth:`PoseEditor.solve_arrays` (batched arrays) and :meth:`PoseEditor.solv
 Modules (seed papers): the universal IK solver (any effector subset, pins as effectors
 that hold their joint), the 2021 paper's chained specialized solvers, metric networks;
 several combine by averaging their latents (2023 paper, default) or in sequence (2021).
-Then optional latent refinement (Gauss-Newton on the effector error through the decoder,
-a finite-difference Jacobian from one batched decoder call per step), decoding, and the
-FABRIK backward pass that restores the rig's exact bone lengths. ``solver="classic"``
-runs plain full-body FABRIK instead (:mod:`.fabrik`).
+The modules run twice in one batch, on the requests and on the same requests unmoved
+(effectors at their joints, metrics at their values), and the edit is the input pose plus
+the decoded *difference*: a null edit changes nothing. Feet on the floor that carry no
+effector are pinned (``keep_planted_feet``). Then latent refinement (:mod:`.refine`:
+Gauss-Newton on effector and metric errors with a least-change term weighted by
+``1 - body_follow``), the rig's bone lengths, and a few FABRIK iterations that put the
+full-weight effectors exactly on their targets. ``solver="classic"`` runs plain full-body
+FABRIK instead (:mod:`.fabrik`). Metric requests and measurements are in the rig's units
+(:meth:`PoseEditor.metric_values`).
 
 The add-on's call, :meth:`PoseEditor.solve` with effectors only, is latency-bound: inputs
 are checked once, the rest runs on checked arrays (``*_unchecked`` normalization), and a set
@@ -26,9 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import fabrik, skeleton
-from .metrics import evaluate_metric
-from .models import ModelSet
+from . import fabrik, refine, skeleton
+from .metrics import MetricSpec, evaluate_metric
+from .models import ModelSet, Module
 from .normalize import (
     BodyFrame,
     from_model_space,
@@ -42,21 +47,31 @@ from .normalize import (
 COMBINE_MODES = ("average", "sequence")
 SOLVERS = ("universal", "chained", "classic")
 CHAIN_ORDER = ("hands", "feet", "head")  # the 2021 paper's order for chained solvers
-REFINE_FD_STEP = 1e-2  # latent units: finite-difference step of the refinement Jacobian
-REFINE_DAMPING = 1e-4  # Levenberg-Marquardt damping, relative to the Gauss-Newton diagonal
-REFINE_PRIOR = 1e-5  # m^2 per latent unit^2: pull towards the network's latent (manifold)
 MAX_REFINE_STEPS = 10
+DEFAULT_REFINE_STEPS = 3
+DEFAULT_BODY_FOLLOW = 0.5
+# A foot touches the floor when its toe or ankle is this low (model space, canonical metres;
+# the training actor's toe rests at 4.3 cm and ankle at 11.7 cm).
+PLANTED_TOE_HEIGHT = 0.08
+PLANTED_ANKLE_HEIGHT = 0.15
+FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
+               for side in ("l", "r")}
+REACH_ITERATIONS = 10  # FABRIK iterations of the exact-reach pass after refinement
+REACH_TOLERANCE = 1e-4  # m
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 
 
 @dataclass
 class SolveOptions:
-    """How one edit runs; every field is a panel option in the add-on."""
+    """How one edit runs; every field is a panel option in the add-on, and the defaults are
+    the panel's (what a user gets is what the engine API measures)."""
     solver: str = "universal"  # universal | chained | classic
     combine: str = "average"  # average | sequence
-    refine_steps: int = 0  # latent refinement steps (0 = off)
-    fix_lengths: bool = True  # FABRIK backward pass to the rig's bone lengths
-    keep_details: bool = True  # add back what the autoencoder cannot reproduce (x - D(E(x)))
+    refine_steps: int = DEFAULT_REFINE_STEPS  # latent refinement steps (0 = off)
+    fix_lengths: bool = True  # back to the rig's bone lengths (and exact reach when refining)
+    keep_details: bool = True  # decode the change and add it to the input pose
+    keep_planted_feet: bool = True  # feet on the floor that are not effectors stay put
+    body_follow: float = DEFAULT_BODY_FOLLOW  # 0: only what is needed moves; 1: learned
 
     def check(self) -> None:
         if self.solver not in SOLVERS:
@@ -66,6 +81,8 @@ class SolveOptions:
         if not 0 <= self.refine_steps <= MAX_REFINE_STEPS:
             raise ValueError(f"refine_steps must be in 0..{MAX_REFINE_STEPS}, "
                              f"got {self.refine_steps}")
+        if not (math.isfinite(self.body_follow) and 0.0 <= self.body_follow <= 1.0):
+            raise ValueError(f"body_follow must be in [0, 1], got {self.body_follow}")
 
 
 @dataclass
@@ -192,7 +209,7 @@ class PoseEditor:
     def _solve(self, p: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
                metrics: dict[str, np.ndarray], options: SolveOptions) -> EditResult:
         """The edit on checked float64 arrays: targets equal the pose off the effectors and
-        weights are 0 there."""
+        weights are 0 there; metric requests are in the rig's units."""
         if options.solver == "classic":
             if metrics:
                 raise ValueError("metric requests need the neural solver, not classic FABRIK")
@@ -205,30 +222,96 @@ class PoseEditor:
         if lengths is not None and len(p) != 1:
             lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
+        user_mask = mask
+        if options.keep_planted_feet and not any(
+                _moves_legs(self._metrics[name].metric) for name in metrics):
+            mask, t, w = _hold_planted_feet(model, p, mask, t, w)
         t_model = self.targets_to_model(p, t, model, frame, turn)
-        moving = np.count_nonzero(mask) > 0
         notes: list[str] = []
-        if moving and not metrics and options.solver == "universal" and self._fused is not None:
+        requests = self._metric_requests(p, model, frame, metrics, notes)
+        if not mask.any() and not requests:
+            return EditResult(p.copy(), None, np.zeros(mask.shape), notes)
+        z_new, z_base, edited, unmoved = self._networks(model, mask, t_model, w, requests,
+                                                        options, notes)
+        # The decoded change on top of the input (or the decoded pose alone): requests that
+        # ask for nothing new change nothing.
+        offset = model - unmoved if options.keep_details else np.zeros_like(model)
+        pose = offset + edited
+        if options.refine_steps:
+            rows = _metric_rows(requests, self._metrics, mask, t_model, model)
+            z_new, pose = refine.refine(self.models, z_new, offset, model, t_model, w, rows,
+                                        options.body_follow, options.refine_steps)
+        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
+        if options.refine_steps and options.fix_lengths:
+            out = _reach_exactly(out, mask, t, w, frame.lengths)
+        del z_base
+        return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
+
+    def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
+                  w: np.ndarray, requests: dict[str, tuple[np.ndarray, np.ndarray]],
+                  options: SolveOptions, notes: list[str]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The modules on the requests and on the same requests left unmoved, in one batch:
+        latents and decoded poses of both."""
+        b = len(model)
+        both = lambda a, c: np.concatenate([a, c])  # noqa: E731 - local shorthand
+        if not requests and options.solver == "universal" and self._fused is not None:
             # The common edit in one session call (same result as the separate modules).
-            edited, recon, z_new = self._fused.run_all(model, mask, t_model, w)
+            edited, _, latents = self._fused.run_all(both(model, model), both(mask, mask),
+                                                     both(t_model, model), both(w, w))
         else:
             z = self.models.encode(model)
-            z_new, notes = self.edit_latent(z, model, mask, t_model, w, metrics, options)
-            if options.keep_details:  # one decoder call for the edit and the reconstruction
-                both = self.models.decode(np.concatenate([z_new, z]))
-                edited, recon = both[:len(z)], both[len(z):]
-            else:
-                edited, recon = self.models.decode(z_new), None
-        # float64 first: numpy operations that mix float32 and float64 cost twice as much.
-        pose = edited.astype(np.float64)
-        detail = None
-        if options.keep_details:
-            detail = model - recon.astype(np.float64)
-            pose += detail
-        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
-        if options.refine_steps and moving:
-            z_new, out = self._refine(z_new, out, detail, frame, t, w, options)
-        return EditResult(out, z_new, self._errors(out, t, mask), notes)
+            values = {k: both(v, v0) for k, (v, v0) in requests.items()}
+            latents, more = self.edit_latent(both(z, z), both(model, model), both(mask, mask),
+                                             both(t_model, model), both(w, w), values, options)
+            notes.extend(dict.fromkeys(more))
+            edited = self.models.decode(latents)
+        edited = edited.astype(np.float64)
+        return latents[:b], latents[b:], edited[:b], edited[b:]
+
+    def _metric_requests(self, p: np.ndarray, model: np.ndarray, frame: BodyFrame,
+                         metrics: dict[str, np.ndarray], notes: list[str]
+                         ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Rig-unit requests -> (requested, current) values in model units, each clamped to
+        the range the metric's network saw in training."""
+        out = {}
+        for name, value in metrics.items():
+            module = self._metrics[name]
+            spec = module.metric
+            per_unit = _model_per_rig_unit(spec, frame)
+            rig_now = evaluate_metric(facing_pose(p, frame), spec)
+            model_now = evaluate_metric(model, spec)
+            want = model_now + (value - rig_now) * per_unit
+            if module.value_range is not None:
+                lo, hi = module.value_range
+                clamped = np.clip(want, lo, hi)
+                if (np.abs(clamped - want) > 1e-9).any():
+                    unit = spec.unit
+                    notes.append(f"{name}: request clamped to the range the models know "
+                                 f"({lo / per_unit.max():.3g} to {hi / per_unit.min():.3g} "
+                                 f"{unit} on this rig)")
+                want = clamped
+            out[name] = (want, model_now)
+        return out
+
+    def metric_values(self, positions: np.ndarray) -> dict[str, np.ndarray]:
+        """Every metric of the set measured on rig poses (B, 21, 3) in the rig's units:
+        degrees, or the rig's own lengths (its proportions and scale)."""
+        p = _check_positions(positions)
+        _, frame = to_model_space(p, self.lengths)
+        facing = facing_pose(p, frame)
+        return {name: evaluate_metric(facing, m.metric) for name, m in self._metrics.items()}
+
+    def metric_ranges(self, positions: np.ndarray) -> dict[str, tuple[float, float]]:
+        """Each metric's training-data range in the rig's units, for the first pose."""
+        p = _check_positions(positions)[:1]
+        _, frame = to_model_space(p, self.lengths)
+        out = {}
+        for name, m in self._metrics.items():
+            if m.value_range is not None:
+                per_unit = float(_model_per_rig_unit(m.metric, frame)[0])
+                out[name] = (m.value_range[0] / per_unit, m.value_range[1] / per_unit)
+        return out
 
     def clean_pose(self, positions: np.ndarray) -> np.ndarray:
         """Project rough poses (B, 21, 3) onto the learned manifold, then fix bone lengths
@@ -303,11 +386,6 @@ class PoseEditor:
                          + ", ".join(skeleton.JOINTS[j] for j in missed))
         return z
 
-    def details(self, z: np.ndarray, model: np.ndarray, options: SolveOptions
-                ) -> np.ndarray | None:
-        """What the autoencoder cannot reproduce of the input, ``x - D(E(x))``, to add back."""
-        return model - self.models.decode(z) if options.keep_details else None
-
     def decode_to_rig(self, z_new: np.ndarray, detail: np.ndarray | None, frame: BodyFrame,
                       options: SolveOptions) -> np.ndarray:
         """Decode, add the input's details back, return to the rig's space and lengths."""
@@ -336,50 +414,77 @@ class PoseEditor:
         diff = out - t
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
 
-    def _refine(self, z_new: np.ndarray, out: np.ndarray, detail: np.ndarray | None,
-                frame: BodyFrame, t: np.ndarray, w: np.ndarray, options: SolveOptions
-                ) -> tuple[np.ndarray, np.ndarray]:
-        """Gauss-Newton steps on the rig-space effector error, w.r.t. the latent.
-
-        The Jacobian is a forward difference over all latent axes at once: one decoder call
-        on B * (L + 1) latents per step. A prior towards the network's own latent keeps the
-        result on the decoder's manifold; a step that does not lower the error is refused.
-        """
-        b, latent = z_new.shape
-        eye = np.eye(latent, dtype=np.float32) * REFINE_FD_STEP
-        # Residuals in canonical metres (times the rig's scale factor), so the prior weighs
-        # the same on a rig at 0.01 or 100 as on the training actor.
-        sw = np.sqrt(w)[..., None] * np.asarray(frame.scale, dtype=np.float64)[:, None, None]
-        z_net = z_new.astype(np.float64)
-        zc = z_net.copy()
-        cost = (sw * (out - t) ** 2 * sw).sum(axis=(1, 2))
-        rep = lambda a: np.repeat(a, latent + 1, axis=0)  # noqa: E731 - local shorthand
-        frame_rep = BodyFrame(rep(frame.root), rep(frame.yaw), rep(frame.lengths),
-                              rep(frame.scale))
-        for _ in range(options.refine_steps):
-            probe = (zc[:, None, :] + np.concatenate([np.zeros((1, latent)), eye])[None]
-                     ).reshape(-1, latent).astype(np.float32)
-            rig = self.decode_to_rig(probe, None if detail is None else rep(detail), frame_rep,
-                                     options).reshape(b, latent + 1, skeleton.NUM_JOINTS, 3)
-            base = rig[:, 0]
-            jac = ((rig[:, 1:] - base[:, None]) / REFINE_FD_STEP * sw[:, None]
-                   ).reshape(b, latent, -1)  # (B, L, 63)
-            res = ((base - t) * sw).reshape(b, -1)  # (B, 63)
-            jtj = jac @ jac.transpose(0, 2, 1)
-            diag = np.einsum("bii->bi", jtj).mean(axis=1)[:, None, None]
-            lhs = jtj + (REFINE_DAMPING * diag + REFINE_PRIOR) * np.eye(latent)
-            rhs = -(jac @ res[..., None])[..., 0] - REFINE_PRIOR * (zc - z_net)
-            z_try = zc + np.linalg.solve(lhs, rhs[..., None])[..., 0]
-            out_try = self.decode_to_rig(z_try.astype(np.float32), detail, frame, options)
-            cost_try = (sw * (out_try - t) ** 2 * sw).sum(axis=(1, 2))
-            better = cost_try < cost
-            zc = np.where(better[:, None], z_try, zc)
-            out = np.where(better[:, None, None], out_try, out)
-            cost = np.where(better, cost_try, cost)
-        return zc.astype(np.float32), out
-
 
 def metric_values(positions: np.ndarray, models: ModelSet) -> dict[str, np.ndarray]:
     """Every metric of the model set measured on rig poses (B, 21, 3), in model space."""
     model, _ = to_model_space(_check_positions(positions))
     return {name: evaluate_metric(model, m.metric) for name, m in models.metrics.items()}
+
+
+def facing_pose(p: np.ndarray, frame: BodyFrame) -> np.ndarray:
+    """Rig poses turned to face +Z over their floor point, lengths and scale kept: where the
+    sliders measure a rig in its own units."""
+    return (p - frame.root[..., None, :]) @ yaw_matrix(np.asarray(frame.yaw))
+
+
+def _model_per_rig_unit(spec: MetricSpec, frame: BodyFrame) -> np.ndarray:
+    """Model units per rig unit of a metric, per pose: 1 for angles, the body's scale for
+    lengths."""
+    scale = np.asarray(frame.scale, dtype=np.float64)
+    return np.ones_like(scale) if spec.unit == "deg" else scale
+
+
+_LEG_JOINTS = frozenset(j for j in skeleton.JOINTS if j.endswith(("thigh", "shin", "foot", "toe")))
+
+
+def _moves_legs(spec: MetricSpec) -> bool:
+    """A metric measured on the legs: asking for it moves the feet (no planting then)."""
+    return bool(_LEG_JOINTS.intersection(spec.joints))
+
+
+def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np.ndarray,
+                       w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pins on the ankle and toe of every foot that touches the floor and carries no
+    effector (each pose decides for itself)."""
+    mask, t, w = mask.copy(), t.copy(), w.copy()
+    for joints in FOOT_JOINTS.values():
+        ankle, toe = joints
+        low = (model[:, toe, 1] < PLANTED_TOE_HEIGHT) | (model[:, ankle, 1] < PLANTED_ANKLE_HEIGHT)
+        plant = low & ~(mask[:, joints] > 0).any(axis=1)
+        if plant.any():
+            rows = np.flatnonzero(plant)[:, None]
+            mask[rows, joints] = 1.0
+            w[rows, joints] = 1.0
+            t[rows, joints] = p[rows, joints]
+    return mask, t, w
+
+
+def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
+                 modules: dict[str, Module], mask: np.ndarray, t_model: np.ndarray,
+                 model: np.ndarray) -> refine.MetricRows | None:
+    """Requested metrics at their values; during a metric-only edit, the other metrics held
+    where they are."""
+    if not requests:
+        return None
+    moving = ((mask > 0) & (np.abs(t_model - model).max(axis=-1) > 1e-9)).any(axis=1)
+    rows = refine.MetricRows([], [], [])
+    for name, module in modules.items():
+        if name in requests:
+            target, weight = requests[name][0], np.full(len(model), refine.METRIC_WEIGHT)
+        else:
+            target = evaluate_metric(model, module.metric)
+            weight = np.where(moving, 0.0, refine.HOLD_WEIGHT)
+        rows.specs.append(module.metric)
+        rows.targets.append(target)
+        rows.weights.append(weight)
+    return rows
+
+
+def _reach_exactly(out: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
+                   lengths: np.ndarray) -> np.ndarray:
+    """A few FABRIK iterations from the refined pose put the full-weight effectors and pins
+    on their targets (to :data:`REACH_TOLERANCE`), keeping the rig's bone lengths."""
+    full = (mask > 0) & (w >= 1.0)
+    if not full.any():
+        return out
+    return fabrik.solve(out, full, t, lengths, REACH_ITERATIONS, REACH_TOLERANCE)

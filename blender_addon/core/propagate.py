@@ -1,11 +1,14 @@
-"""Spread an edit made at one frame over its neighbours, in one batched pass (2023 paper).
+"""Spread an edit made at one frame over its neighbours, in one batched solve.
 
-For a clip (T, 21, 3), an edit at frame n and a weight curve W:
-``z_t' = (1 - W(t)) z_t + W(t) M(z_t)``, decoded and brought back to the rig's lengths.
-Effector edits travel as offsets in body space (each frame's target is its own joint
-position plus the offset made at frame n), so the motion underneath is kept rather than
-frozen; metric requests travel as deltas from each frame's measured value, or as an
-absolute value. Frames where W = 0 come back bit-identical to the input.
+For a clip (T, 21, 3), an edit at frame n and a weight curve W, every frame with W(t) > 0
+is solved like a single pose (:meth:`PoseEditor.solve_arrays`, the same options) with the
+edit scaled by W(t): an effector's target is the frame's own joint plus W(t) times the
+offset made at frame n (in body space, so it turns with the body), a metric request the
+frame's value plus W(t) times the change asked at frame n (``delta``) or towards the value
+(``absolute``). So the motion underneath is kept, the frame at the curve's peak is the
+single-frame solve, an effector gets W(t) of its move, and frames where W = 0 come back
+bit-identical. (The 2023 paper blends latents, ``(1 - W) z + W M(z)``; measured, a hand
+then got 61-85 % of its move at W = 0.5, and the edited frame differed from its own solve.)
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from . import skeleton
-from .metrics import evaluate_metric
-from .normalize import rotate_y, to_model_space
+from .normalize import facing_yaw, rotate_y
 from .pipeline import Effector, PoseEditor, SolveOptions
 
 CURVES = ("hat", "smooth", "constant", "custom")
@@ -60,14 +62,23 @@ def weight_curve(num_frames: int, center: int, radius: float, kind: str = "smoot
     return w
 
 
+def curve_warning(kind: str) -> str | None:
+    """What a user should know about a falloff before using it, or None."""
+    if kind == "constant":
+        return ("Constant falloff pops: the edit starts and stops at full strength at the "
+                "range's ends")
+    return None
+
+
 def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndarray,
               effectors: Sequence[Effector] = (), metrics: dict[str, float] | None = None,
               metric_mode: str = "delta", options: SolveOptions | None = None) -> np.ndarray:
-    """The edited clip (T, 21, 3); effector targets and metric values are those at ``frame``."""
+    """The edited clip (T, 21, 3); effector targets and metric values are those at ``frame``
+    (metric values in the rig's units)."""
     options = options or SolveOptions()
     options.check()
     if options.solver == "classic":
-        raise ValueError("propagation blends latents: it needs the neural solver")
+        raise ValueError("propagation needs the neural solver")
     if metric_mode not in METRIC_MODES:
         raise ValueError(f"metric_mode must be one of {METRIC_MODES}, got {metric_mode!r}")
     clip = np.asarray(clip, dtype=np.float64)
@@ -84,27 +95,20 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
         return out
     mask1, targets1, weights1 = editor.effector_arrays(clip[frame:frame + 1], effectors)
     metrics = editor.check_metrics(metrics or {}, 1)
-    fixed = editor.lengths
-    model, body = to_model_space(clip[live], fixed)
-    model_n, body_n = to_model_space(clip[frame:frame + 1], fixed)
-    # The offset made at frame n, in body space, applied to every frame's own joints.
-    offset = rotate_y(targets1 - clip[frame:frame + 1], body_n.yaw) * body_n.scale[..., None, None]
-    mask = np.repeat(mask1, len(live), axis=0)
-    t_model = model + offset * mask[..., None]
+    poses, wl = clip[live], w[live, None, None]
+    yaw = facing_yaw(poses)
+    # The offset made at frame n, in its body's facing frame, turned into each frame's.
+    offset = rotate_y(targets1 - clip[frame:frame + 1], -facing_yaw(clip[frame:frame + 1]))
+    targets = poses + rotate_y(offset * wl, yaw)
     values: dict[str, np.ndarray] = {}
-    for name, value in metrics.items():
-        spec = editor.models.metrics[name].metric
-        if metric_mode == "absolute":
-            values[name] = np.full(len(live), float(value[0]))
-        else:
-            delta = float(value[0]) - evaluate_metric(model_n, spec)[0]
-            values[name] = evaluate_metric(model, spec) + delta
-    z = editor.models.encode(model)
-    z_mod, _ = editor.edit_latent(z, model, mask, t_model, np.repeat(weights1, len(live), 0),
-                                  values, options)
-    wl = w[live, None]
-    z_new = ((1.0 - wl) * z + wl * z_mod).astype(np.float32)
-    detail = editor.details(z, model, options)
-    out[live] = editor.decode_to_rig(z_new, detail, body, options)
+    if metrics:
+        now = editor.metric_values(poses)
+        at_frame = editor.metric_values(clip[frame:frame + 1])
+        for name, value in metrics.items():
+            goal = value[0] - at_frame[name][0] + now[name] if metric_mode == "delta" \
+                else np.full(len(live), value[0])
+            values[name] = now[name] + w[live] * (goal - now[name])
+    mask = np.repeat(mask1, len(live), axis=0)
+    out[live] = editor.solve_arrays(poses, mask, targets, np.repeat(weights1, len(live), 0),
+                                    values, options).positions
     return out
-

@@ -1,0 +1,185 @@
+"""Latent refinement: Gauss-Newton on what the user asked, with the rest of the body kept.
+
+After the networks propose a latent ``z_net``, the pose ``x + D(z) - D(z_base)`` (the
+input plus the decoded *change*, so an unmoved request changes nothing), given the
+canonical bone lengths along its bones' directions (what the rig will take: a decoded
+change that stretched a forearm to raise a hand would be undone there), is refined over
+``z`` to minimise, in model space (canonical metres):
+
+- **requests**: effector and pin errors (weight ``w`` each), and metric errors in the
+  metric's unit times :data:`METRIC_UNIT_M` (1 degree counts as 1 cm);
+- **least change** (``1 - body_follow``): how far the joints nobody asked about move from
+  the input pose;
+- **the learned response** (``body_follow``): a pull towards the networks' own latent.
+
+The decoder's exact Jacobian (the ``decoder_jacobian`` graph, one call) is taken once at
+``z_net`` and its normal equations factored once; each step then costs one decoder call
+(a chord Gauss-Newton), and a step is kept only where it lowers the cost. Metric rows use
+the metric's gradient with respect to the pose (a batched forward difference through the
+same formula the sliders use). Everything is batched over poses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import skeleton
+from .metrics import MetricSpec, evaluate_metric
+from .models import ModelSet
+from .normalize import set_bone_lengths
+
+METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
+METRIC_WEIGHT = 100.0  # a requested metric: 1 degree off costs like a 10 cm effector miss
+HOLD_WEIGHT = 1.0  # metrics nobody asked about, during a metric-only edit
+LEAST_CHANGE = 0.05  # per non-requested joint, at body_follow = 0
+LEARNED_PRIOR = 1e-3  # m^2 per latent unit^2, at body_follow = 1
+DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
+LM_START, LM_UP, LM_DOWN = 1e-4, 10.0, 0.3  # Levenberg-Marquardt damping, its changes
+FD_STEP = 1e-4  # metres: the metric gradient's finite-difference step
+_POSE_DIM = skeleton.NUM_JOINTS * 3
+_BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
+_PARENTS = skeleton.PARENTS[1:]
+_CANONICAL = skeleton.BONE_LENGTHS
+
+
+def _fixed(pose: np.ndarray, jac: np.ndarray | None = None
+           ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The pose with canonical bone lengths (directions kept) and, given the pose's
+    Jacobian (B, 63, L), the fixed pose's: each bone's change loses its component along
+    the bone and is scaled by length / |bone|, then summed down the tree."""
+    out = set_bone_lengths(pose, _CANONICAL)
+    if jac is None:
+        return out, None
+    b, latent = jac.shape[0], jac.shape[-1]
+    j = jac.reshape(b, skeleton.NUM_JOINTS, 3, latent)
+    vec = pose[:, 1:] - pose[:, _PARENTS]  # (B, 20, 3)
+    norm = np.sqrt((vec * vec).sum(-1))
+    unit = vec / norm[..., None]
+    dvec = j[:, 1:] - j[:, _PARENTS]  # (B, 20, 3, L)
+    along = np.einsum("bjc,bjcl->bjl", unit, dvec)
+    dbone = (dvec - unit[..., None] * along[:, :, None]) * (_CANONICAL[1:] / norm)[..., None, None]
+    djoint = j[:, :1] + np.einsum("kj,bjcl->bkcl", _BONE_SUMS, dbone)
+    return out, djoint.reshape(b, _POSE_DIM, latent)
+_EYE_POSE = np.eye(_POSE_DIM).reshape(_POSE_DIM, skeleton.NUM_JOINTS, 3) * FD_STEP
+
+
+@dataclass
+class MetricRows:
+    """Metric residuals of one refinement: specs, their targets (B,) in model units, and
+    their weights (B,) (0 switches a row off)."""
+    specs: list[MetricSpec]
+    targets: list[np.ndarray]
+    weights: list[np.ndarray]
+
+
+def metric_gradient(pose: np.ndarray, spec: MetricSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The metric's value (B,) and its gradient with respect to the pose, (B, 63)."""
+    probes = pose[:, None] + _EYE_POSE[None]  # (B, 63, 21, 3)
+    base = evaluate_metric(pose, spec)
+    return base, (evaluate_metric(probes, spec) - base[:, None]) / FD_STEP
+
+
+def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted metric residuals (B, M) and their pose gradients (B, M, 63)."""
+    res, grads = [], []
+    for spec, target, weight in zip(rows.specs, rows.targets, rows.weights, strict=True):
+        value, grad = metric_gradient(pose, spec)
+        s = np.sqrt(weight) * METRIC_UNIT_M[spec.unit]
+        res.append((value - target) * s)
+        grads.append(grad * s[:, None])
+    return np.stack(res, axis=1), np.stack(grads, axis=1)
+
+
+def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
+           targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
+           body_follow: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Refined latents (B, L) and model-space poses (B, 21, 3).
+
+    ``offset``: what is added to the decoded pose (``x - D(z_base)``, or 0); ``base``: the
+    input pose the least-change term keeps; ``targets``/``weights``: per-joint requests
+    (weight 0 where none). Rows with nothing requested come back unchanged.
+    """
+    b, latent = z_net.shape
+    least = LEAST_CHANGE * (1.0 - body_follow)
+    # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere.
+    row_w = np.repeat(np.where(weights > 0, weights, least), 3, axis=1)  # (B, 63)
+    goal = np.where(weights.repeat(3, axis=1) > 0, targets.reshape(b, -1), base.reshape(b, -1))
+    prior = LEARNED_PRIOR * body_follow + DAMPING
+    z = z_net.astype(np.float64)
+    pose, jac = _linearize(models, z_net, offset)
+    cost = _cost(pose, z, z_net, goal, row_w, metrics, prior)
+    # Levenberg-Marquardt damping per pose, relative to the Gauss-Newton diagonal.
+    damping = np.full(b, LM_START)
+    inverse = None
+    for _ in range(steps):
+        # Metric rows are strongly curved: re-linearize (and re-damp) every step.
+        # Effector-only edits keep the first Jacobian and its factorization (a chord
+        # method; the exact-reach pass after refinement removes what is left).
+        if inverse is None or metrics is not None:
+            hess = jac.transpose(0, 2, 1) @ (jac * row_w[:, :, None])
+            if metrics is not None:
+                _, mgrad = _metric_block(pose, metrics)
+                mjac = mgrad @ jac  # (B, M, L)
+                hess += mjac.transpose(0, 2, 1) @ mjac
+            scale = np.einsum("bii->b", hess) / latent
+            hess += (prior + damping * scale)[:, None, None] * np.eye(latent)
+            inverse = np.linalg.inv(hess)
+        grad = (((pose.reshape(b, -1) - goal) * row_w)[:, None, :] @ jac)[:, 0]
+        grad += prior * (z - z_net)
+        if metrics is not None:
+            mres, mgrad = _metric_block(pose, metrics)
+            grad += (mres[:, None, :] @ (mgrad @ jac))[:, 0]
+        z_try = z - (inverse @ grad[..., None])[..., 0]
+        pose_try, _ = _fixed(offset + models.decode(z_try.astype(np.float32)).astype(np.float64))
+        cost_try = _cost(pose_try, z_try, z_net, goal, row_w, metrics, prior)
+        better = cost_try < cost
+        damping = np.where(better, damping * LM_DOWN, damping * LM_UP)
+        if metrics is None and not better.any():
+            break
+        z = np.where(better[:, None], z_try, z)
+        cost = np.where(better, cost_try, cost)
+        if metrics is not None and better.any():
+            pose, jac = _linearize(models, z.astype(np.float32), offset)
+        else:
+            pose = np.where(better[:, None, None], pose_try, pose)
+    return z.astype(np.float32), pose
+
+
+def _linearize(models: ModelSet, z: np.ndarray, offset: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The length-fixed pose at latents ``z`` and its Jacobian (B, 63, L)."""
+    pose_jac = models.by_role("decoder_jacobian")
+    if pose_jac:
+        decoded, jac = pose_jac[0].run_all(z)
+        jac = jac.astype(np.float64)
+    else:  # a set exported before the Jacobian graph: a forward difference, one call
+        decoded, jac = _fd_jacobian(models, z)
+    return _fixed(offset + decoded.astype(np.float64), jac)
+
+
+def _cost(pose: np.ndarray, z: np.ndarray, z_net: np.ndarray, goal: np.ndarray,
+          row_w: np.ndarray, metrics: MetricRows | None, prior: float) -> np.ndarray:
+    diff = pose.reshape(len(pose), -1) - goal
+    cost = (diff * diff * row_w).sum(axis=1) + prior * ((z - z_net) ** 2).sum(axis=1)
+    if metrics is not None:
+        for spec, target, weight in zip(metrics.specs, metrics.targets, metrics.weights,
+                                        strict=True):
+            err = (evaluate_metric(pose, spec) - target) * METRIC_UNIT_M[spec.unit]
+            cost += weight * err * err
+    return cost
+
+
+FD_LATENT_STEP = 1e-2  # latent units: the fallback Jacobian's forward-difference step
+
+
+def _fd_jacobian(models: ModelSet, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Decoded poses and a forward-difference Jacobian (B, 63, L), one decoder call."""
+    b, latent = z.shape
+    probes = z[:, None, :] + np.vstack([np.zeros((1, latent)),
+                                        np.eye(latent) * FD_LATENT_STEP])[None]
+    out = models.decode(probes.reshape(-1, latent).astype(np.float32)).astype(np.float64)
+    out = out.reshape(b, latent + 1, _POSE_DIM)
+    jac = ((out[:, 1:] - out[:, :1]) / FD_LATENT_STEP).transpose(0, 2, 1)
+    return out[:, 0].reshape(b, skeleton.NUM_JOINTS, 3), jac

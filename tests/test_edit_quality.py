@@ -1,0 +1,173 @@
+"""What a user sees of an edit, on the shipped models: a null edit changes nothing, planted
+feet stay, body follow trades motion of the rest of the body, sliders reach their request
+in the rig's units, propagation gives each frame W(t) of the edit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from blender_addon.core import skeleton
+from blender_addon.core.normalize import set_bone_lengths
+from blender_addon.core.pipeline import (
+    PLANTED_TOE_HEIGHT,
+    Effector,
+    PoseEditor,
+    SolveOptions,
+)
+from blender_addon.core.propagate import curve_warning, propagate, weight_curve
+
+NULL_EDIT_M = 1e-3  # the issue's bound: every joint within 1 mm
+REACH_M = 1e-3
+PLANTED_DRIFT_M = 3e-3
+HANDS = ("l_hand", "r_hand")
+ALL_ENDS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
+FEET = skeleton.joint_indices(["l_foot", "l_toe", "r_foot", "r_toe"])
+SLIDER_SHARE = (0.9, 1.1)  # achieved / requested change (median over poses)
+
+
+def _rig(clip: np.ndarray, arm_scale: float, scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """The clip on a rig with longer arms and another unit scale, and its lengths."""
+    lengths = skeleton.bone_lengths(clip[0]) * scale
+    lengths[skeleton.joint_indices(["l_forearm", "l_hand", "r_forearm", "r_hand"])] *= arm_scale
+    return set_bone_lengths(clip * scale, lengths), lengths
+
+
+def _on_floor(clip: np.ndarray) -> np.ndarray:
+    """The clip lowered so its lowest toe touches the floor in every frame."""
+    toes = skeleton.joint_indices(["l_toe", "r_toe"])
+    low = clip[:, toes, 1].min(axis=1) - 0.5 * PLANTED_TOE_HEIGHT
+    return clip - low[:, None, None] * np.array([0.0, 1.0, 0.0])
+
+
+@pytest.mark.parametrize("arm_scale, scale", [(1.0, 1.0), (1.2, 0.01), (0.9, 100.0)])
+@pytest.mark.parametrize("joints", [HANDS, ALL_ENDS])
+def test_null_edit_changes_nothing(shipped_models, manifold_clip, arm_scale, scale,
+                                   joints) -> None:
+    clip, lengths = _rig(manifold_clip[::6], arm_scale, scale)
+    editor = PoseEditor(shipped_models, lengths)
+    for pose in clip:
+        effs = [Effector(j, pose[skeleton.JOINT_INDEX[j]]) for j in joints]
+        out = editor.solve(pose, effs).positions[0]
+        assert np.abs(out - pose).max() < NULL_EDIT_M * scale
+        values = {k: float(v[0]) for k, v in editor.metric_values(pose[None]).items()}
+        out = editor.solve(pose, effs, values).positions[0]
+        assert np.abs(out - pose).max() < NULL_EDIT_M * scale
+
+
+def test_null_propagation_changes_nothing(shipped_models, manifold_clip) -> None:
+    editor = PoseEditor(shipped_models)
+    center = 45
+    w = weight_curve(len(manifold_clip), center, 30.0, "smooth")
+    effs = [Effector(j, manifold_clip[center, skeleton.JOINT_INDEX[j]]) for j in HANDS]
+    out = propagate(editor, manifold_clip, center, w, effs)
+    assert np.abs(out - manifold_clip).max() < NULL_EDIT_M
+
+
+def _hand_drags(clip: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """One hand moved 10-25 cm in a random direction from each pose, as a user drags it."""
+    rng = np.random.default_rng(seed)
+    d = rng.normal(size=(len(clip), 3))
+    d *= rng.uniform(0.10, 0.25, (len(clip), 1)) / np.linalg.norm(d, axis=1, keepdims=True)
+    mask = np.zeros(clip.shape[:2])
+    mask[:, skeleton.JOINT_INDEX["l_hand"]] = 1.0
+    targets = clip.copy()
+    targets[:, skeleton.JOINT_INDEX["l_hand"]] += d
+    return mask, targets
+
+
+def test_planted_feet_stay_and_the_hand_arrives(shipped_models, manifold_clip) -> None:
+    clip = _on_floor(manifold_clip[::3])
+    editor = PoseEditor(shipped_models)
+    mask, targets = _hand_drags(clip)
+    held = editor.solve_arrays(clip, mask, targets).positions
+    free = editor.solve_arrays(clip, mask, targets,
+                               options=SolveOptions(keep_planted_feet=False)).positions
+    drift = np.linalg.norm(held[:, FEET] - clip[:, FEET], axis=-1)
+    assert np.percentile(drift, 90) < PLANTED_DRIFT_M
+    assert np.linalg.norm(free[:, FEET] - clip[:, FEET], axis=-1).mean() > drift.mean()
+    hand = skeleton.JOINT_INDEX["l_hand"]
+    reach = np.linalg.norm(held[:, hand] - targets[:, hand], axis=-1)
+    assert np.median(reach) < REACH_M
+
+
+def test_body_follow_moves_the_rest_of_the_body(shipped_models, manifold_clip) -> None:
+    clip = manifold_clip[::3]
+    editor = PoseEditor(shipped_models)
+    mask, targets = _hand_drags(clip, seed=1)
+    others = np.flatnonzero(mask[0] == 0)
+    moved = {}
+    for follow in (0.0, 1.0):
+        out = editor.solve_arrays(clip, mask, targets,
+                                  options=SolveOptions(body_follow=follow)).positions
+        moved[follow] = np.linalg.norm(out[:, others] - clip[:, others], axis=-1).mean()
+        hand = skeleton.JOINT_INDEX["l_hand"]
+        assert np.median(np.linalg.norm(out[:, hand] - targets[:, hand], axis=-1)) < REACH_M
+    assert moved[0.0] < moved[1.0]
+
+
+@pytest.mark.parametrize("metric, delta", [("l_knee_bend", 20.0), ("spine_flexion", 10.0),
+                                           ("feet_distance", 0.10), ("head_tilt", 10.0)])
+@pytest.mark.parametrize("scale", [1.0, 0.01])
+def test_sliders_reach_the_request_in_rig_units(shipped_models, manifold_clip, metric, delta,
+                                                scale) -> None:
+    clip, lengths = _rig(manifold_clip[::9], 1.0, scale)
+    editor = PoseEditor(shipped_models, lengths)
+    unit = editor.models.metrics[metric].metric.unit
+    step = delta * scale if unit == "m" else delta
+    now = editor.metric_values(clip)
+    lo, hi = editor.metric_ranges(clip)[metric]
+    inside = (now[metric] + step > lo) & (now[metric] + step < hi)
+    assert inside.sum() >= 3
+    out = editor.solve_arrays(clip[inside], np.zeros((inside.sum(), 21)), clip[inside],
+                              metrics={metric: now[metric][inside] + step}).positions
+    share = (editor.metric_values(out)[metric] - now[metric][inside]) / step
+    assert SLIDER_SHARE[0] < np.median(share) < SLIDER_SHARE[1]
+
+
+def test_metric_values_are_in_the_rig_units(shipped_models, manifold_clip) -> None:
+    pose = manifold_clip[10:11]
+    values = PoseEditor(shipped_models).metric_values(pose)
+    small = PoseEditor(shipped_models).metric_values(pose * 0.01)
+    for name, module in shipped_models.metrics.items():
+        factor = 0.01 if module.metric.unit == "m" else 1.0
+        np.testing.assert_allclose(small[name], values[name] * factor, rtol=1e-6, atol=1e-9)
+
+
+def test_out_of_range_requests_are_clamped_and_said(shipped_models, manifold_clip) -> None:
+    editor = PoseEditor(shipped_models)
+    pose = manifold_clip[20]
+    hi = editor.metric_ranges(pose[None])["l_elbow_bend"][1]
+    result = editor.solve(pose, metrics={"l_elbow_bend": hi + 90.0})
+    assert any("l_elbow_bend" in n and "clamped" in n for n in result.notes)
+    assert editor.metric_values(result.positions)["l_elbow_bend"][0] < hi + 5.0
+
+
+def test_propagation_follows_the_weight_curve(shipped_models, manifold_clip) -> None:
+    editor = PoseEditor(shipped_models)
+    clip, center = manifold_clip, 45
+    w = weight_curve(len(clip), center, 20.0, "hat")
+    hand = skeleton.JOINT_INDEX["l_hand"]
+    move = np.array([0.0, 0.15, 0.1])
+    effs = [Effector("l_hand", clip[center, hand] + move)]
+    out = propagate(editor, clip, center, w, effs)
+    single = editor.solve(clip[center], effs).positions[0]
+    assert np.abs(out[center] - single).max() < NULL_EDIT_M
+    np.testing.assert_array_equal(out[w == 0], clip[w == 0])
+    # The hand's share of its move (turned with the body) at every edited frame.
+    share = np.linalg.norm(out[:, hand] - clip[:, hand], axis=-1) / np.linalg.norm(move)
+    live = w > 0
+    np.testing.assert_allclose(share[live], w[live], atol=0.05)
+
+
+def test_constant_falloff_warns() -> None:
+    assert "pops" in curve_warning("constant")
+    assert curve_warning("smooth") is None
+
+
+def test_default_options_are_the_documented_ones() -> None:
+    options = SolveOptions()
+    assert options.refine_steps == 3 and options.keep_planted_feet
+    assert 0.0 <= options.body_follow <= 1.0
+    with pytest.raises(ValueError, match="body_follow"):
+        PoseEditor(None).solve(np.zeros((21, 3)), options=SolveOptions(body_follow=1.5))
