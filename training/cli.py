@@ -101,6 +101,9 @@ def _add_common_train(p: argparse.ArgumentParser) -> None:
     p.add_argument("--patience", type=int, default=4, help="early-stopping patience in epochs")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoints in --out")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice; 1 runs best on a busy "
+                   "machine, where idle threads wait on each other)")
 
 
 def _run_from(args: argparse.Namespace, default_epochs: int):
@@ -112,6 +115,12 @@ def _run_from(args: argparse.Namespace, default_epochs: int):
 
     if args.epochs is not None and args.epochs < 1:
         raise CliError(f"--epochs must be at least 1, got {args.epochs}")
+    if args.threads is not None:
+        if args.threads < 1:
+            raise CliError(f"--threads must be at least 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
     cfg = TrainConfig(epochs=args.epochs or default_epochs, batch_size=args.batch_size,
                       lr=args.lr, steps_per_epoch=args.steps_per_epoch, patience=args.patience,
                       seed=args.seed, device=args.device, resume=args.resume,

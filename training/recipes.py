@@ -41,11 +41,11 @@ AE_ARCHS: dict[str, dict[str, Any]] = {
 UNIVERSAL_HIDDEN = (256, 256)
 METRIC_HIDDEN = (128, 128)
 # Budgets of train-all: (epochs, batches of 512 per epoch), a fixed number of samples per
-# epoch whatever the data size, so one set trains in about 25 minutes on 2 CPU cores
-# (CMU: 1.36 M mirrored train frames; CMU + Bandai: 2.03 M). Measured per-batch costs:
-# autoencoder 5-8 ms, universal solver 12.5 ms, group solver 7.6 ms, metric net 6.7 ms.
-TRAIN_ALL_BUDGET = {"ae": (15, 1500), "universal": (20, 2500), "group": (8, 800),
-                    "metric": (6, 1000)}
+# epoch whatever the data size (CMU: 1.36 M mirrored train frames; CMU + Bandai: 2.03 M),
+# so one set trains in about 25 minutes on one CPU thread. Per-batch costs on one thread:
+# autoencoder 6-9 ms, universal solver about 15 ms, group solver 8 ms, metric net 7.5 ms.
+TRAIN_ALL_BUDGET = {"ae": (12, 1500), "universal": (20, 2000), "group": (6, 800),
+                    "metric": (6, 800)}
 TRAIN_ALL_EPOCHS = {k: v[0] for k, v in TRAIN_ALL_BUDGET.items()}
 
 
