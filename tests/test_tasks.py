@@ -121,3 +121,17 @@ def test_metric_requests_span_the_range(sampler: PoseSampler) -> None:
     assert v.max() - v.min() > 0.8 * (hi - lo)  # across the whole range, not near x
     with torch.no_grad():
         assert float(task(x, x2, value, ranged)) > 0
+
+
+def test_metric_reach_reports_every_metric(tiny_set) -> None:
+    from blender_addon.core.metrics import DEFAULT_METRICS
+    from training.metric_reach import DELTAS, markdown, metric_reach
+
+    result = metric_reach(tiny_set.runs, tiny_set.data, poses=40, split="train")
+    assert set(result["metrics"]) == {s.name for s in DEFAULT_METRICS}
+    for row in result["metrics"].values():
+        cells = [row[f"{d:+g}"] for d in DELTAS]
+        assert all(c is None or (np.isfinite(c["reach"]) and c["poses"] >= 10) for c in cells)
+    assert any(c is not None for row in result["metrics"].values()
+               for c in (row[f"{d:+g}"] for d in DELTAS))
+    assert markdown(result).count("\n") == len(DEFAULT_METRICS) + 1
