@@ -20,7 +20,7 @@ from blender_addon.core import skeleton
 from blender_addon.core.metrics import DEFAULT_METRICS
 from tests.conftest import REPO, TinySet
 from training.cli import main
-from training.recipes import AE_ARCHS
+from training.recipes import TRAIN_ALL_ARCHS
 from training.tasks import EFFECTOR_GROUPS
 from training.train import CHECKPOINT_VERSION, CheckpointError, load_checkpoint
 
@@ -59,7 +59,7 @@ def _snapshot(folder: Path) -> dict[str, bytes] | None:
 
 def test_train_all_writes_every_network(tiny_set: TinySet) -> None:
     runs = tiny_set.runs
-    stems = {"ae", *(f"ae_{a}" for a in AE_ARCHS), "solver_universal",
+    stems = {"ae", *(f"ae_{a}" for a in TRAIN_ALL_ARCHS), "solver_universal",
              *(f"solver_{g}" for g in EFFECTOR_GROUPS),
              *(f"metric_{s.name}" for s in DEFAULT_METRICS)}
     assert {p.stem for p in runs.glob("*.pt")} == stems
@@ -73,7 +73,7 @@ def test_train_all_writes_every_network(tiny_set: TinySet) -> None:
         assert _epochs(runs / f"{stem}.csv") == [1]
     summary = json.loads((runs / "train_summary.json").read_text())
     assert summary["command"] == " ".join(["python -m training", *tiny_set.train_argv])
-    assert len(summary["autoencoders"]) == len(AE_ARCHS)
+    assert len(summary["autoencoders"]) == len(TRAIN_ALL_ARCHS)
     assert len(summary["results"]) == 1 + len(EFFECTOR_GROUPS) + len(DEFAULT_METRICS)
     chosen = summary["chosen_ae"]
     best = min(summary["autoencoders"], key=lambda r: r["best_val"])
