@@ -40,9 +40,10 @@ FIGURE_CASES = 3
 MM = 1000.0
 
 METHODS: dict[str, SolveOptions] = {
-    "universal": SolveOptions(),
-    f"universal + refinement ({REFINE_STEPS} steps)": SolveOptions(refine_steps=REFINE_STEPS),
-    "chained specialized (2021 paper)": SolveOptions(solver="chained"),
+    "universal": SolveOptions(refine_steps=0),
+    f"universal + refinement ({REFINE_STEPS} steps, default options)": SolveOptions(
+        refine_steps=REFINE_STEPS),
+    "chained specialized (2021 paper)": SolveOptions(solver="chained", refine_steps=0),
     "classic FABRIK": SolveOptions(solver="classic"),
 }
 

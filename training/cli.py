@@ -300,7 +300,11 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solves", type=int, default=1000, help="timed single solves per method")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/benchmark", help="folder for the figure and reports")
-    p.add_argument("--json", default=None, help="JSON report path (default OUT/benchmark.json)")
+    p.add_argument("--json", default=None, help="JSON report path (default OUT/<suite>.json)")
+    p.add_argument("--suite", default="engine", choices=("engine", "drags"),
+                   help="engine: (x, x') pairs, latency, propagation, memory; drags: user-style "
+                   "drags from start poses, planted feet, plausibility (default %(default)s)")
+    p.add_argument("--max-clips", type=int, default=400, help="clips read (default %(default)s)")
     p.set_defaults(run=_run_benchmark)
 
 
@@ -312,20 +316,46 @@ def _run_benchmark(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from blender_addon.core.fileio import atomic_open, write_json
-    from training.benchmark import markdown, run
+    from training import benchmark, drags
 
     out = Path(args.out)
-    result = run(args.models, data=args.data or (None if args.bvh else DEFAULT_DATA),
-                 bvh=args.bvh, map_spec=args.map_spec, units=args.units, pairs=args.pairs,
-                 solves=args.solves, seed=args.seed, figure=str(out / "benchmark.png"))
-    text = markdown(result)
+    data = args.data or (None if args.bvh else DEFAULT_DATA)
+    figure = str(out / f"{args.suite}.png")
+    if args.suite == "drags":
+        clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
+                                                  args.max_clips)
+        ranges = drags_ranges(data, clips)
+        result = drags.run(args.models, clips, description, ranges, n=args.pairs,
+                           seed=args.seed, figure=figure)
+        text = drags.markdown(result)
+    else:
+        result = benchmark.run(args.models, data=data, bvh=args.bvh, map_spec=args.map_spec,
+                               units=args.units, pairs=args.pairs, solves=args.solves,
+                               seed=args.seed, figure=figure, max_clips=args.max_clips)
+        text = benchmark.markdown(result)
     print(text)
-    write_json(args.json or out / "benchmark.json", result)
-    with atomic_open(out / "benchmark.md", "w") as fh:
+    json_path = args.json or out / f"{args.suite}.json"
+    write_json(json_path, result)
+    with atomic_open(Path(json_path).with_suffix(".md"), "w") as fh:
         fh.write(text)
-    print(f"wrote {args.json or out / 'benchmark.json'}, {out / 'benchmark.md'}, "
-          f"{result.get('figure')}")
+    print(f"wrote {json_path}, {Path(json_path).with_suffix('.md')}, {result.get('figure')}")
     return 0
+
+
+RANGE_FRAME_STEP = 10  # every 10th training frame fits the joint-angle ranges
+
+
+def drags_ranges(data: str | None, clips: list):
+    """Joint-angle ranges from the dataset's train split, or from the BVH clips themselves."""
+    import numpy as np
+
+    from training.data import PoseData
+    from training.plausibility import AngleRanges
+
+    if data is not None:
+        pd = PoseData.load(data)
+        return AngleRanges.fit(pd.poses[pd.split_mask("train")][::RANGE_FRAME_STEP])
+    return AngleRanges.fit(np.concatenate(clips)[::RANGE_FRAME_STEP])
 
 
 def _add_blender_common(p: argparse.ArgumentParser, timeout_s: int) -> None:

@@ -17,11 +17,14 @@ from blender_addon.core.fileio import atomic_open, write_json
 from blender_addon.core.metrics import evaluate_metric
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
+from training import sliders
 from training.data import PoseData
 
 CM = 100.0
 SOLVER_PAIR_OFFSET = 20
 METRIC_PAIR_OFFSET = 10
+SLIDER_METHODS = {"networks alone": SolveOptions(refine_steps=0),
+                  "default options (refined)": SolveOptions()}
 EFFECTOR_SETS: dict[str, tuple[str, ...] | None] = {
     "both hands": ("l_hand", "r_hand"),
     "hands, feet, head": ("l_hand", "r_hand", "l_foot", "r_foot", "head"),
@@ -69,8 +72,12 @@ def effector_errors(pred: np.ndarray, x2: np.ndarray, mask: np.ndarray) -> dict[
             "non_effector_mpjpe_cm": float(err[~eff].mean())}
 
 
+SLIDER_POSES = 300
+
+
 def evaluate(models_dir: str | Path, data_path: str | Path, n_pairs: int = 4000,
-             seed: int = 0, split: str = "test") -> dict[str, Any]:
+             seed: int = 0, split: str = "test", slider_poses: int = SLIDER_POSES
+             ) -> dict[str, Any]:
     models = ModelSet(models_dir)
     editor = PoseEditor(models)
     data = PoseData.load(data_path)
@@ -107,6 +114,10 @@ def evaluate(models_dir: str | Path, data_path: str | Path, n_pairs: int = 4000,
                                                ).mean() * scale),
             "joints_moved_cm": float(np.linalg.norm(pred - x, axis=-1).mean() * CM),
         }
+    pick = rng.choice(len(test), size=min(slider_poses, len(test)), replace=False)
+    result["sliders"] = {
+        method: sliders.sweep(editor, test[np.sort(pick)].astype(np.float64), options)
+        for method, options in SLIDER_METHODS.items()}
     result["modules"] = {m["name"]: {"parameters": m.get("parameters"), "bytes": m.get("bytes")}
                          for m in models.manifest["modules"]}
     result["total_bytes"] = int(sum((Path(models.folder) / m["file"]).stat().st_size
@@ -128,7 +139,8 @@ def markdown(result: dict[str, Any]) -> str:
     for name, r in result["metrics"].items():
         lines.append(f"| {name} | {r['unit']} | {r['abs_error']:.2f} | "
                      f"{r['abs_error_unedited']:.2f} | {r['joints_moved_cm']:.2f} |")
-    lines += ["", "| module | parameters | ONNX bytes |", "|---|---|---|"]
+    lines += ["", sliders.markdown(result["sliders"])]
+    lines += ["| module | parameters | ONNX bytes |", "|---|---|---|"]
     lines += [f"| {n} | {m['parameters']} | {m['bytes']} |" for n, m in result["modules"].items()]
     lines += ["", f"Total model size: {result['total_bytes'] / 1024:.0f} KiB"]
     return "\n".join(lines) + "\n"

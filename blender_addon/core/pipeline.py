@@ -49,11 +49,12 @@ SOLVERS = ("universal", "chained", "classic")
 CHAIN_ORDER = ("hands", "feet", "head")  # the 2021 paper's order for chained solvers
 MAX_REFINE_STEPS = 10
 DEFAULT_REFINE_STEPS = 3
-DEFAULT_BODY_FOLLOW = 0.5
+DEFAULT_BODY_FOLLOW = 0.25  # chosen by the drag benchmark (README)
 # A foot touches the floor when its toe or ankle is this low (model space, canonical metres;
 # the training actor's toe rests at 4.3 cm and ankle at 11.7 cm).
 PLANTED_TOE_HEIGHT = 0.08
 PLANTED_ANKLE_HEIGHT = 0.15
+ROOT = skeleton.ROOT
 FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
                for side in ("l", "r")}
 REACH_ITERATIONS = 10  # FABRIK iterations of the exact-reach pass after refinement
@@ -231,20 +232,26 @@ class PoseEditor:
         requests = self._metric_requests(p, model, frame, metrics, notes)
         if not mask.any() and not requests:
             return EditResult(p.copy(), None, np.zeros(mask.shape), notes)
-        z_new, z_base, edited, unmoved = self._networks(model, mask, t_model, w, requests,
-                                                        options, notes)
+        # Model space keeps the pelvis over its origin: a dragged pelvis's move along the
+        # floor is a shift of the whole body, and the networks see the targets without it.
+        shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (mask[:, ROOT:ROOT + 1] > 0)
+        t_net = t_model - _shift3(shift)[:, None]
+        z_new, _, edited, unmoved = self._networks(model, mask, t_net, w, requests, options,
+                                                   notes)
         # The decoded change on top of the input (or the decoded pose alone): requests that
         # ask for nothing new change nothing.
         offset = model - unmoved if options.keep_details else np.zeros_like(model)
         pose = offset + edited
         if options.refine_steps:
             rows = _metric_rows(requests, self._metrics, mask, t_model, model)
-            z_new, pose = refine.refine(self.models, z_new, offset, model, t_model, w, rows,
-                                        options.body_follow, options.refine_steps)
-        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
+            z_new, pose, shift = refine.refine(self.models, z_new, offset, model, t_model, w,
+                                               rows, options.body_follow,
+                                               options.refine_steps, shift)
+            pose = pose - _shift3(shift)[:, None]
+        move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
+        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
         if options.refine_steps and options.fix_lengths:
             out = _reach_exactly(out, mask, t, w, frame.lengths)
-        del z_base
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
@@ -419,6 +426,11 @@ def metric_values(positions: np.ndarray, models: ModelSet) -> dict[str, np.ndarr
     """Every metric of the model set measured on rig poses (B, 21, 3), in model space."""
     model, _ = to_model_space(_check_positions(positions))
     return {name: evaluate_metric(model, m.metric) for name, m in models.metrics.items()}
+
+
+def _shift3(shift: np.ndarray) -> np.ndarray:
+    """(B, 2) floor shifts (x, z) -> (B, 3) vectors."""
+    return np.stack([shift[:, 0], np.zeros(len(shift)), shift[:, 1]], axis=1)
 
 
 def facing_pose(p: np.ndarray, frame: BodyFrame) -> np.ndarray:

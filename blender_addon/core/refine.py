@@ -33,8 +33,9 @@ from .normalize import set_bone_lengths
 METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
 METRIC_WEIGHT = 100.0  # a requested metric: 1 degree off costs like a 10 cm effector miss
 HOLD_WEIGHT = 1.0  # metrics nobody asked about, during a metric-only edit
-LEAST_CHANGE = 0.05  # per non-requested joint, at body_follow = 0
+LEAST_CHANGE = 0.2  # per non-requested joint coordinate, at body_follow = 0
 LEARNED_PRIOR = 1e-3  # m^2 per latent unit^2, at body_follow = 1
+SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
 DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
 LM_START, LM_UP, LM_DOWN = 1e-4, 10.0, 0.3  # Levenberg-Marquardt damping, its changes
 FD_STEP = 1e-4  # metres: the metric gradient's finite-difference step
@@ -94,25 +95,33 @@ def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.nd
 
 def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
            targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
-           body_follow: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    """Refined latents (B, L) and model-space poses (B, 21, 3).
+           body_follow: float, steps: int, shift: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
     ``offset``: what is added to the decoded pose (``x - D(z_base)``, or 0); ``base``: the
     input pose the least-change term keeps; ``targets``/``weights``: per-joint requests
-    (weight 0 where none). Rows with nothing requested come back unchanged.
+    (weight 0 where none). Besides the latent, the refinement moves the whole body along
+    the floor (``shift``, x and z, starting from the given one): model space keeps the
+    pelvis over its origin, so a hip shift towards a far target, or a dragged pelvis, is
+    this translation with the legs re-posed by the latent. Rows with nothing requested
+    come back unchanged.
     """
     b, latent = z_net.shape
     least = LEAST_CHANGE * (1.0 - body_follow)
     # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere.
     row_w = np.repeat(np.where(weights > 0, weights, least), 3, axis=1)  # (B, 63)
     goal = np.where(weights.repeat(3, axis=1) > 0, targets.reshape(b, -1), base.reshape(b, -1))
-    prior = LEARNED_PRIOR * body_follow + DAMPING
-    z = z_net.astype(np.float64)
-    pose, jac = _linearize(models, z_net, offset)
-    cost = _cost(pose, z, z_net, goal, row_w, metrics, prior)
+    # The variables: the latent (pulled towards the networks' answer) and the shift.
+    prior = np.r_[np.full(latent, LEARNED_PRIOR * body_follow + DAMPING), np.full(2, SHIFT_PRIOR)]
+    v_net = np.concatenate([z_net.astype(np.float64), shift], axis=1)
+    v = v_net.copy()
+    pose, jac = _linearize(models, v, offset)
+    cost = _cost(pose, v, v_net, goal, row_w, metrics, prior)
     # Levenberg-Marquardt damping per pose, relative to the Gauss-Newton diagonal.
     damping = np.full(b, LM_START)
     inverse = None
+    eye = np.eye(latent + 2)
     for _ in range(steps):
         # Metric rows are strongly curved: re-linearize (and re-damp) every step.
         # Effector-only edits keep the first Jacobian and its factorization (a chord
@@ -121,48 +130,65 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
             hess = jac.transpose(0, 2, 1) @ (jac * row_w[:, :, None])
             if metrics is not None:
                 _, mgrad = _metric_block(pose, metrics)
-                mjac = mgrad @ jac  # (B, M, L)
+                mjac = mgrad @ jac  # (B, M, L + 2)
                 hess += mjac.transpose(0, 2, 1) @ mjac
-            scale = np.einsum("bii->b", hess) / latent
-            hess += (prior + damping * scale)[:, None, None] * np.eye(latent)
-            inverse = np.linalg.inv(hess)
+            scale = np.einsum("bii->b", hess) / (latent + 2)
+            inverse = np.linalg.inv(hess + prior * eye + (damping * scale)[:, None, None] * eye)
         grad = (((pose.reshape(b, -1) - goal) * row_w)[:, None, :] @ jac)[:, 0]
-        grad += prior * (z - z_net)
+        grad += prior * (v - v_net)
         if metrics is not None:
             mres, mgrad = _metric_block(pose, metrics)
             grad += (mres[:, None, :] @ (mgrad @ jac))[:, 0]
-        z_try = z - (inverse @ grad[..., None])[..., 0]
-        pose_try, _ = _fixed(offset + models.decode(z_try.astype(np.float32)).astype(np.float64))
-        cost_try = _cost(pose_try, z_try, z_net, goal, row_w, metrics, prior)
+        v_try = v - (inverse @ grad[..., None])[..., 0]
+        pose_try = _pose(models, v_try, offset)
+        cost_try = _cost(pose_try, v_try, v_net, goal, row_w, metrics, prior)
         better = cost_try < cost
         damping = np.where(better, damping * LM_DOWN, damping * LM_UP)
         if metrics is None and not better.any():
             break
-        z = np.where(better[:, None], z_try, z)
+        v = np.where(better[:, None], v_try, v)
         cost = np.where(better, cost_try, cost)
         if metrics is not None and better.any():
-            pose, jac = _linearize(models, z.astype(np.float32), offset)
+            pose, jac = _linearize(models, v, offset)
         else:
             pose = np.where(better[:, None, None], pose_try, pose)
-    return z.astype(np.float32), pose
+    return v[:, :latent].astype(np.float32), pose, v[:, latent:]
 
 
-def _linearize(models: ModelSet, z: np.ndarray, offset: np.ndarray
+_SHIFT_JAC = np.zeros((_POSE_DIM, 2))  # d pose / d shift: x and z of every joint
+_SHIFT_JAC[0::3, 0] = 1.0
+_SHIFT_JAC[2::3, 1] = 1.0
+
+
+def _shifted(pose: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return pose + (v[:, -2:] @ _SHIFT_JAC.T).reshape(pose.shape)
+
+
+def _pose(models: ModelSet, v: np.ndarray, offset: np.ndarray) -> np.ndarray:
+    """The length-fixed, shifted pose of variables ``v`` (latent, shift)."""
+    decoded = models.decode(v[:, :-2].astype(np.float32)).astype(np.float64)
+    return _shifted(_fixed(offset + decoded)[0], v)
+
+
+def _linearize(models: ModelSet, v: np.ndarray, offset: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
-    """The length-fixed pose at latents ``z`` and its Jacobian (B, 63, L)."""
+    """The pose of variables ``v`` and its Jacobian (B, 63, L + 2)."""
+    z = v[:, :-2].astype(np.float32)
     pose_jac = models.by_role("decoder_jacobian")
     if pose_jac:
         decoded, jac = pose_jac[0].run_all(z)
         jac = jac.astype(np.float64)
     else:  # a set exported before the Jacobian graph: a forward difference, one call
         decoded, jac = _fd_jacobian(models, z)
-    return _fixed(offset + decoded.astype(np.float64), jac)
+    pose, jac = _fixed(offset + decoded.astype(np.float64), jac)
+    shift = np.broadcast_to(_SHIFT_JAC, (len(v), *_SHIFT_JAC.shape))
+    return _shifted(pose, v), np.concatenate([jac, shift], axis=2)
 
 
-def _cost(pose: np.ndarray, z: np.ndarray, z_net: np.ndarray, goal: np.ndarray,
-          row_w: np.ndarray, metrics: MetricRows | None, prior: float) -> np.ndarray:
+def _cost(pose: np.ndarray, v: np.ndarray, v_net: np.ndarray, goal: np.ndarray,
+          row_w: np.ndarray, metrics: MetricRows | None, prior: np.ndarray) -> np.ndarray:
     diff = pose.reshape(len(pose), -1) - goal
-    cost = (diff * diff * row_w).sum(axis=1) + prior * ((z - z_net) ** 2).sum(axis=1)
+    cost = (diff * diff * row_w).sum(axis=1) + (prior * (v - v_net) ** 2).sum(axis=1)
     if metrics is not None:
         for spec, target, weight in zip(metrics.specs, metrics.targets, metrics.weights,
                                         strict=True):

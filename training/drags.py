@@ -1,0 +1,213 @@
+"""``python -m training benchmark --suite drags``: edits as an animator makes them.
+
+From test poses (or BVH clips in their own proportions), a joint is grabbed and moved
+5-40 cm in a random direction, nothing else asked: one hand, both hands, a foot, the head,
+the pelvis, and the headline case of the drags issue (one hand, 10-25 cm); each with and
+without pins on the other end joints (hands, feet, head). Per method (the network alone,
+the default options with refinement, the 2021 paper's chained solvers, classic FABRIK):
+
+- reach: distance of each dragged joint to its target (median, p90);
+- planted feet: how far the feet that touch the floor in the start pose (and are not
+  dragged) slide, ankle and toe (median, p90);
+- pelvis drift (median) and the mean displacement of every joint not dragged;
+- plausibility: the share of poses with a joint angle outside the training data's
+  0.1-99.9 percentile range (:mod:`.plausibility`), and the distance to the learned
+  manifold (the autoencoder's residual, median);
+- null edits: the largest joint displacement when effectors sit on their joints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from blender_addon.core import skeleton
+from blender_addon.core.models import ModelSet
+from blender_addon.core.normalize import to_model_space
+from blender_addon.core.pipeline import (
+    PLANTED_ANKLE_HEIGHT,
+    PLANTED_TOE_HEIGHT,
+    PoseEditor,
+    SolveOptions,
+)
+from training.plausibility import AngleRanges, manifold_distance
+
+CM, MM = 100.0, 1000.0
+CASES: dict[str, tuple[tuple[str, ...], tuple[float, float]]] = {
+    "one hand, 10-25 cm": (("l_hand",), (0.10, 0.25)),
+    "one hand": (("l_hand",), (0.05, 0.40)),
+    "both hands": (("l_hand", "r_hand"), (0.05, 0.40)),
+    "a foot": (("l_foot",), (0.05, 0.40)),
+    "head": (("head",), (0.05, 0.40)),
+    "pelvis": (("pelvis",), (0.05, 0.40)),
+}
+PIN_JOINTS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
+NULL_SETS = {"hands": ("l_hand", "r_hand"), "hands, feet, head": PIN_JOINTS}
+METHODS: dict[str, SolveOptions] = {
+    "network alone": SolveOptions(refine_steps=0),
+    "default (refined)": SolveOptions(),
+    "chained specialized (2021 paper)": SolveOptions(solver="chained", refine_steps=0),
+    "classic FABRIK": SolveOptions(solver="classic"),
+}
+_FEET = {"l": skeleton.joint_indices(["l_foot", "l_toe"]),
+         "r": skeleton.joint_indices(["r_foot", "r_toe"])}
+
+
+def sample_poses(clips: list[np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` poses drawn uniformly over all frames of the clips."""
+    lengths = np.array([len(c) for c in clips])
+    which = rng.choice(len(clips), size=n, p=lengths / lengths.sum())
+    frame = (rng.random(n) * lengths[which]).astype(int)
+    return np.stack([clips[c][f] for c, f in zip(which, frame, strict=True)])
+
+
+def drag_requests(poses: np.ndarray, joints: tuple[str, ...], span: tuple[float, float],
+                  pins: bool, rng: np.random.Generator
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mask, targets and the dragged-joint mask of one case: each dragged joint moved by a
+    random direction times a uniform length in ``span`` (metres, scaled with the rig)."""
+    n = len(poses)
+    scale = skeleton.bone_lengths(poses).sum(axis=1) / skeleton.BONE_LENGTHS.sum()
+    idx = skeleton.joint_indices(list(joints))
+    d = rng.normal(size=(n, len(idx), 3))
+    d *= (rng.uniform(*span, (n, len(idx))) * scale[:, None]
+          / np.linalg.norm(d, axis=-1))[..., None]
+    targets = poses.copy()
+    targets[:, idx] += d
+    dragged = np.zeros(poses.shape[:2], dtype=bool)
+    dragged[:, idx] = True
+    mask = dragged.astype(np.float64)
+    if pins:
+        mask[:, [j for j in skeleton.joint_indices(list(PIN_JOINTS)) if j not in idx]] = 1.0
+    return mask, targets, dragged
+
+
+def planted_feet(poses: np.ndarray) -> np.ndarray:
+    """(B, 21) True on the ankle and toe of each foot that touches the floor (the engine's
+    own test, in model space)."""
+    model, _ = to_model_space(poses)
+    out = np.zeros(poses.shape[:2], dtype=bool)
+    for ankle, toe in _FEET.values():
+        low = (model[:, toe, 1] < PLANTED_TOE_HEIGHT) | (model[:, ankle, 1] < PLANTED_ANKLE_HEIGHT)
+        out[:, [ankle, toe]] = low[:, None]
+    return out
+
+
+def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarray,
+            targets: np.ndarray, dragged: np.ndarray) -> dict[str, float]:
+    """The figures of one (case, pins, method) cell."""
+    moved = np.linalg.norm(out - x, axis=-1)
+    reach = np.linalg.norm(out - targets, axis=-1)[dragged]
+    feet = planted_feet(x) & ~dragged
+    drift = moved[feet] if feet.any() else np.zeros(1)
+    pelvis = moved[:, skeleton.ROOT][~dragged[:, skeleton.ROOT]]
+    return {
+        "reach_median_mm": float(np.median(reach) * MM),
+        "reach_p90_mm": float(np.percentile(reach, 90) * MM),
+        "planted_feet_median_cm": float(np.median(drift) * CM),
+        "planted_feet_p90_cm": float(np.percentile(drift, 90) * CM),
+        "pelvis_median_cm": float(np.median(pelvis) * CM) if pelvis.size else 0.0,
+        "others_mean_cm": float(moved[~dragged].mean() * CM),
+        "out_of_range_pct": float(ranges.outside(out).mean() * 100.0),
+        "manifold_median_cm": float(np.median(manifold_distance(models, out)) * CM),
+    }
+
+
+def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: AngleRanges,
+        n: int = 500, seed: int = 0, figure: str | None = None,
+        progress: bool = True) -> dict[str, Any]:
+    from tqdm import tqdm
+
+    rng = np.random.default_rng(seed)
+    models = ModelSet(models_dir)
+    editor = PoseEditor(models)
+    x = sample_poses(clips, n, rng)
+    result: dict[str, Any] = {
+        "data": description, "poses": n, "seed": seed, "models": models_dir, "cases": {},
+        "start_poses": {"out_of_range_pct": float(ranges.outside(x).mean() * 100.0),
+                        "manifold_median_cm": float(np.median(manifold_distance(models, x))
+                                                    * CM)},
+    }
+    cells = [(c, p) for c in CASES for p in (False, True)]
+    for case, pins in tqdm(cells, desc="drags", disable=not progress, leave=False):
+        joints, span = CASES[case]
+        mask, targets, dragged = drag_requests(x, joints, span, pins, rng)
+        row = {}
+        for method, options in METHODS.items():
+            out = editor.solve_arrays(x, mask, targets, options=options).positions
+            row[method] = measure(models, ranges, x, out, targets, dragged)
+        result["cases"].setdefault(case, {})["with pins" if pins else "no pins"] = row
+    result["null_edit_max_mm"] = {}
+    for name, joints in NULL_SETS.items():
+        mask = np.zeros(x.shape[:2])
+        mask[:, skeleton.joint_indices(list(joints))] = 1.0
+        result["null_edit_max_mm"][name] = {
+            method: float(np.abs(editor.solve_arrays(x, mask, x, options=options).positions
+                                 - x).max() * MM)
+            for method, options in METHODS.items()}
+    if figure:
+        plot(result, figure)
+        result["figure"] = figure
+    return result
+
+
+HEADLINE = "one hand, 10-25 cm"
+
+
+def plot(result: dict[str, Any], path: str) -> None:
+    """Bars per method for the headline drag: reach, planted-feet slide, other joints."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    row = result["cases"][HEADLINE]["no pins"]
+    methods = list(row)
+    panels = [("hand reach, median (mm)", "reach_median_mm"),
+              ("planted feet slide, p90 (cm)", "planted_feet_p90_cm"),
+              ("other joints moved, mean (cm)", "others_mean_cm"),
+              ("poses with an angle out of range (%)", "out_of_range_pct")]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.6))
+    colors = ["#8da0cb", "#1b9e77", "#e7298a", "#999999"]
+    for ax, (title, key) in zip(axes, panels, strict=True):
+        values = [row[m][key] for m in methods]
+        ax.bar(range(len(methods)), values, color=colors[:len(methods)])
+        ax.set_xticks(range(len(methods)))
+        ax.set_xticklabels([m.replace(" (", "\n(") for m in methods], fontsize=7)
+        ax.set_title(title, fontsize=9)
+        for k, v in enumerate(values):
+            ax.text(k, v, f"{v:.2g}", ha="center", va="bottom", fontsize=7)
+    fig.suptitle(f"One hand dragged 10-25 cm, nothing else asked ({result['poses']} poses: "
+                 f"{result['data']})", fontsize=9)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def markdown(result: dict[str, Any]) -> str:
+    start = result["start_poses"]
+    lines = [f"Data: {result['data']}; {result['poses']} start poses (seed {result['seed']}); "
+             f"start poses out of range: {start['out_of_range_pct']:.1f} %, manifold distance "
+             f"{start['manifold_median_cm']:.2f} cm.", "",
+             "| drag | pins | method | reach median / p90 (mm) | planted feet median / p90 "
+             "(cm) | pelvis (cm) | other joints (cm) | out of range (%) | manifold (cm) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for case, by_pins in result["cases"].items():
+        for pins, methods in by_pins.items():
+            for method, r in methods.items():
+                lines.append(
+                    f"| {case} | {pins} | {method} | {r['reach_median_mm']:.2f} / "
+                    f"{r['reach_p90_mm']:.1f} | {r['planted_feet_median_cm']:.2f} / "
+                    f"{r['planted_feet_p90_cm']:.2f} | {r['pelvis_median_cm']:.2f} | "
+                    f"{r['others_mean_cm']:.2f} | {r['out_of_range_pct']:.1f} | "
+                    f"{r['manifold_median_cm']:.2f} |")
+    lines += ["", "| null edit (effectors on their joints) | "
+              + " | ".join(next(iter(result["null_edit_max_mm"].values()))) + " |",
+              "|---|" + "---|" * len(METHODS)]
+    for name, methods in result["null_edit_max_mm"].items():
+        lines.append(f"| {name}: largest joint displacement (mm) | "
+                     + " | ".join(f"{v:.3g}" for v in methods.values()) + " |")
+    return "\n".join(lines) + "\n"
