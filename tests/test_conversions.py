@@ -12,6 +12,7 @@ from blender_addon.core.conversions import (
     EULER_ORDERS,
     QUATERNION,
     axis_angle_to_quat,
+    euler_to_matrix,
     euler_to_quat,
     from_quats,
     orthonormal,
@@ -20,12 +21,7 @@ from blender_addon.core.conversions import (
     quats_to_eulers,
     to_quats,
 )
-from blender_addon.core.rotations import (
-    euler_to_matrix,
-    matrix_to_quat,
-    quat_normalize,
-    quat_to_matrix,
-)
+from blender_addon.core.rotations import quat_normalize, quat_to_matrix
 
 ANGLE_TOL = 1e-9
 
@@ -57,10 +53,38 @@ def test_euler_order_turns_about_the_first_axis_first(order: str) -> None:
             axis = "XYZ".index(c)
             want = _axis_matrix(axis, angles[axis]) @ want
         assert np.allclose(quat_to_matrix(euler_to_quat(angles, order)), want, atol=1e-12)
-        # The same as the core's BVH-convention matrices with the axes listed in reverse.
-        rev = order[::-1]
-        bvh = euler_to_matrix(angles[["XYZ".index(c) for c in rev]], rev)
-        assert _same_rotation(euler_to_quat(angles, order), matrix_to_quat(bvh))
+        assert np.allclose(euler_to_matrix(angles, order), want, atol=1e-12)
+
+
+def test_euler_to_matrix_reads_bvh_channels_reversed() -> None:
+    """BVH's ``Zrotation Xrotation Yrotation`` (R = Rz @ Rx @ Ry, the reader's convention) is
+    Blender's order 'YXZ' with the angles in (x, y, z) slots; both layouts agree."""
+    a = np.deg2rad([30.0, -50.0, 70.0])  # z, x, y: a BVH line's order
+    (cz, cx, cy), (sz, sx, sy) = np.cos(a), np.sin(a)
+    rz = np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]])
+    rx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
+    ry = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
+    xyz = a[[1, 2, 0]]
+    np.testing.assert_allclose(euler_to_matrix(xyz, "YXZ"), rz @ rx @ ry, atol=1e-15)
+    # Right-handed elementary rotations: +90 degrees about X takes +Y to +Z, etc.
+    for axis, v, want in ((0, [0, 1, 0], [0, 0, 1]), (1, [0, 0, 1], [1, 0, 0]),
+                          (2, [1, 0, 0], [0, 1, 0])):  # fmt: skip
+        quarter = np.zeros(3)
+        quarter[axis] = np.pi / 2
+        np.testing.assert_allclose(euler_to_matrix(quarter, "XYZ") @ v, want, atol=1e-15)
+    many = np.random.default_rng(9).uniform(-np.pi, np.pi, (5, 7, 3))
+    m = euler_to_matrix(many, "ZXY")
+    assert m.shape == (5, 7, 3, 3)
+    first = euler_to_matrix(np.moveaxis(many, -1, 0), "ZXY", components_first=True)
+    np.testing.assert_allclose(first, np.moveaxis(m, (-2, -1), (0, 1)), rtol=0, atol=1e-15)
+    np.testing.assert_array_equal(
+        euler_to_quat(np.moveaxis(many, -1, 0), "ZXY", components_first=True),
+        np.moveaxis(euler_to_quat(many, "ZXY"), -1, 0),
+    )
+    with pytest.raises(ValueError, match="order"):
+        euler_to_matrix(xyz, "ZX")
+    with pytest.raises(ValueError, match=r"\(3, \.\.\.\)"):
+        euler_to_matrix(many, "ZXY", components_first=True)
 
 
 @pytest.mark.parametrize("order", EULER_ORDERS)

@@ -7,13 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blender_addon.core.rotations import (
-    Rig,
+from blender_addon.core.quaternions import (
     best_rotation,
-    euler_to_matrix,
-    forward_kinematics,
     matrix_to_quat,
-    positions_to_rotations,
     quat_make_continuous,
     quat_multiply,
     quat_normalize,
@@ -21,6 +17,7 @@ from blender_addon.core.rotations import (
     swing_quat,
     swing_rotation,
 )
+from blender_addon.core.rig import Rig, forward_kinematics
 from blender_addon.core.skeleton import (
     BONE_LENGTHS,
     CHILDREN,
@@ -30,6 +27,7 @@ from blender_addon.core.skeleton import (
     PARENTS,
     yup_to_blender,
 )
+from blender_addon.core.solver import positions_to_rotations
 
 J = JOINT_INDEX
 ANGLE = 0.7  # radians: the largest random local rotation of a test pose
@@ -236,23 +234,6 @@ def test_matrix_to_quat_near_180_degrees_and_batched():
     np.testing.assert_allclose(quat_to_matrix(back), m, atol=1e-12)
     np.testing.assert_array_equal(matrix_to_quat(np.eye(3)), [1.0, 0.0, 0.0, 0.0])
     np.testing.assert_array_equal(quat_normalize(np.zeros(4)), [1.0, 0.0, 0.0, 0.0])
-
-
-def test_euler_to_matrix_is_bvh_order():
-    a = np.deg2rad([30.0, -50.0, 70.0])
-    (cz, cx, cy), (sz, sx, sy) = np.cos(a), np.sin(a)
-    rz = np.array([[cz, -sz, 0], [sz, cz, 0], [0, 0, 1]])
-    rx = np.array([[1, 0, 0], [0, cx, -sx], [0, sx, cx]])
-    ry = np.array([[cy, 0, sy], [0, 1, 0], [-sy, 0, cy]])
-    np.testing.assert_allclose(euler_to_matrix(a, "ZXY"), rz @ rx @ ry, atol=1e-15)
-    # Right-handed elementary rotations: +90 degrees about X takes +Y to +Z, etc.
-    quarter = np.array([np.pi / 2, 0.0, 0.0])
-    np.testing.assert_allclose(euler_to_matrix(quarter, "XYZ") @ [0, 1, 0], [0, 0, 1], atol=1e-15)
-    np.testing.assert_allclose(euler_to_matrix(quarter, "YZX") @ [0, 0, 1], [1, 0, 0], atol=1e-15)
-    np.testing.assert_allclose(euler_to_matrix(quarter, "ZXY") @ [1, 0, 0], [0, 1, 0], atol=1e-15)
-    assert euler_to_matrix(np.zeros((5, 7, 3)), "yxz").shape == (5, 7, 3, 3)
-    with pytest.raises(ValueError, match="order"):
-        euler_to_matrix(a, "ZX")
 
 
 @settings(max_examples=150, deadline=None)

@@ -1,57 +1,51 @@
-"""The level-by-level solver and FK against the straightforward per-bone loops they replaced
-(and the quaternion helpers against their first, component-by-component versions), on
-random rigs, mappings, poses, targets and orientations: the same numbers (1e-9)."""
+"""The level-by-level solver and FK against the per-bone reference
+(``core.solver_reference``, the readable specification), and the quaternion helpers against
+first-principles versions, on random rigs, mappings, poses, targets and orientations: the
+same numbers (1e-9)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from blender_addon.core import rotations as module
-from blender_addon.core.rotations import (
-    Rig,
-    RotationSolver,
+from blender_addon.core import quaternions as quaternion_module
+from blender_addon.core import solver as solver_module
+from blender_addon.core.quaternions import (
     best_rotation,
-    forward_kinematics,
     matrix_to_quat,
-    positions_to_rotations,
     quat_multiply,
     quat_normalize,
     quat_to_matrix,
-    swing_quat,
 )
+from blender_addon.core.rig import CHUNK, Rig, forward_kinematics
 from blender_addon.core.skeleton import JOINT_INDEX, NUM_JOINTS
+from blender_addon.core.solver import RotationSolver, positions_to_rotations
+from blender_addon.core.solver_reference import (
+    forward_kinematics_per_bone,
+    positions_to_rotations_per_bone,
+)
 from tests.test_rotations import canonical_rig, production_rig, random_pose, random_quats
 
 J = JOINT_INDEX
 TOL = 1e-9
-_KABSCH_PRIOR = 1e-9  # the module's
 _EPS = 1e-12
 
 
-# ------------------------------------------- the helpers as first written (per component)
+# ------------------------------------------- the helpers from first principles
 
 
 def _ref_quat_to_matrix(q):
+    """R(q) column by column: the vector part of q e_i q* / |q|^2 (the identity for |q|
+    below 1e-12, like the module)."""
     q = np.asarray(q, dtype=np.float64)
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    n2 = w * w + x * x + y * y + z * z
-    s = np.where(n2 > _EPS * _EPS, 2.0 / np.maximum(n2, _EPS * _EPS), 0.0)
-    xs, ys, zs = x * s, y * s, z * s
-    out = np.empty((*q.shape[:-1], 3, 3))
-    xx, yy, zz = x * xs, y * ys, z * zs
-    out[..., 0, 0] = 1.0 - yy - zz
-    out[..., 1, 1] = 1.0 - xx - zz
-    out[..., 2, 2] = 1.0 - xx - yy
-    xy, xz, yz = x * ys, x * zs, y * zs
-    wx, wy, wz = w * xs, w * ys, w * zs
-    out[..., 0, 1] = xy - wz
-    out[..., 1, 0] = xy + wz
-    out[..., 0, 2] = xz + wy
-    out[..., 2, 0] = xz - wy
-    out[..., 1, 2] = yz - wx
-    out[..., 2, 1] = yz + wx
-    return out
+    n2 = np.sum(q * q, axis=-1)[..., None]
+    conj = q * [1.0, -1.0, -1.0, -1.0]
+    cols = []
+    for e in np.eye(3):
+        v = np.broadcast_to(np.concatenate([[0.0], e]), q.shape)
+        cols.append(quat_multiply(quat_multiply(q, v), conj)[..., 1:] / np.maximum(n2, _EPS))
+    m = np.stack(cols, axis=-1)
+    return np.where(n2[..., None] > _EPS * _EPS, m, np.eye(3))
 
 
 def _ref_matrix_to_quat(m):
@@ -79,99 +73,6 @@ def _ref_rotation_from_covariance(h):
     v = v.copy()
     v[..., :, 2] *= d[..., None]
     return v @ ut
-
-
-def _ref_orthonormalize(m):
-    return _ref_rotation_from_covariance(np.swapaxes(m, -1, -2))
-
-
-# ----------------------------------------------------------- the per-bone reference
-
-
-def _apply(m, v):
-    return (m @ v[..., None])[..., 0]
-
-
-def _ref_fk(rig: Rig, q, loc):
-    """Blender's pose evaluation bone by bone; q (n, B, 4), loc (n, B, 3)."""
-    nb = rig.num_bones
-    world_r, world_t = [None] * nb, [None] * nb
-    for b in range(nb):
-        r = rig.rest_rotations[b]
-        m = r @ _ref_quat_to_matrix(quat_normalize(q[:, b]))
-        off = rig.rest_offsets[b] + _apply(r, loc[:, b])
-        p = rig.parents[b]
-        if p < 0:
-            world_r[b], world_t[b] = m, off
-        else:
-            world_r[b] = world_r[p] @ m
-            world_t[b] = world_t[p] + _apply(world_r[p], off)
-    return world_r, world_t
-
-
-def _reference(rig: Rig, q, loc, joint_bones, tg, orient):
-    """The solver as first written: every bone in index order, one at a time.
-
-    ``q`` (n, B, 4), ``loc`` (n, B, 3), ``tg`` (n, 21, 3), ``orient``: bone -> (n, 3, 3).
-    """
-    nb = rig.num_bones
-    joint_of = {b: j for j, b in enumerate(joint_bones) if b is not None}
-    next_mapped = {b: [] for b in joint_of}
-    top_level = set()
-    for b in sorted(joint_of):
-        p = int(rig.parents[b])
-        while p >= 0 and p not in joint_of:
-            p = int(rig.parents[p])
-        if p < 0:
-            top_level.add(b)
-        else:
-            next_mapped[p].append(b)
-    orient = {b: _ref_orthonormalize(o) for b, o in orient.items()}
-    old_r, old_t = _ref_fk(rig, q, loc)
-    qn = quat_normalize(q)
-    new_q, new_loc = q.copy(), loc.copy()
-    world_r, world_t = [None] * nb, [None] * nb
-    eye = np.broadcast_to(np.eye(3), (q.shape[0], 3, 3))
-    for b in range(nb):
-        p = rig.parents[b]
-        parent_r = eye if p < 0 else world_r[p]
-        parent_t = 0.0 if p < 0 else world_t[p]
-        head = parent_t + _apply(parent_r, rig.rest_offsets[b] + _apply(rig.rest_rotations[b],
-                                                                        loc[:, b]))  # fmt: skip
-        a = parent_r @ rig.rest_rotations[b]
-        changed = b in orient or next_mapped.get(b) or b in top_level
-        if not changed:
-            world_r[b] = a @ _ref_quat_to_matrix(qn[:, b])
-            world_t[b] = head
-            continue
-        if b in top_level:
-            base = head - _apply(a, loc[:, b])
-            new_loc[:, b] = _apply(np.swapaxes(a, -1, -2), tg[:, joint_of[b]] - base)
-            head = base + _apply(a, new_loc[:, b])
-        world_t[b] = head
-        old = qn[:, b]
-        ds = next_mapped.get(b, [])
-        if b in orient:
-            rot = _ref_matrix_to_quat(np.swapaxes(a, -1, -2) @ orient[b])
-            new = np.where(np.sum(rot * old, axis=-1, keepdims=True) < 0.0, -rot, rot)
-        elif ds:
-            rel = np.stack([_apply(np.swapaxes(old_r[b], -1, -2), old_t[d] - old_t[b])
-                            for d in ds], axis=1)  # fmt: skip
-            cur = rel @ np.swapaxes(_ref_quat_to_matrix(old), -1, -2)
-            goal = (tg[:, [joint_of[d] for d in ds]] - head[:, None]) @ a
-            if len(ds) == 1:
-                change = swing_quat(cur[:, 0], goal[:, 0])
-            else:
-                h = np.swapaxes(cur, -1, -2) @ goal
-                scale = np.sum(np.linalg.norm(cur, axis=-1) * np.linalg.norm(goal, axis=-1), -1)
-                prior = (_KABSCH_PRIOR * scale)[:, None, None] * np.eye(3)
-                change = _ref_matrix_to_quat(_ref_rotation_from_covariance(h + prior))
-            new = quat_multiply(change, old)
-        else:
-            new = q[:, b]
-        new_q[:, b] = new
-        world_r[b] = a @ _ref_quat_to_matrix(new)
-    return new_q, new_loc
 
 
 # --------------------------------------------------------------------- random cases
@@ -210,10 +111,10 @@ def _compare(rig, q, loc, joint_bones, tg, orientations=None):
         *(np.shape(o)[:-2] for o in (orientations or {}).values()))  # fmt: skip
     n = int(np.prod(batch))
     flat = lambda x, tail: np.broadcast_to(x, (*batch, *tail)).reshape(n, *tail)  # noqa: E731
-    ref_q, ref_loc = _reference(
+    ref_q, ref_loc = positions_to_rotations_per_bone(
         rig, flat(q, (nb, 4)), flat(np.zeros((nb, 3)) if loc is None else loc, (nb, 3)),
         joint_bones, flat(tg, (NUM_JOINTS, 3)),
-        {joint_bones[j]: flat(o, (3, 3)) for j, o in (orientations or {}).items()})  # fmt: skip
+        {j: flat(o, (3, 3)) for j, o in (orientations or {}).items()})  # fmt: skip
     assert got_q.shape == (*batch, nb, 4) and got_loc.shape == (*batch, nb, 3)
     np.testing.assert_allclose(got_q.reshape(n, nb, 4), ref_q, rtol=0, atol=TOL)
     np.testing.assert_allclose(got_loc.reshape(n, nb, 3), ref_loc, rtol=0, atol=TOL)
@@ -241,7 +142,7 @@ def test_random_rigs_match_the_per_bone_reference(seed):
     _compare(rig, q[0], None, joint_bones, tg)  # one start for all frames
     # FK too.
     world_r, world_t = forward_kinematics(rig, q, loc)
-    ref_r, ref_t = _ref_fk(rig, q, loc)
+    ref_r, ref_t = forward_kinematics_per_bone(rig, q, loc)
     for b in range(rig.num_bones):
         np.testing.assert_allclose(world_r[:, b], ref_r[b], rtol=0, atol=TOL)
         np.testing.assert_allclose(world_t[:, b], ref_t[b], rtol=0, atol=TOL)
@@ -314,9 +215,13 @@ def test_quaternion_helpers_match_their_first_versions():
     rng = np.random.default_rng(26)
     q = rng.normal(size=(500, 4)) * rng.uniform(1e-3, 1e3, size=(500, 1))
     q[:3] = [[0.0, 0.0, 0.0, 0.0], [1e-13, 0.0, 0.0, 0.0], [-2.0, 0.0, 0.0, 0.0]]
-    for some in (q[: module._FEW], q):  # few: outer product and matmul; many: per component
+    few = quaternion_module._FEW  # up to few: outer product and matmul; more: per component
+    for some in (q[:few], q):
         np.testing.assert_allclose(quat_to_matrix(some), _ref_quat_to_matrix(some), rtol=0,
                                    atol=1e-15)  # fmt: skip
+    first = quat_to_matrix(q[:few].T, components_first=True)  # (4, n) -> (3, 3, n)
+    np.testing.assert_allclose(np.moveaxis(first, -1, 0), _ref_quat_to_matrix(q[:few]), rtol=0,
+                               atol=1e-15)  # fmt: skip
     assert quat_to_matrix(q[5]).shape == (3, 3) and quat_to_matrix(q[5]).flags.c_contiguous
     m = _ref_quat_to_matrix(q)
     axis = rng.normal(size=(200, 3))
@@ -336,7 +241,7 @@ def test_quaternion_helpers_match_their_first_versions():
 
 def test_many_frames_are_solved_in_chunks_alike():
     rig, joint_bones = production_rig(1.0)
-    frames = 2 * module._CHUNK + 17
+    frames = 2 * CHUNK + 17
     q, loc, start_q, start_loc = random_pose(rig, joint_bones, frames, 1.0, seed=27)
     rng = np.random.default_rng(28)
     tg = forward_kinematics(rig, q, loc)[1][:, [b if b is not None else 0 for b in joint_bones]]
@@ -344,7 +249,7 @@ def test_many_frames_are_solved_in_chunks_alike():
     hand = quat_to_matrix(random_quats(rng, (frames,), angle=np.pi))
     _compare(rig, start_q, start_loc, joint_bones, tg, {J["l_hand"]: hand})
     world_r, world_t = forward_kinematics(rig, q, loc)
-    ref_r, ref_t = _ref_fk(rig, q, loc)
+    ref_r, ref_t = forward_kinematics_per_bone(rig, q, loc)
     np.testing.assert_allclose(world_r, np.stack(ref_r, axis=1), rtol=0, atol=TOL)
     np.testing.assert_allclose(world_t, np.stack(ref_t, axis=1), rtol=0, atol=TOL)
 
@@ -356,7 +261,7 @@ def test_the_start_pose_is_remembered_only_while_it_stays():
     q, loc, start_q, start_loc = random_pose(rig, joint_bones, 3, 1.0, seed=29)
     tg = forward_kinematics(rig, q, loc)[1][:, [b if b is not None else 0 for b in joint_bones]]
     pose_q, pose_loc = start_q[0].copy(), start_loc[0].copy()
-    solver = module._solver(rig, joint_bones)
+    solver = solver_module._solver(rig, joint_bones)
     _compare(rig, pose_q, pose_loc, joint_bones, tg[0])
     kept = solver._last_start
     for f in (1, 2):

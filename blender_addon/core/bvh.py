@@ -13,6 +13,7 @@ local translation is its position channels where present and its OFFSET for the 
 from __future__ import annotations
 
 import errno
+import functools
 import math
 import os
 import tarfile
@@ -24,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .conversions import euler_to_matrix
+
 UNITS: dict[str, float] = {"m": 1.0, "cm": 0.01, "mm": 0.001, "in": 0.0254}
 HUMAN_SIZE_M = 1.0  # longest root-to-leaf bone path of a person (pelvis to toe), roughly
 SAME_FPS_TOL = 1e-3  # source and target rates closer than this: keep frames as they are
@@ -33,10 +36,10 @@ BVH_SUFFIX = ".bvh"
 ARCHIVE_SUFFIXES = (".tar.xz", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar", ".zip")
 
 _AXIS = {"X": 0, "Y": 1, "Z": 2}
+# Frames of forward kinematics at once: enough that numpy's per-call cost fades, few enough
+# that the temporaries stay in cache (and page faults, costly in VMs, stay few).
+_FRAMES = 1024
 _CHANNELS = frozenset(f"{a}{kind}" for a in _AXIS for kind in ("position", "rotation"))
-# Right-multiplying by a rotation about axis a only mixes the two other columns (i, k):
-# col_i' = c col_i + s col_k, col_k' = c col_k - s col_i.
-_PLANE = {0: (1, 2), 1: (2, 0), 2: (0, 1)}
 
 
 class BvhError(ValueError):
@@ -255,20 +258,27 @@ def _is_float(tok: str) -> bool:
 def _forward_kinematics(
     joints: list[_Joint], end_sites: dict[int, np.ndarray], data: np.ndarray
 ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """World positions (T, J, 3) and End Site positions (T, 3) in file units, all frames at once.
+    """:func:`_fk_step` over all frames, ``_FRAMES`` at a time."""
+    steps = [_fk_step(joints, end_sites, data[i : i + _FRAMES])
+             for i in range(0, max(len(data), 1), _FRAMES)]  # fmt: skip
+    ends = {j: np.concatenate([e[j] for _, e in steps]) for j in end_sites}
+    return np.concatenate([p for p, _ in steps]), ends
 
-    Arrays are component-major (3, T) so every numpy op runs along frames. World rotations
-    are kept as their three columns; an Euler channel rotates two of them, which replaces a
-    3x3 matmul per frame. Trig and translations are batched over all channels, as short
-    clips pay per numpy call. Parents precede children in BVH order.
+
+def _fk_step(
+    joints: list[_Joint], end_sites: dict[int, np.ndarray], data: np.ndarray
+) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """World positions (T, J, 3) and End Site positions (T, 3) in file units, frames at once.
+
+    Arrays are component-major (..., T) so every numpy op runs along frames. A world
+    rotation is kept as its columns ``(3, 3, T)`` (column, row, frame): a child's are its
+    parent's weighted by the local rotation's entries. Local rotations and translations are
+    batched over all joints, as short clips pay per numpy call. Parents precede children.
     """
     n, cols = data.shape[0], np.ascontiguousarray(data.T)
     chans = [
         (j, jt.column + k, c) for j, jt in enumerate(joints) for k, c in enumerate(jt.channels)
     ]
-    rot_cols = {col: r for r, (_, col, c) in enumerate(x for x in chans if x[2][1:] == "rotation")}
-    ang = np.deg2rad(cols[list(rot_cols)])
-    cos, sin = np.cos(ang), np.sin(ang)
     moved = [(j, _AXIS[c[0]], col) for j, col, c in chans if c[1:] == "position"]
     offsets = np.array([jt.offset for jt in joints], dtype=np.float64)
     trans = np.repeat(offsets[:, :, None], n, axis=2) if moved else offsets[:, :, None]
@@ -276,38 +286,66 @@ def _forward_kinematics(
         mj, ma, mc = zip(*moved, strict=True)
         trans[list(mj), list(ma)] = cols[list(mc)]
     has_child = {j.parent for j in joints}
+    turning = [
+        j for j in range(len(joints)) if j in has_child or (j in end_sites and end_sites[j].any())
+    ]  # a leaf's rotation moves nothing
+    local = _local_rotations(joints, cols, turning)
     pos = np.empty((len(joints), 3, n))
-    rots: list[list[np.ndarray] | None] = [None] * len(joints)
+    rots: list[np.ndarray | None] = [None] * len(joints)  # None: no turn at or above
     for j, jt in enumerate(joints):
         prot = rots[jt.parent] if jt.parent >= 0 else None
-        t = trans[j]
-        if prot is None:
-            pos[j] = t
+        if jt.parent < 0:
+            pos[j] = trans[j]
+        elif prot is None:
+            pos[j] = pos[jt.parent] + trans[j]
         else:
-            pos[j] = pos[jt.parent] + prot[0] * t[0] + prot[1] * t[1] + prot[2] * t[2]
-        if not (j in has_child or (j in end_sites and end_sites[j].any())):
-            continue  # a leaf's rotation moves nothing
-        if prot is None:
-            rot = [np.repeat(np.eye(3)[:, a, None], n, axis=1) for a in range(3)]
+            pos[j] = pos[jt.parent] + (prot * trans[j][:, None]).sum(axis=0)
+        m = local.get(j)  # (3, 3, T): row, column, frame
+        if m is None or prot is None:
+            rots[j] = prot if m is None else m.transpose(1, 0, 2)
         else:
-            rot = list(prot)
-        for k, c in enumerate(jt.channels):
-            r = rot_cols.get(jt.column + k)
-            if r is not None:
-                a, b = _PLANE[_AXIS[c[0]]]
-                rot[a], rot[b] = (
-                    rot[a] * cos[r] + rot[b] * sin[r],
-                    rot[b] * cos[r] - rot[a] * sin[r],
-                )
-        rots[j] = rot
+            rots[j] = (prot[:, None] * m[:, :, None]).sum(axis=0)
     ends: dict[int, np.ndarray] = {}
     for j, off in end_sites.items():
         rot = rots[j]
-        end = (
-            pos[j] if rot is None else pos[j] + rot[0] * off[0] + rot[1] * off[1] + rot[2] * off[2]
-        )
+        end = pos[j] + (off[:, None] if rot is None else (rot * off[:, None, None]).sum(axis=0))
         ends[j] = np.ascontiguousarray(end.T)
     return np.ascontiguousarray(pos.transpose(2, 0, 1)), ends
+
+
+def _local_rotations(
+    joints: list[_Joint], cols: np.ndarray, which: list[int]
+) -> dict[int, np.ndarray]:
+    """Local rotations ``(3, 3, T)`` of the joints in ``which`` that have rotation channels,
+    by :func:`.conversions.euler_to_matrix`, one call per Euler order."""
+    groups: dict[str, list[tuple[int, list[int]]]] = {}
+    zero = len(cols)  # a row of zeros: the angle of an axis without a channel
+    for j in which:
+        if layout := _euler_layout(joints[j].channels):
+            at = joints[j].column
+            source = [zero if k < 0 else at + k for k in layout[1]]
+            groups.setdefault(layout[0], []).append((j, source))
+    if any(zero in src for members in groups.values() for _, src in members):
+        cols = np.concatenate([cols, np.zeros((1, cols.shape[1]))])
+    out: dict[int, np.ndarray] = {}
+    for order, members in groups.items():
+        angles = np.deg2rad(cols[np.transpose([src for _, src in members])])  # (3, G, T)
+        m = euler_to_matrix(angles, order, components_first=True)  # (3, 3, G, T)
+        out.update((j, m[:, :, g]) for g, (j, _) in enumerate(members))
+    return out
+
+
+@functools.cache
+def _euler_layout(channels: tuple[str, ...]) -> tuple[str, tuple[int, ...]] | None:
+    """Blender's Euler order of a joint's rotation channels, BVH's ``Zrotation Xrotation
+    Yrotation`` being ``'YXZ'`` (the same turns listed the other way round; an axis without
+    a channel turns last, by zero), and each axis' channel index (-1: none); None: no
+    rotation channels."""
+    listed = {c[0]: k for k, c in enumerate(channels) if c[1:] == "rotation"}
+    if not listed:
+        return None
+    order = "".join(listed) + "".join(a for a in _AXIS if a not in listed)
+    return order[::-1], tuple(listed.get(a, -1) for a in _AXIS)
 
 
 def _auto_scale(joints: list[_Joint], end_sites: dict[int, np.ndarray], first: np.ndarray) -> float:

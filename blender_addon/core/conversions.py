@@ -5,9 +5,10 @@ Euler angles in one of six orders, or an angle and an axis. The bpy layer reads 
 writes the channels as arrays (``foreach_get`` / ``foreach_set``) and converts them here,
 the way Blender's ``mathutils`` does (``tests/blender`` checks that against Blender):
 
-- Euler order ``'XYZ'`` turns about X first, so its matrix is ``Rz @ Ry @ Rx`` (the
-  core's BVH-convention :func:`.rotations.euler_to_matrix` with the axes listed in
-  reverse; a closed form here, several times cheaper for a pose);
+- Euler order ``'XYZ'`` turns about X first, so its matrix is ``Rz @ Ry @ Rx``; angles
+  are always ``(x, y, z)`` whatever the order. A BVH channel list is the same turns
+  written the other way round (``Zrotation Xrotation Yrotation`` is order ``'YXZ'``);
+  :func:`euler_to_quat` (closed form) is the one Euler implementation of the project;
 - a rotation has two Euler triples; a conversion with a reference (``compat``) takes the
   one closer to it after moving each angle by whole turns towards it, so Euler keys
   written frame after frame never jump by 360 degrees (without a reference: the triple
@@ -23,7 +24,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .rotations import orthonormalize, quat_normalize, quat_to_matrix
+from .quaternions import QUAT_QUADRATIC_FORMS, orthonormalize, quat_normalize, quat_to_matrix
 
 QUATERNION = "QUATERNION"
 AXIS_ANGLE = "AXIS_ANGLE"
@@ -52,49 +53,56 @@ def _check_order(order: str) -> tuple[int, int, int, bool]:
 # ------------------------------------------------------------------------- Euler angles
 
 
-def euler_to_quat(angles: np.ndarray, order: str) -> np.ndarray:
+def euler_to_quat(
+    angles: np.ndarray, order: str, *, components_first: bool = False
+) -> np.ndarray:
     """Blender Euler angles ``(..., 3)`` (x, y, z, radians) in ``order`` -> ``(..., 4)``.
 
     The product of the three turns' quaternions in closed form (Blender's ``eulO_to_quat``):
     a few array operations for a whole pose, where composing matrices costs several times
-    more; tests check it against :func:`.rotations.euler_to_matrix`.
+    more; tests check it against products of the three axis matrices. The project's one
+    Euler implementation. ``components_first``: ``(3, ...)`` -> ``(4, ...)`` instead, so
+    every operation runs on contiguous rows (long batches: the BVH reader).
     """
     i, j, k, odd = _check_order(order)
     a = np.asarray(angles, dtype=np.float64)
-    if a.shape[-1:] != (3,):
-        raise ValueError(f"angles must have shape (..., 3), got {a.shape}")
-    half = 0.5 * a[..., [i, j, k]]
+    if components_first:
+        if a.shape[:1] != (3,):
+            raise ValueError(f"angles must have shape (3, ...), got {a.shape}")
+        half = 0.5 * a[[i, j, k]]
+        q = out = np.empty((4, *a.shape[1:]))
+    else:
+        if a.shape[-1:] != (3,):
+            raise ValueError(f"angles must have shape (..., 3), got {a.shape}")
+        half = 0.5 * np.moveaxis(a, -1, 0)[[i, j, k]]
+        out = np.empty((*a.shape[:-1], 4))
+        q = np.moveaxis(out, -1, 0)
     if odd:
-        half[..., 1] = -half[..., 1]
-    c, s = np.cos(half), np.sin(half)
-    ci, cj, ch = c[..., 0], c[..., 1], c[..., 2]
-    si, sj, sh = s[..., 0], s[..., 1], s[..., 2]
+        half[1] = -half[1]
+    (ci, cj, ch), (si, sj, sh) = np.cos(half), np.sin(half)
     cc, cs, sc, ss = ci * ch, ci * sh, si * ch, si * sh
-    q = np.empty((*a.shape[:-1], 4))
-    q[..., 0] = cj * cc + sj * ss
-    q[..., 1 + i] = cj * sc - sj * cs
-    q[..., 1 + j] = cj * ss + sj * cc
-    q[..., 1 + k] = cj * cs - sj * sc
+    q[0] = cj * cc + sj * ss
+    q[1 + i] = cj * sc - sj * cs
+    q[1 + j] = cj * ss + sj * cc
+    q[1 + k] = cj * cs - sj * sc
     if odd:
-        q[..., 1 + j] = -q[..., 1 + j]
-    return q
+        q[1 + j] = -q[1 + j]
+    return out
+
+
+def euler_to_matrix(
+    angles: np.ndarray, order: str, *, components_first: bool = False
+) -> np.ndarray:
+    """Blender Euler angles ``(..., 3)`` (x, y, z, radians) in ``order`` -> ``(..., 3, 3)``
+    (``components_first``: ``(3, ...)`` -> ``(3, 3, ...)``)."""
+    q = euler_to_quat(angles, order, components_first=components_first)
+    return quat_to_matrix(q, components_first=components_first)
 
 
 def _quadratic_form(r: int, c: int) -> np.ndarray:
-    """``w`` (16,) with ``outer(q, q).ravel() @ w == |q|^2 R(q)[r, c]`` (the entries of a
-    rotation matrix are quadratic in its quaternion), from
-    :func:`.rotations.quat_to_matrix` on the basis (``r = c = -1``: ``|q|^2``)."""
-    eye = np.eye(4)
-
-    def f(q: np.ndarray) -> float:
-        return float(q @ q) * (1.0 if r < 0 else float(quat_to_matrix(q)[r, c]))
-
-    w = np.zeros((4, 4))
-    for u in range(4):
-        w[u, u] = f(eye[u])
-        for v in range(u + 1, 4):
-            w[u, v] = w[v, u] = 0.5 * (f(eye[u] + eye[v]) - f(eye[u]) - f(eye[v]))
-    return w.ravel()
+    """``w`` (16,) with ``outer(q, q).ravel() @ w == |q|^2 R(q)[r, c]`` (``r = c = -1``:
+    ``|q|^2``), a column of :data:`.quaternions.QUAT_QUADRATIC_FORMS`."""
+    return QUAT_QUADRATIC_FORMS[:, 16 if r < 0 else 4 * r + c]
 
 
 def _euler_forms(order: str) -> np.ndarray:
@@ -275,5 +283,5 @@ def from_quats(modes: Sequence[str], rotations: np.ndarray, eulers: np.ndarray
 
 def orthonormal(m: np.ndarray) -> np.ndarray:
     """The rotation nearest to each ``(..., 3, 3)`` matrix with scale (one implementation:
-    :func:`.rotations.orthonormalize`)."""
+    :func:`.quaternions.orthonormalize`)."""
     return orthonormalize(np.asarray(m, dtype=np.float64))
