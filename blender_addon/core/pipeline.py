@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import fabrik, refine, skeleton
+from . import exact_reach, fabrik, refine, skeleton
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
 from .normalize import (
@@ -57,7 +57,6 @@ PLANTED_ANKLE_HEIGHT = 0.15
 ROOT = skeleton.ROOT
 FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
                for side in ("l", "r")}
-REACH_ITERATIONS = 10  # FABRIK iterations of the exact-reach pass after refinement
 REACH_TOLERANCE = 1e-4  # m
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 
@@ -494,9 +493,9 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
 
 def _reach_exactly(out: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
                    lengths: np.ndarray) -> np.ndarray:
-    """A few FABRIK iterations from the refined pose put the full-weight effectors and pins
-    on their targets (to :data:`REACH_TOLERANCE`), keeping the rig's bone lengths."""
+    """The full-weight effectors and pins exactly on their targets (to
+    :data:`REACH_TOLERANCE`) from the refined pose, keeping the rig's bone lengths."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
-    return fabrik.solve(out, full, t, lengths, REACH_ITERATIONS, REACH_TOLERANCE)
+    return exact_reach.solve(out, full, t, lengths, REACH_TOLERANCE)
