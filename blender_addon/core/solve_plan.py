@@ -30,6 +30,7 @@ class Plan:
 
 
 def make_plan(rig: Rig, joint_bones: Sequence[int | None]) -> Plan:
+    """:class:`Plan` of a mapping, checked: one bone index (or None) per canonical joint."""
     if len(joint_bones) != NUM_JOINTS:
         raise ValueError(f"joint_bones must have {NUM_JOINTS} entries, got {len(joint_bones)}")
     joint_of: dict[int, int] = {}
@@ -130,6 +131,8 @@ def _as_slice(index: list[int]) -> np.ndarray | slice:
 
 
 def make_sweep(rig: Rig, plan: Plan, fk: FkLevels, oriented: frozenset[int]) -> Sweep:
+    """:class:`Sweep` of a plan whose ``oriented`` bones take given orientations; ``fk``:
+    the FK levels of ``plan.needed`` (slots for the gathers)."""
     changed = {b for b, ds in plan.next_mapped.items() if ds} | set(plan.top_level) | oriented
     ancestor: dict[int, int] = {}
     level: dict[int, int] = {}
