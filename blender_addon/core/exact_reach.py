@@ -4,10 +4,9 @@ refinement has brought within reach, keeping every bone length.
 Hands, ankles and the head are placed by an analytic two-bone re-aim of the two bones above
 them (upper arm and forearm, thigh and shin, neck and head) from where the limb starts,
 bending in the limb's current plane; a toe is turned about its ankle; what hangs below a
-moved joint follows it rigidly. Any other effector joint (a pelvis, a spine, an elbow...)
-falls back to a few full-body FABRIK iterations (:mod:`.fabrik`) on those poses only; a
-limb end out of its limb's reach ends as close as the limb allows (bending the body towards
-it is the refinement's job, before this pass).
+moved joint follows it rigidly. Poses where a goal is still off (another effector joint: a
+pelvis, a spine, an elbow; or a limb end beyond its limb's reach) take a few full-body
+FABRIK iterations (:mod:`.fabrik`) from there, those poses only.
 Everything is batched over poses; the loop runs over the few limb types.
 """
 
@@ -16,14 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import fabrik
-from .skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS
+from .skeleton import JOINT_INDEX, PARENTS
 
-FABRIK_ITERATIONS = 10
+FABRIK_ITERATIONS = 30
 _EPS = 1e-12
 _LIMB_ENDS = tuple(JOINT_INDEX[j] for j in ("l_hand", "r_hand", "l_foot", "r_foot", "head"))
 _TOE_OF = {JOINT_INDEX["l_foot"]: JOINT_INDEX["l_toe"], JOINT_INDEX["r_foot"]: JOINT_INDEX["r_toe"]}
-_OTHER = np.ones(NUM_JOINTS, dtype=bool)  # effector joints the analytic pass does not place
-_OTHER[[*_LIMB_ENDS, *_TOE_OF.values()]] = False
 
 
 def _norm(v: np.ndarray) -> np.ndarray:
@@ -84,7 +81,7 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
             aim = targets[rows, toe] - p[rows, ankle]
             p[rows, toe] = p[rows, ankle] + aim * (lengths[rows, toe]
                                                    / np.maximum(_norm(aim), _EPS))[:, None]
-    err = np.where(goals & _OTHER, _norm(p - targets), 0.0)
+    err = np.where(goals, _norm(p - targets), 0.0)
     left = np.flatnonzero(err.max(axis=1) > tolerance)
     if left.size:
         p[left] = fabrik.solve(p[left], goals[left], targets[left], lengths[left],

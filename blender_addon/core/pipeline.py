@@ -250,7 +250,7 @@ class PoseEditor:
         move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
         if options.refine_steps and options.fix_lengths:
-            out = _reach_exactly(out, mask, t, w, frame.lengths)
+            out = _reach_exactly(out, p, mask, t, w, frame.lengths)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
@@ -491,11 +491,23 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
     return rows
 
 
-def _reach_exactly(out: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
-                   lengths: np.ndarray) -> np.ndarray:
+def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
+                   w: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """The full-weight effectors and pins exactly on their targets (to
-    :data:`REACH_TOLERANCE`) from the refined pose, keeping the rig's bone lengths."""
+    :data:`REACH_TOLERANCE`) from the refined pose, keeping the rig's bone lengths. A pose
+    whose goals stay out of reach from there takes classic FABRIK's answer from the start
+    pose when that reaches closer: the edit never reaches less than classic IK."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
-    return exact_reach.solve(out, full, t, lengths, REACH_TOLERANCE)
+    out = exact_reach.solve(out, full, t, lengths, REACH_TOLERANCE)
+    err = np.where(full, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
+    stuck = np.flatnonzero(err > REACH_TOLERANCE)
+    if stuck.size:
+        lengths = np.broadcast_to(lengths, mask.shape)
+        classic = fabrik.solve(start[stuck], full[stuck], t[stuck], lengths[stuck])
+        classic_err = np.where(full[stuck], np.linalg.norm(classic - t[stuck], axis=-1),
+                               0.0).max(axis=1)
+        better = classic_err < err[stuck]
+        out[stuck[better]] = classic[better]
+    return out

@@ -31,9 +31,10 @@ from .models import ModelSet
 from .normalize import set_bone_lengths
 
 METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
+EFFECTOR_WEIGHT = 1.0  # per unit of effector weight: the drag benchmark found no gain above
 METRIC_WEIGHT = 100.0  # a requested metric: 1 degree off costs like a 10 cm effector miss
 HOLD_WEIGHT = 1.0  # metrics nobody asked about, during a metric-only edit
-LEAST_CHANGE = 0.2  # per non-requested joint coordinate, at body_follow = 0
+LEAST_CHANGE = 0.5  # per non-requested joint coordinate, at body_follow = 0 (drag benchmark)
 LEARNED_PRIOR = 1e-3  # m^2 per latent unit^2, at body_follow = 1
 SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
 DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
@@ -110,7 +111,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     b, latent = z_net.shape
     least = LEAST_CHANGE * (1.0 - body_follow)
     # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere.
-    row_w = np.repeat(np.where(weights > 0, weights, least), 3, axis=1)  # (B, 63)
+    row_w = np.repeat(np.where(weights > 0, weights * EFFECTOR_WEIGHT, least), 3, axis=1)
     goal = np.where(weights.repeat(3, axis=1) > 0, targets.reshape(b, -1), base.reshape(b, -1))
     # The variables: the latent (pulled towards the networks' answer) and the shift.
     prior = np.r_[np.full(latent, LEARNED_PRIOR * body_follow + DAMPING), np.full(2, SHIFT_PRIOR)]
