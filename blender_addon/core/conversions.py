@@ -74,9 +74,9 @@ def euler_to_quat(
     else:
         if a.shape[-1:] != (3,):
             raise ValueError(f"angles must have shape (..., 3), got {a.shape}")
-        half = 0.5 * np.moveaxis(a, -1, 0)[[i, j, k]]
+        half = (0.5 * a[..., [i, j, k]]).T  # components first, as a (cheap) transposed view
         out = np.empty((*a.shape[:-1], 4))
-        q = np.moveaxis(out, -1, 0)
+        q = out.T
     if odd:
         half[1] = -half[1]
     (ci, cj, ch), (si, sj, sh) = np.cos(half), np.sin(half)
