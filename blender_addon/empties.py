@@ -17,7 +17,7 @@ from mathutils import Matrix
 from . import rig_io
 from .core import conversions
 from .core.skeleton import JOINT_INDEX, blender_to_yup
-from .session import EditError
+from .errors import EditError
 
 COLLECTION_NAME = "NPE Effectors"
 SIZE_FRACTION = 0.05  # empty display size, as a fraction of the rig's height

@@ -1,11 +1,17 @@
-"""Live mode: solve again as soon as an effector empty moves (G, gizmo, driver, Python).
+"""Live mode: solve again as soon as an effector empty moves (G, gizmo, driver, Python),
+and once more, refined and measured, when the drag pauses.
 
 A ``depsgraph_update_post`` handler, installed only while some scene has Live on, picks
 the updates of our empties (``update.id.original``), finds their armature through the
-empty's ``npe.effector_of`` tag and re-solves it. Our own pose writes cause depsgraph
-updates too: the :func:`.session.busy` guard and the "moved since the last solve" check
-(stored in the effectors, so an undo restores it with the pose) keep them from looping.
-An update of an armature in Edit Mode drops its kept edit state (its bones may change).
+empty's ``npe.effector_of`` tag and re-solves it (:func:`live_edit`). Our own pose writes
+cause depsgraph updates too: the :func:`.guard.busy` guard and the "moved since the last
+solve" check (stored in the effectors, so an undo restores it with the pose) keep them
+from looping.
+An update of an armature in Edit Mode drops its caches (its bones may change).
+
+A drag solves without latent refinement (fast); once it pauses
+(:data:`PAUSE_DELAY_S`), a timer solves again with it, corrects the write from the
+evaluated rig and measures the metrics for the panel (:func:`drag_paused`).
 
 ``undo_post``, ``redo_post`` and ``load_post`` handlers drop every kept edit state (the
 data it was read from is replaced), and the load handler re-syncs the depsgraph handler
@@ -15,16 +21,24 @@ and nothing else.
 
 from __future__ import annotations
 
+import time
+
 import bpy
 from bpy.app.handlers import persistent
 
-from . import session
+from . import edits, empties, metric_requests
+from . import state as kept
+from .errors import STATUS, EditError
+from .guard import busy, is_busy
+
+PAUSE_DELAY_S = 0.3  # a drag counts as paused after this long without an update
+_PENDING: dict[str, object] = {}  # what the drag's pause has to do
 
 
 @persistent
 def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
     """Re-solve the armatures whose effector empties moved in this update."""
-    if session.is_busy() or not scene.npe.live:
+    if is_busy() or not scene.npe.live:
         return
     owners: dict[str, bpy.types.Object] = {}
     for update in depsgraph.updates:
@@ -33,7 +47,7 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
             continue
         kind = obj.type
         if kind == "ARMATURE" and obj.mode == "EDIT":
-            session.forget(obj.name)
+            kept.invalidate(obj.name)
         if kind != "EMPTY" or not update.is_updated_transform:
             continue
         owner = obj.original.npe.effector_of
@@ -42,31 +56,122 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
     for owner in owners.values():
         if owner.mode == "EDIT" or scene.objects.get(owner.name) is None:
             continue
-        with session.busy():
-            session.live_edit(scene, owner, depsgraph)
+        with busy():
+            live_edit(scene, owner, depsgraph)
+
+
+def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
+              depsgraph: bpy.types.Depsgraph | None, *, moved_only: bool = True) -> None:
+    """The live handler's edit, when an empty moved since the last solve (``moved_only``)
+    or its settings changed: errors become a status line instead of a report."""
+    try:
+        state = kept.get(scene, obj, fresh=False)
+        empty_matrices = empties.matrices(obj, depsgraph)
+        if moved_only and not empties.moved(empty_matrices, state.solved):
+            return
+        # A drag solves without latent refinement (fast); the pause adds it.
+        outcome = edits.edit_with(scene, obj, state, empty_matrices, allow_nothing=True,
+                                  live=True, refine=not moved_only)
+        if outcome.deferred:
+            pause_later(scene, obj)
+    except EditError as exc:
+        if STATUS.get(obj.name) != str(exc):
+            print(f"Neural Pose Editor (live): {exc}")
+        STATUS[obj.name] = str(exc)
+    else:
+        STATUS.pop(obj.name, None)
+
+
+def pause_later(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
+    """Run :func:`drag_paused` once the drag pauses: a timer pushed back by every update,
+    so a drag pays for refining and measuring once instead of at every step."""
+    armatures = set(_PENDING.get("armatures", ()))
+    armatures.add(obj.name)
+    _PENDING.update(scene=scene.name, last=obj.name, armatures=armatures,
+                    due=time.monotonic() + PAUSE_DELAY_S)
+    if not bpy.app.timers.is_registered(_pause_timer):
+        bpy.app.timers.register(_pause_timer, first_interval=PAUSE_DELAY_S, persistent=True)
+
+
+def _pause_timer() -> float | None:
+    """The timer: :func:`drag_paused` when due, then redraw."""
+    wait = float(_PENDING.get("due", 0.0)) - time.monotonic()
+    if wait > 0.0:
+        return wait
+    if not drag_paused():
+        return None
+    for window in bpy.context.window_manager.windows:
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
+    return None
+
+
+def drag_paused() -> bool:
+    """What live mode leaves for the drag's pause (the timer calls it; background Blender
+    runs no timers, so tests call it directly): solve the dragged armatures again as an
+    operator does (refinement, correction from the evaluated rig, metrics measured; the
+    pose :func:`.edits.edit` gives from the same base pose and empties), from their kept
+    state. Objects are looked up by name (they may be gone). True when something was done."""
+    scene = bpy.data.scenes.get(str(_PENDING.pop("scene", "")))
+    last = str(_PENDING.pop("last", ""))
+    armatures = set(_PENDING.pop("armatures", ()))
+    _PENDING.clear()
+    if scene is None:
+        return False
+    done = False
+    for name in [*sorted(armatures - {last}), last]:  # the last one's metrics are shown
+        obj = bpy.data.objects.get(name)
+        if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
+            continue
+        try:
+            with busy():
+                if kept.is_kept(name):  # not dropped by an undo
+                    depsgraph = bpy.context.evaluated_depsgraph_get() \
+                        if bpy.context.scene == scene else None
+                    edits.edit_with(scene, obj, kept.get(scene, obj, fresh=False),
+                                    empties.matrices(obj, depsgraph), allow_nothing=True,
+                                    live=False)
+                else:
+                    metric_requests.measure(scene, obj)
+        except EditError as exc:
+            STATUS[name] = str(exc)
+            continue
+        STATUS.pop(name, None)
+        done = True
+    return done
+
+
+def cancel_pause(unregister: bool = False) -> None:
+    """Drop what a drag's pause had to do (a file was loaded); ``unregister``: its timer
+    too (the add-on is being unregistered). The timer is persistent: one freed by a file
+    load can leave Blender 4.5 hanging at exit."""
+    _PENDING.clear()
+    if unregister and bpy.app.timers.is_registered(_pause_timer):
+        bpy.app.timers.unregister(_pause_timer)
 
 
 def effector_settings_changed(context: bpy.types.Context, obj: bpy.types.Object) -> None:
     """An effector's weight, pin or rotation toggle changed: re-solve when Live is on."""
-    session.forget(obj.name if isinstance(obj, bpy.types.Object) else None)
+    kept.invalidate(obj.name if isinstance(obj, bpy.types.Object) else None)
     scene = context.scene
-    if session.is_busy() or scene is None or not scene.npe.live or not isinstance(
+    if is_busy() or scene is None or not scene.npe.live or not isinstance(
             obj, bpy.types.Object) or obj.type != "ARMATURE":
         return
-    with session.busy():
-        session.live_edit(scene, obj, context.evaluated_depsgraph_get(), moved_only=False)
+    with busy():
+        live_edit(scene, obj, context.evaluated_depsgraph_get(), moved_only=False)
 
 
 @persistent
 def on_load_post(*_args: object) -> None:
-    session.cancel_measure()
+    cancel_pause()
     sync()
 
 
 @persistent
 def on_undo_redo(*_args: object) -> None:
     """Undo and redo replace the data the kept edit states were read from."""
-    session.forget()
+    kept.invalidate()
 
 
 def _set_installed(handlers: list, func: object, installed: bool) -> None:
@@ -79,7 +184,7 @@ def _set_installed(handlers: list, func: object, installed: bool) -> None:
 
 def sync() -> None:
     """Install the depsgraph handler iff a scene has Live on; remove it otherwise."""
-    session.forget()
+    kept.invalidate()
     try:
         scenes = bpy.data.scenes
         wanted = any(s.npe.live for s in scenes)
@@ -102,5 +207,5 @@ def unregister() -> None:
     _set_installed(handlers.load_post, on_load_post, False)
     _set_installed(handlers.undo_post, on_undo_redo, False)
     _set_installed(handlers.redo_post, on_undo_redo, False)
-    session.cancel_measure(unregister=True)
-    session.forget()
+    cancel_pause(unregister=True)
+    kept.invalidate()

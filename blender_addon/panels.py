@@ -29,9 +29,9 @@ def _armature_or_hint(layout: bpy.types.UILayout, context: bpy.types.Context
 
 
 def _status(layout: bpy.types.UILayout, key: str) -> None:
-    from . import session
+    from .errors import STATUS
 
-    message = session.STATUS.get(key)
+    message = STATUS.get(key)
     if message:
         col = layout.column(align=True)
         col.alert = True
@@ -48,7 +48,7 @@ class NPE_PT_main(_Panel, bpy.types.Panel):
     bl_label = "Neural Pose"
 
     def draw(self, context: bpy.types.Context) -> None:
-        from . import session
+        from . import model_sets
 
         layout = self.layout
         settings = context.scene.npe
@@ -56,7 +56,7 @@ class NPE_PT_main(_Panel, bpy.types.Panel):
         row.prop(settings, "model_set", text="")
         row.operator("npe.load_models", text="", icon="FILE_REFRESH")
         col = layout.column(align=True)
-        for line in session.model_summary(context.scene):
+        for line in model_sets.summary(context.scene):
             col.label(text=line, icon="ERROR" if line.startswith("Error") else "NONE")
         _status(layout, "models")
 
@@ -66,21 +66,21 @@ class NPE_PT_rig(_Panel, bpy.types.Panel):
     bl_parent_id = "NPE_PT_main"
 
     def draw(self, context: bpy.types.Context) -> None:
-        from . import session
+        from . import mapped_rig
 
         layout = self.layout
         obj = _armature_or_hint(layout, context)
         if obj is None:
             return
         mapping = obj.data.npe_mapping
-        problems = session.mapping_problems(obj.data)
+        problems = mapped_rig.mapping_problems(obj.data)
         col = layout.column(align=True)
         if problems:
             col.alert = problems != ["not mapped"]
             for line in problems:
                 col.label(text=f"{obj.name}: {line}", icon="ERROR")
         else:
-            n = len(session.mapping_dict(obj.data))
+            n = len(mapped_rig.mapping_dict(obj.data))
             col.label(text=f"{obj.name}: {n} joints mapped ({mapping.source})",
                       icon="CHECKMARK")
         row = layout.row(align=True)
@@ -174,6 +174,8 @@ class NPE_PT_solve(_Panel, bpy.types.Panel):
         sub.active = settings.solver != "classic"
         sub.prop(settings, "combine")
         sub.prop(settings, "refine_steps")
+        sub.prop(settings, "body_follow", slider=True)
+        sub.prop(settings, "keep_planted_feet")
         sub.prop(settings, "keep_details")
         col.prop(settings, "fix_lengths")
         row = layout.row(align=True)
@@ -208,6 +210,12 @@ class NPE_PT_metrics(_Panel, bpy.types.Panel):
             value = row.row(align=True)
             value.ui_units_x = 3.5
             value.label(text=shown if item.has_measured else "–")
+            if item.enabled and item.range_max > item.range_min:
+                digits = 0 if item.unit == "deg" else 2
+                hint = col.row()
+                hint.active = False
+                hint.label(text=f"    models know {item.range_min:.{digits}f} to "
+                                f"{item.range_max:.{digits}f}{unit} on this rig")
         row = layout.row(align=True)
         row.operator("npe.apply_metrics", icon="CHECKMARK")
         row.operator("npe.measure", icon="DRIVER_DISTANCE")

@@ -1,4 +1,8 @@
-"""Add-on preferences: where extra model sets live, and how many threads the models use."""
+"""Add-on preferences: where extra model sets live, and how many threads the models use.
+
+Nothing needs telling when they change: the model sets are listed and loaded per folder
+and thread count (:mod:`.model_sets`).
+"""
 
 from pathlib import Path
 
@@ -8,12 +12,6 @@ from bpy.props import IntProperty, StringProperty
 ADDON_ID = __package__  # "blender_addon" from the repo, "bl_ext.<repo>.neural_pose_editor"
 DEFAULT_THREADS = 1
 MAX_THREADS = 64
-
-
-def _extra_folder_changed(_self: bpy.types.AddonPreferences, _context: bpy.types.Context) -> None:
-    from . import session
-
-    session.forget_model_sets()
 
 
 class NPE_AddonPreferences(bpy.types.AddonPreferences):
@@ -29,7 +27,6 @@ class NPE_AddonPreferences(bpy.types.AddonPreferences):
             "models in the Neural Pose panel"
         ),
         subtype="DIR_PATH",
-        update=_extra_folder_changed,
     )
     threads: IntProperty(
         name="Threads",
@@ -37,7 +34,6 @@ class NPE_AddonPreferences(bpy.types.AddonPreferences):
         default=DEFAULT_THREADS,
         min=1,
         max=MAX_THREADS,
-        update=_extra_folder_changed,
     )
 
     def draw(self, _context: bpy.types.Context) -> None:

@@ -14,11 +14,20 @@ from collections.abc import Callable
 import bpy
 import numpy as np
 
-from . import empties, rig_io, session
+from . import (
+    base_pose,
+    editors,
+    empties,
+    mapped_rig,
+    metric_requests,
+    model_sets,
+    rig_io,
+    rig_keys,
+)
 from .core.pipeline import Effector
 from .core.propagate import propagate, weight_curve
 from .core.skeleton import JOINT_INDEX
-from .session import EditError, Outcome
+from .errors import EditError, Outcome, check_finite
 
 CURVE_GROUP = ".NPE Weight Curve"  # the leading dot hides it from most lists
 CURVE_NODE = "Weight Curve"
@@ -138,18 +147,18 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
                    depsgraph: bpy.types.Depsgraph | None,
                    progress: Callable[[int], None] = lambda _step: None) -> Outcome:
     """Edit the action around the current frame with the current effectors and requests."""
-    info = session.rig_for(obj)
-    options = session.solve_options(scene)
+    info = mapped_rig.rig_for(obj)
+    options = editors.solve_options(scene)
     if options.solver == "classic":
         raise EditError("Propagation blends the models' pose codes: pick a Neural solver")
     targets = empties.read(scene, obj, info, depsgraph)
-    requests = session.requested_metrics(scene)
+    requests = metric_requests.requested_metrics(scene)
     if not targets and not requests:
         raise EditError("Nothing to propagate: add effectors or enable a metric request")
-    if rig_io.channelbag(obj) is None:
+    if rig_keys.channelbag(obj) is None:
         raise EditError(f"{obj.name} has no action to edit: key its animation first")
-    models = session.load_models(scene)
-    session.check_requests(requests, models)
+    models = model_sets.load(scene)
+    metric_requests.check_requests(requests, models)
     frames_all, w_all = weights(scene)
     live = np.flatnonzero(w_all > 0)
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values
@@ -157,11 +166,11 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
     center = scene.frame_current - int(frames[0])
 
     progress(0)
-    quats, locs, eulers = rig_io.read_clip(obj, info, frames)
+    quats, locs, eulers = rig_keys.read_clip(obj, info, frames)
     mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
-    editor = session.editor_for(scene, obj, info, models)
+    editor = editors.editor_for(obj, info, models)
     effs = [Effector(t.joint, t.target_core, t.weight, t.pin) for t in targets]
     progress(1)
     try:
@@ -169,7 +178,7 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
                            scene.npe.propagation.metric_mode.lower(), options)
     except ValueError as exc:
         raise EditError(f"Cannot propagate: {exc}") from exc
-    session.check_finite(edited)
+    check_finite(edited)
     progress(2)
     edited_arm = rig_io.core_to_armature(mw, edited)
     goals = _goals(targets, clip, edited, w, center, mw)
@@ -177,15 +186,15 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
         new_q, new_l = rig_io.solve_rotations(info, quats, locs, edited_arm, goals)
     except ValueError as exc:
         raise EditError(f"Cannot turn the edited clip into bone rotations: {exc}") from exc
-    session.check_finite(new_q, new_l)
+    check_finite(new_q, new_l)
     still = w <= 0.0
     new_q[still], new_l[still] = quats[still], locs[still]
     progress(3)
 
     # Validated: write.
-    n = rig_io.write_keys(obj, info, frames, new_q, new_l, euler_ref=eulers[0])
+    n = rig_keys.write_keys(obj, info, frames, new_q, new_l, euler_ref=eulers[0])
     scene.frame_set(scene.frame_current)  # show the keyed pose
-    session.make_current_base(scene, obj, info)
+    base_pose.make_current_base(scene, obj, info)
     notes = []
     if any(t.orientation_armature is not None for t in targets):
         notes.append("effector rotations are not propagated (positions only)")

@@ -3,7 +3,8 @@ effector tags (empties) and the scene's solver, metric and propagation settings.
 
 Everything the add-on remembers lives here, in Blender data, so it is saved with the file
 and restored by undo; module-level state only caches what can be rebuilt from it.
-Update callbacks stay thin: they call :mod:`.session` / :mod:`.live`.
+Update callbacks stay thin: they call :mod:`.state`, :mod:`.edits`, :mod:`.model_sets`
+and :mod:`.live`.
 """
 
 import bpy
@@ -19,9 +20,9 @@ from bpy.props import (
 )
 from bpy.types import PropertyGroup
 
-from .core.pipeline import MAX_REFINE_STEPS
+from .core.pipeline import MAX_REFINE_STEPS, SolveOptions
 
-DEFAULT_REFINE_STEPS = 3
+_SOLVE = SolveOptions()  # the panel's defaults are the engine's
 DEFAULT_RADIUS = 10  # frames
 ANGLE_SOFT_MAX = 180.0  # degrees: slider range of angle metrics
 DISTANCE_SOFT_MAX = 2.0  # metres: slider range of distance and height metrics
@@ -31,9 +32,9 @@ MIN_WEIGHT = 0.01  # the core needs weights in (0, 1]
 
 
 def _mapping_edited(self: "NPE_JointBone", context: bpy.types.Context) -> None:
-    from . import session
+    from . import state
 
-    session.mapping_changed(self.id_data)
+    state.mapping_changed(self.id_data)
 
 
 def _effector_edited(self: "NPE_Effector", context: bpy.types.Context) -> None:
@@ -43,15 +44,15 @@ def _effector_edited(self: "NPE_Effector", context: bpy.types.Context) -> None:
 
 
 def _request_edited(self: "NPE_MetricRequest", context: bpy.types.Context) -> None:
-    from . import session
+    from . import edits
 
-    session.metric_request_changed(context, self, enabled_changed=False)
+    edits.metric_request_changed(context, self, enabled_changed=False)
 
 
 def _request_toggled(self: "NPE_MetricRequest", context: bpy.types.Context) -> None:
-    from . import session
+    from . import edits
 
-    session.metric_request_changed(context, self, enabled_changed=True)
+    edits.metric_request_changed(context, self, enabled_changed=True)
 
 
 def _live_toggled(self: "NPE_SceneSettings", context: bpy.types.Context) -> None:
@@ -61,27 +62,27 @@ def _live_toggled(self: "NPE_SceneSettings", context: bpy.types.Context) -> None
 
 
 def _model_set_items(self: "NPE_SceneSettings", context: bpy.types.Context | None) -> list:
-    from . import session
+    from . import model_sets
 
-    return session.model_set_items(context, self.model_path)
+    return model_sets.items(context, self.model_path)
 
 
 def _model_set_get(self: "NPE_SceneSettings") -> int:
-    from . import session
+    from . import model_sets
 
-    return session.model_set_index(self.model_path)
+    return model_sets.index_of(self.model_path)
 
 
 def _model_set_set(self: "NPE_SceneSettings", value: int) -> None:
-    from . import session
+    from . import model_sets
 
-    self.model_path = session.model_set_path(value, self.model_path)
+    self.model_path = model_sets.choice_of(value, self.model_path)
 
 
 def _model_set_changed(self: "NPE_SceneSettings", context: bpy.types.Context) -> None:
-    from . import session
+    from . import edits
 
-    session.model_set_changed(context)
+    edits.model_set_changed(context)
 
 
 def _curve_kind_changed(self: "NPE_PropagationSettings", context: bpy.types.Context) -> None:
@@ -221,6 +222,10 @@ class NPE_MetricRequest(PropertyGroup):
         name="Measured", description="The metric on the current pose (updated by edits and "
         "Measure)", precision=3)
     has_measured: BoolProperty(name="Has Measured", description="A measured value exists")
+    range_min: FloatProperty(
+        name="Range Min", description="Lowest value the models know on this rig (rig units)")
+    range_max: FloatProperty(
+        name="Range Max", description="Highest value the models know on this rig (rig units)")
     enabled: BoolProperty(
         name="Request",
         description="Edit the pose so this metric takes the requested value (combines with "
@@ -231,8 +236,9 @@ class NPE_MetricRequest(PropertyGroup):
         name="Requested Angle", description="Requested value, in degrees",
         soft_min=0.0, soft_max=ANGLE_SOFT_MAX, precision=1, update=_request_edited)
     distance: FloatProperty(
-        name="Requested Distance", description="Requested value, in metres of the models' "
-        "body", soft_min=0.0, soft_max=DISTANCE_SOFT_MAX, precision=3, update=_request_edited)
+        name="Requested Distance", description="Requested value, in the rig's own metres "
+        "(world units, its proportions and scale)", soft_min=0.0,
+        soft_max=DISTANCE_SOFT_MAX, precision=3, update=_request_edited)
 
     @property
     def value_prop(self) -> str:
@@ -323,7 +329,7 @@ class NPE_SceneSettings(PropertyGroup):
             ("chained", "Neural Chained", "The learned hands, feet and head solvers in turn"),
             ("classic", "Classic FABRIK", "Plain full-body FABRIK, no learned prior"),
         ),
-        default="universal",
+        default=_SOLVE.solver,
     )
     combine: EnumProperty(
         name="Combine",
@@ -332,26 +338,40 @@ class NPE_SceneSettings(PropertyGroup):
             ("average", "Average", "Average their edits of the pose code"),
             ("sequence", "Sequence", "Apply them one after another"),
         ),
-        default="average",
+        default=_SOLVE.combine,
     )
     refine_steps: IntProperty(
         name="Refinement",
         description="Extra steps bringing joints closer to their effectors (0 = off). "
                     "In Live mode, applied when a drag pauses",
-        default=DEFAULT_REFINE_STEPS,
+        default=_SOLVE.refine_steps,
         min=0,
         max=MAX_REFINE_STEPS,
     )
     fix_lengths: BoolProperty(
         name="Fix Lengths",
         description="Keep the rig's exact bone lengths between the mapped joints",
-        default=True,
+        default=_SOLVE.fix_lengths,
     )
     keep_details: BoolProperty(
         name="Keep Details",
         description="Keep what the models cannot reproduce of the pose (small offsets, "
         "style)",
-        default=True,
+        default=_SOLVE.keep_details,
+    )
+    keep_planted_feet: BoolProperty(
+        name="Keep Planted Feet",
+        description="Feet on the floor that have no effector stay where they are",
+        default=_SOLVE.keep_planted_feet,
+    )
+    body_follow: FloatProperty(
+        name="Body Follow",
+        description="How much of the body follows a drag: 0 moves only what the targets "
+        "need, 1 lets the models move the whole body as they learned",
+        default=_SOLVE.body_follow,
+        min=0.0,
+        max=1.0,
+        subtype="FACTOR",
     )
     metrics: CollectionProperty(type=NPE_MetricRequest, description="The model set's metrics")
     metrics_folder: StringProperty(

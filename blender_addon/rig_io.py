@@ -53,6 +53,7 @@ class RigInfo:
     roots: tuple[int, ...]  # mapped bones with no mapped ancestor: their location is written
     needed: tuple[int, ...]  # mapped bones and their ancestors: what a joint depends on
     pose_order: np.ndarray  # (B,) each bone's index in ``obj.pose.bones`` (may differ)
+    shown: tuple[int | None, ...]  # 21: the bone the user sees at each joint (a deform bone)
 
     @property
     def rig(self) -> rotations.Rig:
@@ -72,16 +73,39 @@ class RigInfo:
 _RIGS: dict[str, RigInfo] = {}
 
 
-def _rig_key(obj: bpy.types.Object, joints: dict[str, str]) -> tuple:
-    return (obj.name, obj.data.name, len(obj.data.bones), tuple(sorted(joints.items())))
+SHOWN_ATOL = 1e-4  # a deform bone whose head is this close (armature units) shows a joint
 
 
-def invalidate(obj_name: str | None = None) -> None:
-    """Forget the cached rig of one armature (all when None): after a mapping or bone edit."""
+def _rig_key(obj: bpy.types.Object, joints: dict[str, str], rest: np.ndarray) -> tuple:
+    """What a rig is built from: names, mapping and every bone's rest matrix (a bone
+    moved or resized in Edit Mode gives another key)."""
+    return (obj.name, obj.data.name, len(obj.data.bones), tuple(sorted(joints.items())),
+            hash(rest.tobytes()))
+
+
+def forget(obj_name: str | None = None) -> None:
+    """Forget the cached rig of one armature (all when None); see :func:`.state.invalidate`."""
     if obj_name is None:
         _RIGS.clear()
     else:
         _RIGS.pop(obj_name, None)
+
+
+def _shown_bones(joint_bones: Sequence[int | None], mats: np.ndarray,
+                 deform: np.ndarray) -> tuple[int | None, ...]:
+    """The bone that shows each joint to the user: the mapped bone when it deforms, else
+    the deform bone starting at the same place and pointing most alike (a control rig's
+    DEF bone under its control), else the mapped bone itself."""
+    heads, axes = mats[:, :3, 3], mats[:, :3, 1]
+    candidates = np.flatnonzero(deform)
+    out: list[int | None] = []
+    for b in joint_bones:
+        if b is None or deform[b] or not len(candidates):
+            out.append(b)
+            continue
+        near = candidates[np.linalg.norm(heads[candidates] - heads[b], axis=1) < SHOWN_ATOL]
+        out.append(int(near[np.argmax(axes[near] @ axes[b])]) if len(near) else b)
+    return tuple(out)
 
 
 def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False) -> RigInfo:
@@ -90,11 +114,13 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
     ``joints`` maps canonical joints to bone names (toes may be missing). ``fresh`` re-reads
     the rest pose even when cached: operators do, the live handler does not.
     """
-    key = _rig_key(obj, joints)
+    bones = obj.data.bones
+    flat = np.empty(len(bones) * 16, dtype=np.float32)
+    bones.foreach_get("matrix_local", flat)
+    key = _rig_key(obj, joints, flat)
     cached = _RIGS.get(obj.name)
     if cached is not None and cached.key == key and not fresh:
         return cached
-    bones = obj.data.bones
     names = tuple(b.name for b in bones)
     index = {n: i for i, n in enumerate(names)}
     parents = np.array([index[b.parent.name] if b.parent else -1 for b in bones], dtype=np.int64)
@@ -106,9 +132,9 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
     if unmapped:
         raise RigError(f"{obj.name}: joints not mapped: {', '.join(unmapped)}. "
                        "Pick their bones in Rig Mapping › Joints")
-    mats = np.empty(len(bones) * 16, dtype=np.float32)
-    bones.foreach_get("matrix_local", mats)
-    mats = mats.reshape(-1, 4, 4).transpose(0, 2, 1)  # foreach_get is column-major
+    mats = flat.reshape(-1, 4, 4).transpose(0, 2, 1)  # foreach_get is column-major
+    deform = np.empty(len(bones), dtype=bool)
+    bones.foreach_get("use_deform", deform)
     lengths = np.empty(len(bones), dtype=np.float32)
     bones.foreach_get("length", lengths)
     rig = rotations.Rig.from_rest_matrices(list(names), parents, mats.astype(np.float64))
@@ -137,7 +163,8 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
                    reach.MappedRig(rig, joint_bones, toe_feet, lengths.astype(np.float64)),
                    tuple(mapped), tuple(b for b in mapped if not has_mapped_ancestor(b)),
                    tuple(sorted(needed)),
-                   np.array([pose_index[n] for n in names], dtype=np.int64))
+                   np.array([pose_index[n] for n in names], dtype=np.int64),
+                   _shown_bones(joint_bones, mats.astype(np.float64), deform))
     _RIGS[obj.name] = info
     return info
 
@@ -284,6 +311,28 @@ def solve_rotations(info: RigInfo, quats: np.ndarray, locations: np.ndarray,
     return reach.solve(info.mapped_rig, quats, locations, targets, goals, orientations)
 
 
+def evaluated_joints(obj: bpy.types.Object, info: RigInfo) -> np.ndarray:
+    """Armature-space joints ``(21, 3)`` as Blender evaluates the rig (constraints and
+    drivers included), each read on the bone that shows it (:attr:`RigInfo.shown`);
+    a boneless toe at its foot bone's evaluated tail. The caller updates the depsgraph
+    first (``view_layer.update()``)."""
+    pbones = obj.pose.bones
+    n = len(pbones)
+    heads = np.empty(n * 3, dtype=np.float32)
+    tails = np.empty(n * 3, dtype=np.float32)
+    pbones.foreach_get("head", heads)
+    pbones.foreach_get("tail", tails)
+    heads = heads.reshape(-1, 3)[info.pose_order].astype(np.float64)
+    tails = tails.reshape(-1, 3)[info.pose_order].astype(np.float64)
+    out = np.zeros((len(JOINTS), 3))
+    for j, b in enumerate(info.shown):
+        if b is not None:
+            out[j] = heads[b]
+        elif j in info.toe_feet:
+            out[j] = tails[info.toe_feet[j]]
+    return out
+
+
 # ---------------------------------------------------------------------------- spaces
 
 
@@ -317,161 +366,3 @@ def world_to_armature_rotation(matrix_world: np.ndarray, rotation: np.ndarray) -
     """A world rotation (3, 3) in armature space, the object's scale dropped."""
     return np.swapaxes(conversions.orthonormal(matrix_world[:3, :3]), -1, -2) @ \
         conversions.orthonormal(rotation)
-
-
-# ---------------------------------------------------------------------------- F-curves
-
-
-def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_struct | None:
-    """The F-curve container of the object's action slot (4.4+ layered actions, 5.0 too).
-
-    With ``create``: makes the action, slot, layer, strip and channelbag that are missing,
-    reusing what exists. Without it: None when there is none. Both kinds of container
-    answer ``fcurves.find/new`` and ``groups.new`` alike (before 4.4 it is the action).
-    """
-    anim = obj.animation_data
-    if anim is None:
-        if not create:
-            return None
-        anim = obj.animation_data_create()
-    action = anim.action
-    if action is None:
-        if not create:
-            return None
-        action = bpy.data.actions.new(f"{obj.name}Action")
-        anim.action = action
-    if not hasattr(action, "layers"):  # Blender 4.2/4.3: the action holds the F-curves
-        return action
-    slot = anim.action_slot
-    if slot is None:
-        if not create:
-            return None
-        slot = action.slots.new(id_type="OBJECT", name=obj.name)
-        anim.action_slot = slot
-    if not action.layers:
-        if not create:
-            return None
-        action.layers.new("Layer")
-    layer = action.layers[0]
-    if not layer.strips:
-        if not create:
-            return None
-        layer.strips.new(type="KEYFRAME")
-    return layer.strips[0].channelbag(slot, ensure=create)
-
-
-def bone_path(name: str, prop: str) -> str:
-    return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
-
-
-def _rotation_prop(mode: str) -> tuple[str, int]:
-    if mode == QUATERNION:
-        return "rotation_quaternion", 4
-    if mode == AXIS_ANGLE:
-        return "rotation_axis_angle", 4
-    return "rotation_euler", 3
-
-
-def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The action's local pose at every frame: quats ``(T, B, 4)``, locations ``(T, B, 3)``
-    and raw Euler angles ``(T, B, 3)``.
-
-    Only the bones the mapped joints depend on are evaluated (``fcurve.evaluate``, no
-    frame changes); unanimated channels and other bones keep their current values. The
-    action alone is read: drivers, constraints and NLA strips are not.
-    """
-    pose = read_pose(obj, info)
-    t = len(frames)
-    quats = np.repeat(pose.quaternion[None], t, axis=0)
-    eulers = np.repeat(pose.eulers[None], t, axis=0)
-    axis_angles = np.repeat(pose.axis_angles[None], t, axis=0)
-    locations = np.repeat(pose.locations[None], t, axis=0)
-    bag = channelbag(obj)
-    if bag is not None:
-        arrays = {"rotation_quaternion": quats, "rotation_euler": eulers,
-                  "rotation_axis_angle": axis_angles, "location": locations}
-        for b in info.needed:
-            name = info.names[b]
-            for prop, width in (_rotation_prop(pose.modes[b]), ("location", 3)):
-                path = bone_path(name, prop)
-                for i in range(width):
-                    fc = bag.fcurves.find(path, index=i)
-                    if fc is not None:
-                        arrays[prop][:, b, i] = [fc.evaluate(float(f)) for f in frames]
-    return conversions.to_quats(pose.modes, quats, eulers, axis_angles), locations, eulers
-
-
-def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray) -> None:
-    """Replace the keys of ``fcurve`` inside [frames[0], frames[-1]] by ours; keep the rest."""
-    points = fcurve.keyframe_points
-    n_old = len(points)
-    if n_old:
-        co = np.empty(n_old * 2, dtype=np.float32)
-        points.foreach_get("co", co)
-        old_x = co[0::2]
-        inside = np.flatnonzero((old_x >= frames[0] - 1e-3) & (old_x <= frames[-1] + 1e-3))
-        if len(inside) == n_old:
-            points.clear()
-        else:
-            for i in inside[::-1]:
-                points.remove(points[int(i)], fast=True)
-    n_kept = len(points)
-    points.add(len(frames))  # appended after the kept keys
-    co = np.empty((n_kept + len(frames)) * 2, dtype=np.float32)
-    points.foreach_get("co", co)
-    co = co.reshape(-1, 2)
-    co[n_kept:, 0] = frames
-    co[n_kept:, 1] = values
-    points.foreach_set("co", co.ravel())
-    fcurve.update()  # sorts the keys and recomputes automatic handles
-
-
-def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
-               quats: np.ndarray, locations: np.ndarray, bones: Sequence[int] | None = None,
-               euler_ref: np.ndarray | None = None) -> int:
-    """Key ``bones`` (default: the mapped ones) at ``frames`` from ``quats`` (T, B, 4) and
-    ``locations`` (T, B, 3), through F-curve data; returns the number of F-curves written.
-
-    Each bone is keyed in its own rotation mode, mapped root bones on their location too.
-    Keys of those channels inside the frame range are replaced; keys outside are kept.
-    ``euler_ref`` (B, 3): Euler angles the first frame stays compatible with (default: the
-    current pose).
-    """
-    frames_arr = np.asarray(frames, dtype=np.float64)
-    bones = list(info.mapped if bones is None else bones)
-    pose = read_pose(obj, info)
-    ref = pose.eulers if euler_ref is None else np.asarray(euler_ref, dtype=np.float64)
-    values: dict[int, np.ndarray] = {}  # bone -> (T, width) keys of its rotation channel
-    for mode in dict.fromkeys(pose.modes[b] for b in bones):
-        group = [b for b in bones if pose.modes[b] == mode]
-        q = quats[:, group]
-        if mode == QUATERNION:
-            converted = rotations.quat_make_continuous(q, axis=0)
-        elif mode == AXIS_ANGLE:
-            converted = conversions.quat_to_axis_angle(q)
-        else:  # each frame compatible with the last: one pass over the frames per order
-            converted = conversions.quats_to_eulers(q, mode, ref[group])
-        values.update((b, converted[:, k]) for k, b in enumerate(group))
-    bag = channelbag(obj, create=True)
-    groups = {g.name: g for g in bag.groups}
-    written = 0
-    for b in bones:
-        name = info.names[b]
-        prop, width = _rotation_prop(pose.modes[b])
-        channels = [(prop, i, values[b][:, i]) for i in range(width)]
-        if b in info.roots:
-            channels += [("location", i, locations[:, b, i]) for i in range(3)]
-        group = groups.get(name)
-        if group is None:
-            group = groups[name] = bag.groups.new(name)
-        for prop_name, i, vals in channels:
-            path = bone_path(name, prop_name)
-            fc = bag.fcurves.find(path, index=i)
-            if fc is None:
-                fc = bag.fcurves.new(path, index=i)
-                fc.group = group
-            _merge_keys(fc, frames_arr, vals)
-            written += 1
-    obj.update_tag()
-    return written

@@ -2,7 +2,9 @@
 
 The mapping lives on the armature data (``armature.npe_mapping``): one item per canonical
 joint with its bone name (empty when unmapped). Presets and auto-detection fill it; the
-panel's bone pickers edit it; JSON files save and load it.
+panel's bone pickers edit it; JSON files save and load it (a file is checked whole before
+it replaces anything). Mapping a control rig also prepares it (:mod:`.rig_controls`), and
+mapped bones that Blender poses by itself are named in the report.
 """
 
 from __future__ import annotations
@@ -11,12 +13,16 @@ import os
 
 import bpy
 
-from . import rig_io, session
+from . import mapped_rig, rig_controls, rig_io
 from .core import mapping
 from .core.skeleton import JOINTS
-from .session import EditError
+from .errors import EditError
+from .guard import updates_suspended
+from .state import invalidate
 
 AUTO = "auto"
+CONTROLS_PRESET = "rigify_controls"
+SHOWN_DRIVEN = 3  # driven bones named in a report at most
 
 
 def bones_and_parents(armature: bpy.types.Armature) -> tuple[list[str], list[int]]:
@@ -38,22 +44,25 @@ def _partial(names: list[str], parents: list[int]) -> dict[str, str]:
     return {c: names[i] for c, i in found.items() if c in JOINTS}
 
 
-def _fill(armature: bpy.types.Armature, joints: dict[str, str], source: str) -> None:
-    data = armature.npe_mapping
-    with session.updates_suspended():  # not an edit by hand
+def _fill(obj: bpy.types.Object, joints: dict[str, str], source: str) -> None:
+    data = obj.data.npe_mapping
+    with updates_suspended():  # not an edit by hand
         data.joints.clear()
         for joint in JOINTS:
             item = data.joints.add()
             item.joint = joint
             item.bone = joints.get(joint, "")
         data.source = source
-    rig_io.invalidate()
-    session.forget_editors()
+    for other in bpy.data.objects:
+        if other.data == obj.data:
+            invalidate(other.name)
 
 
-def map_rig(obj: bpy.types.Object, spec: str) -> tuple[mapping.JointMap | None, list[str]]:
-    """Map by ``spec`` ("auto" or a preset name); returns the map (None when incomplete)
-    and the joints left unmapped (toes excepted: they sit at the foot bone's tail)."""
+def map_rig(obj: bpy.types.Object, spec: str, view_layer: bpy.types.ViewLayer
+            ) -> tuple[mapping.JointMap | None, list[str], list[str]]:
+    """Map by ``spec`` ("auto" or a preset name); returns the map (None when incomplete),
+    the joints left unmapped (toes excepted: they sit at the foot bone's tail) and notes
+    for the report (limbs switched to FK, bones Blender poses by itself)."""
     names, parents = bones_and_parents(obj.data)
     if not names:
         raise EditError(f"{obj.name} has no bones")
@@ -61,18 +70,42 @@ def map_rig(obj: bpy.types.Object, spec: str) -> tuple[mapping.JointMap | None, 
         joint_map = mapping.resolve_mapping(names, parents, spec)
     except mapping.MappingError as exc:
         found = _partial(names, parents) if spec == AUTO else {}
-        _fill(obj.data, found, f"{spec} (incomplete)")
+        _fill(obj, found, f"{spec} (incomplete)")
         missing = [j for j in JOINTS if j not in found and j not in rig_io.TOE_FOOT]
         if not missing:  # detection found it all but a name clash: report the core's reason
             raise EditError(str(exc)) from exc
-        return None, missing
-    _fill(obj.data, joint_map.joints, joint_map.source)
-    return joint_map, []
+        return None, missing, []
+    _fill(obj, joint_map.joints, joint_map.source)
+    return joint_map, [], prepare(obj, joint_map.joints, view_layer)
+
+
+def prepare(obj: bpy.types.Object, joints: dict[str, str],
+            view_layer: bpy.types.ViewLayer) -> list[str]:
+    """Make the mapped bones movable where the rig allows it (limbs to FK) and say which
+    mapped bones Blender still poses by itself; returns notes for the report."""
+    notes = []
+    switched = rig_controls.switch_to_fk(obj, joints.values(), view_layer)
+    if switched:
+        notes.append(f"switched {', '.join(switched)} to FK (IK_FK = 1) so the FK controls "
+                     "pose the limbs; the pose shown is unchanged")
+    driven = rig_controls.driven_bones(obj, joints.values())
+    if driven:
+        names, parents = bones_and_parents(obj.data)
+        try:
+            mapping.resolve_mapping(names, parents, CONTROLS_PRESET)
+            hint = "map the controls (Rigify preset)"
+        except mapping.MappingError:
+            hint = "map the bones that drive them (the rig's controls) instead"
+        shown = [f"{bone} {why}" for bone, why in list(driven.items())[:SHOWN_DRIVEN]]
+        more = f" and {len(driven) - SHOWN_DRIVEN} more" if len(driven) > SHOWN_DRIVEN else ""
+        notes.append(f"{'; '.join(shown)}{more}: the add-on cannot move "
+                     f"{'it' if len(driven) == 1 else 'them'}: {hint}")
+    return notes
 
 
 def joint_map(armature: bpy.types.Armature) -> mapping.JointMap:
     """The stored mapping as a core JointMap (boneless toes marked as synthesized)."""
-    joints = session.mapping_dict(armature)
+    joints = mapped_rig.mapping_dict(armature)
     synthesized = {t: f"at {joints[f]}'s tail" for t, f in rig_io.TOE_FOOT.items()
                    if t not in joints and f in joints}
     return mapping.JointMap(joints, synthesized, armature.npe_mapping.source or "edited")
@@ -87,23 +120,26 @@ def save(armature: bpy.types.Armature, path: str | os.PathLike[str]) -> None:
         raise EditError(f"Cannot write {path}: {exc}") from exc
 
 
-def load(obj: bpy.types.Object, path: str | os.PathLike[str]) -> list[str]:
-    """Apply a JSON mapping (joints it leaves out are auto-detected); returns what is
-    still unmapped."""
+def load(obj: bpy.types.Object, path: str | os.PathLike[str],
+         view_layer: bpy.types.ViewLayer) -> list[str]:
+    """Apply a JSON mapping; joints it leaves out are auto-detected. The result is checked
+    whole first (every bone present, none used twice, every joint found): a bad file
+    changes nothing. Returns notes for the report (see :func:`prepare`)."""
+    where = os.fspath(path)
     names, parents = bones_and_parents(obj.data)
     try:
         pinned = mapping.load_mapping_json(path)
     except mapping.MappingError as exc:
         raise EditError(str(exc)) from exc
-    absent = [f"{j} -> {b}" for j, b in pinned.items() if b not in names]
-    if absent:
-        raise EditError(f"{os.fspath(path)} names bones {obj.name} does not have: "
-                        f"{', '.join(absent)}")
+    problems = mapped_rig.joints_problems(pinned, set(names))
+    problems = [p for p in problems if not p.startswith("unmapped")]  # completed below
+    if problems:
+        raise EditError(f"{where} does not fit {obj.name} ({'; '.join(problems)}): "
+                        "the mapping was not changed")
     try:
         jm = mapping.resolve_mapping(names, parents, path)
-    except mapping.MappingError:
-        joints = dict(pinned)
-        _fill(obj.data, joints, os.fspath(path))
-        return [j for j in JOINTS if j not in joints and j not in rig_io.TOE_FOOT]
-    _fill(obj.data, jm.joints, os.fspath(path))
-    return []
+    except mapping.MappingError as exc:
+        raise EditError(f"{where} does not map {obj.name} completely ({exc}): the mapping "
+                        "was not changed") from exc
+    _fill(obj, jm.joints, where)
+    return prepare(obj, jm.joints, view_layer)

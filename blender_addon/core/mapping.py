@@ -94,6 +94,15 @@ def _preset(center: Sequence[str], fmt_l: str, fmt_r: str, limbs: Sequence[str])
 
 _RIGIFY_LIMBS = ("shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "foot", "toe")
 _RIGIFY_SPINE = ("spine", "spine.001", "spine.003", "spine.004", "spine.006")
+# A generated Rigify rig posed through its FK controls (its DEF/ORG bones follow them by
+# constraints): the torso control at the pelvis, the upper spine's FK controls, and the
+# limbs' FK controls (the add-on switches the limbs to FK for the edit).
+_RIGIFY_CONTROL_SPINE = ("torso", "spine_fk.002", "spine_fk.003", "neck", "head")
+_RIGIFY_CONTROL_LIMBS = ("shoulder", "upper_arm_fk", "forearm_fk", "hand_fk", "thigh_fk",
+                         "shin_fk", "foot_fk", "toe_fk")
+# Control presets: a control rig's controls hang from mechanism bones by design, so the
+# hierarchy check of _contradicted does not apply to them.
+CONTROL_PRESETS = frozenset({"rigify_controls"})
 
 PRESETS: dict[str, dict[str, str]] = {
     "bandai": _preset(
@@ -112,6 +121,7 @@ PRESETS: dict[str, dict[str, str]] = {
         ("hip", "abdomen", "chest", "neck", "head"), "l{}", "r{}",
         ("Collar", "Shldr", "ForeArm", "Hand", "Thigh", "Shin", "Foot", "Toe"),
     ),
+    "rigify_controls": _preset(_RIGIFY_CONTROL_SPINE, "{}.L", "{}.R", _RIGIFY_CONTROL_LIMBS),
     "rigify": _preset(
         tuple(f"DEF-{n}" for n in _RIGIFY_SPINE), "DEF-{}.L", "DEF-{}.R", _RIGIFY_LIMBS
     ),
@@ -435,7 +445,8 @@ def _best_preset(infos: list[_Info], tree: _Tree) -> tuple[str, dict[str, int]] 
     best, best_score = None, None
     for order, (name, preset) in enumerate(PRESETS.items()):
         found, n_exact = _match_preset(preset, infos)
-        if any(c not in found for c in preset if c not in TOES) or _contradicted(found, tree):
+        if any(c not in found for c in preset if c not in TOES) or (
+                name not in CONTROL_PRESETS and _contradicted(found, tree)):
             continue
         score = (len(found), n_exact, -order)
         if best_score is None or score > best_score:

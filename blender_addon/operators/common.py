@@ -9,12 +9,14 @@ def run(op: bpy.types.Operator, action: Callable[[], object]) -> set[str]:
     """Run ``action`` (returning an Outcome) with the live handler paused; an EditError
     becomes an error report and CANCELLED (the action wrote nothing).
 
-    The edit state live mode keeps per armature is dropped before and after: an operator
-    reads everything afresh, and may change what the state was built from.
+    Every cache of the armatures is dropped before and after: an operator reads everything
+    afresh, and may change what the caches were built from.
     """
-    from ..session import EditError, busy, forget
+    from ..errors import EditError
+    from ..guard import busy
+    from ..state import invalidate
 
-    forget()
+    invalidate()
     try:
         with busy():
             outcome = action()
@@ -22,7 +24,7 @@ def run(op: bpy.types.Operator, action: Callable[[], object]) -> set[str]:
         op.report({"ERROR"}, str(exc))
         return {"CANCELLED"}
     finally:
-        forget()
+        invalidate()
     op.report({"INFO"}, outcome.message)
     for note in getattr(outcome, "notes", ()):
         op.report({"WARNING"}, note)

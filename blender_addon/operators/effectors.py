@@ -24,29 +24,31 @@ class NPE_OT_add_effectors(bpy.types.Operator):
             ("SELECTED", "Selected Bones", "The joints of the selected pose bones"),
         ),
         default="HANDS",
+        options={"SKIP_SAVE"},
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import empties, session
+        from .. import base_pose, empties, mapped_rig
+        from ..errors import EditError, Outcome
 
-        def action() -> session.Outcome:
+        def action() -> Outcome:
             scene = context.scene
-            obj = session.armature_from_context(context)
-            info = session.rig_for(obj)
+            obj = mapped_rig.armature_from_context(context)
+            info = mapped_rig.rig_for(obj)
             if self.preset == "SELECTED":
                 joints, strangers = empties.selected_joints(obj, info)
                 if strangers:
                     self.report({"WARNING"}, f"Not mapped to a joint: {', '.join(strangers)}")
                 if not joints:
-                    raise session.EditError("Select mapped pose bones first (Pose Mode)")
+                    raise EditError("Select mapped pose bones first (Pose Mode)")
             else:
                 joints = list(empties.PRESETS[self.preset])
-            session.ensure_base(scene, obj, info)
+            base_pose.ensure_base(scene, obj, info)
             added, existing = empties.add(scene, obj, info, joints)
             msg = f"Added effectors: {', '.join(added)}" if added else "No effector added"
             if existing:
                 msg += f" (already there: {', '.join(existing)})"
-            return session.Outcome(msg)
+            return Outcome(msg)
 
         return common.run(self, action)
 
@@ -58,24 +60,26 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
     bl_label = "Remove Effectors"
     bl_options = common.UNDOABLE
 
-    index: IntProperty(name="Index", default=-1,
+    index: IntProperty(name="Index", default=-1, options={"SKIP_SAVE"},
                        description="Effector to remove (-1: the active one in the list)")
-    all: BoolProperty(name="All", default=False, description="Remove every effector")
+    all: BoolProperty(name="All", default=False, options={"SKIP_SAVE"},
+                      description="Remove every effector")
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import empties, session
+        from .. import empties, mapped_rig
+        from ..errors import EditError, Outcome
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
             items = obj.npe.effectors
             if not items:
-                raise session.EditError(f"{obj.name} has no effectors")
+                raise EditError(f"{obj.name} has no effectors")
             index = None if self.all else (obj.npe.active_effector if self.index < 0
                                            else self.index)
             if index is not None and not 0 <= index < len(items):
-                raise session.EditError(f"No effector number {index}")
+                raise EditError(f"No effector number {index}")
             n = empties.remove(obj, index)
-            return session.Outcome(f"Removed {n} effector(s)")
+            return Outcome(f"Removed {n} effector(s)")
 
         return common.run(self, action)
 

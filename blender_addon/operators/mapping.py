@@ -10,7 +10,8 @@ from . import common
 
 _PRESET_LABELS = {
     "bandai": "Bandai Namco BVH", "cmu": "CMU BVH", "mixamo": "Mixamo", "daz": "Daz Genesis",
-    "rigify": "Rigify (DEF bones)", "metarig": "Rigify Metarig",
+    "rigify_controls": "Rigify (controls)", "rigify": "Rigify (DEF bones)",
+    "metarig": "Rigify Metarig",
 }  # fmt: skip
 PRESET_ITEMS = (
     ("auto", "Auto-Detect", "Find the joints by bone names and hierarchy"),
@@ -30,27 +31,29 @@ class NPE_OT_map_rig(bpy.types.Operator):
         description="Bone naming scheme of the rig, or auto-detection",
         items=PRESET_ITEMS,
         default="auto",
+        options={"SKIP_SAVE"},
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import rig_mapping, session
+        from .. import mapped_rig, metric_requests, rig_mapping
+        from ..errors import EditError, Outcome
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
-            joint_map, missing = rig_mapping.map_rig(obj, self.preset)
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
+            joint_map, missing, notes = rig_mapping.map_rig(obj, self.preset,
+                                                            context.view_layer)
             if missing:
                 self.report({"WARNING"}, f"{obj.name}: no bone found for "
                             f"{', '.join(missing)}: pick them in Rig Mapping › Joints")
-                return session.Outcome(f"Mapped {NUM_JOINTS - len(missing)} of {NUM_JOINTS} "
-                                       "joints")
+                return Outcome(f"Mapped {NUM_JOINTS - len(missing)} of {NUM_JOINTS} joints")
             try:
-                session.measure(context.scene, obj)
-            except session.EditError:
+                metric_requests.measure(context.scene, obj)
+            except EditError:
                 pass  # measuring is a courtesy: models may be missing while mapping
             toes = f", {', '.join(joint_map.synthesized)} at the foot tails" \
                 if joint_map.synthesized else ""
-            return session.Outcome(f"Mapped {obj.name} ({joint_map.source}): "
-                                   f"{len(joint_map.joints)} joints{toes}")
+            return Outcome(f"Mapped {obj.name} ({joint_map.source}): "
+                           f"{len(joint_map.joints)} joints{toes}", notes)
 
         return common.run(self, action)
 
@@ -73,12 +76,13 @@ class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
         return ExportHelper.invoke(self, context, event)
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import rig_mapping, session
+        from .. import mapped_rig, rig_mapping
+        from ..errors import Outcome
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
             rig_mapping.save(obj.data, self.filepath)
-            return session.Outcome(f"Saved the mapping of {obj.name} to {self.filepath}")
+            return Outcome(f"Saved the mapping of {obj.name} to {self.filepath}")
 
         return common.run(self, action)
 
@@ -95,14 +99,13 @@ class NPE_OT_load_mapping(bpy.types.Operator, ImportHelper):
                                 description="File name filter")
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import rig_mapping, session
+        from .. import mapped_rig, rig_mapping
+        from ..errors import Outcome
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
-            missing = rig_mapping.load(obj, self.filepath)
-            if missing:
-                self.report({"WARNING"}, f"Still unmapped: {', '.join(missing)}")
-            return session.Outcome(f"Loaded the mapping of {obj.name} from {self.filepath}")
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
+            notes = rig_mapping.load(obj, self.filepath, context.view_layer)
+            return Outcome(f"Loaded the mapping of {obj.name} from {self.filepath}", notes)
 
         return common.run(self, action)
 

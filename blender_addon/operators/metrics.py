@@ -14,13 +14,14 @@ class NPE_OT_apply_metrics(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import session
+        from .. import edits, mapped_rig
+        from ..errors import EditError, Outcome
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
             if not any(m.enabled for m in context.scene.npe.metrics):
-                raise session.EditError("No metric request is enabled: tick one in Metrics")
-            return session.edit(context.scene, obj, context.evaluated_depsgraph_get())
+                raise EditError("No metric request is enabled: tick one in Metrics")
+            return edits.edit(context.scene, obj, context.evaluated_depsgraph_get())
 
         return common.run(self, action)
 
@@ -33,12 +34,13 @@ class NPE_OT_measure(bpy.types.Operator):
     bl_options = common.NOT_UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import session
+        from .. import mapped_rig, metric_requests
+        from ..errors import Outcome
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
-            values = session.measure(context.scene, obj)
-            return session.Outcome(f"Measured {len(values)} metrics on {obj.name}")
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
+            values = metric_requests.measure(context.scene, obj)
+            return Outcome(f"Measured {len(values)} metrics on {obj.name}")
 
         return common.run(self, action)
 
@@ -51,19 +53,20 @@ class NPE_OT_load_models(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import session
+        from .. import metric_requests, model_sets
+        from ..errors import STATUS, EditError, Outcome
 
-        def action() -> session.Outcome:
-            session.forget_model_sets()
-            models = session.load_models(context.scene)
-            session.sync_metrics(context.scene, models)
-            session.STATUS.pop("models", None)
+        def action() -> Outcome:
+            model_sets.forget()
+            models = model_sets.load(context.scene)
+            metric_requests.sync_metrics(context.scene, models)
+            STATUS.pop("models", None)
             if context.active_object is not None and context.active_object.type == "ARMATURE":
                 try:
-                    session.measure(context.scene, context.active_object)
-                except session.EditError:
+                    metric_requests.measure(context.scene, context.active_object)
+                except EditError:
                     pass  # an unmapped armature: nothing to measure yet
-            return session.Outcome(f"Loaded {len(models.modules)} models from {models.folder}")
+            return Outcome(f"Loaded {len(models.modules)} models from {models.folder}")
 
         return common.run(self, action)
 

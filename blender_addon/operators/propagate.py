@@ -14,12 +14,13 @@ class NPE_OT_propagate(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import propagation, session
+        from .. import mapped_rig, propagation
+        from ..errors import Outcome
 
         wm = context.window_manager
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
             wm.progress_begin(0, propagation.STEPS)
             try:
                 return propagation.propagate_edit(

@@ -13,11 +13,12 @@ class NPE_OT_solve(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import session
+        from .. import edits, mapped_rig
+        from ..errors import Outcome
 
-        def action() -> session.Outcome:
-            obj = session.armature_from_context(context)
-            return session.edit(context.scene, obj, context.evaluated_depsgraph_get())
+        def action() -> Outcome:
+            obj = mapped_rig.armature_from_context(context)
+            return edits.edit(context.scene, obj, context.evaluated_depsgraph_get())
 
         return common.run(self, action)
 
@@ -31,10 +32,11 @@ class NPE_OT_clean_pose(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import session
+        from .. import edits, mapped_rig
+        from ..errors import Outcome
 
-        def action() -> session.Outcome:
-            return session.clean_pose(context.scene, session.armature_from_context(context))
+        def action() -> Outcome:
+            return edits.clean_pose(context.scene, mapped_rig.armature_from_context(context))
 
         return common.run(self, action)
 
@@ -48,10 +50,11 @@ class NPE_OT_reset_edits(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import session
+        from .. import edits, mapped_rig
+        from ..errors import Outcome
 
-        def action() -> session.Outcome:
-            return session.reset_edits(context.scene, session.armature_from_context(context))
+        def action() -> Outcome:
+            return edits.reset_edits(context.scene, mapped_rig.armature_from_context(context))
 
         return common.run(self, action)
 
@@ -64,11 +67,12 @@ class NPE_OT_insert_keyframe(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import session
+        from .. import edits, mapped_rig
+        from ..errors import Outcome
 
-        def action() -> session.Outcome:
-            return session.insert_keyframe(context.scene,
-                                           session.armature_from_context(context))
+        def action() -> Outcome:
+            return edits.insert_keyframe(context.scene,
+                                         mapped_rig.armature_from_context(context))
 
         return common.run(self, action)
 

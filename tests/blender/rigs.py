@@ -1,217 +1,27 @@
-"""Test rigs built in code: a Mixamo-named armature and a Rigify-like one (DEF bones,
-twist bones, extra spine bones, fingers), with proportions unlike the models' actor, and
-a Bandai Namco BVH clip imported with Blender's own importer."""
+"""What the add-on's tests measure on rigs, read from Blender's evaluated pose (the rigs
+themselves are built by :mod:`training.blender_side.rigs`, shared with the benchmark)."""
 
 from __future__ import annotations
 
-import tarfile
 from collections.abc import Sequence
-from pathlib import Path
 
 import bpy
 import numpy as np
-from mathutils import Vector
 
+from blender_addon import rig_keys
 from blender_addon.core.skeleton import JOINTS, PARENTS
-
-# (name, parent, head, tail): metres, Blender axes (character faces -Y, its left is +X)
-Bone = tuple[str, str | None, Sequence[float], Sequence[float]]
-
-
-def build_armature(name: str, bones: Sequence[Bone], scale: float = 1.0,
-                   unit: float = 1.0) -> bpy.types.Object:
-    """An armature object from bone specs; coordinates are multiplied by ``unit`` (bones
-    authored in centimetres, say) and the object is scaled by ``scale``."""
-    data = bpy.data.armatures.new(name)
-    obj = bpy.data.objects.new(name, data)
-    bpy.context.scene.collection.objects.link(obj)
-    obj.scale = (scale,) * 3
-    view_layer = bpy.context.view_layer
-    view_layer.objects.active = obj
-    obj.select_set(True)
-    bpy.ops.object.mode_set(mode="EDIT")
-    for bone_name, parent, head, tail in bones:
-        eb = data.edit_bones.new(bone_name)
-        eb.head = Vector(head) * unit
-        eb.tail = Vector(tail) * unit
-        if parent:
-            eb.parent = data.edit_bones[parent]
-    bpy.ops.object.mode_set(mode="OBJECT")
-    view_layer.update()
-    return obj
-
-
-def _side(x: float, left: bool) -> float:
-    return x if left else -x
-
-
-def mixamo_bones() -> list[Bone]:
-    """A long-legged, short-armed Mixamo rig (namespaced names, fingers, end bones)."""
-    bones: list[Bone] = [
-        ("mixamorig:Hips", None, (0, 0, 1.05), (0, 0, 1.15)),
-        ("mixamorig:Spine", "mixamorig:Hips", (0, 0, 1.15), (0, 0, 1.27)),
-        ("mixamorig:Spine1", "mixamorig:Spine", (0, 0, 1.27), (0, 0, 1.38)),
-        ("mixamorig:Spine2", "mixamorig:Spine1", (0, 0, 1.38), (0, 0, 1.52)),
-        ("mixamorig:Neck", "mixamorig:Spine2", (0, 0.01, 1.58), (0, 0, 1.67)),
-        ("mixamorig:Head", "mixamorig:Neck", (0, 0, 1.67), (0, 0, 1.85)),
-        ("mixamorig:HeadTop_End", "mixamorig:Head", (0, 0, 1.85), (0, 0, 1.95)),
-    ]
-    for side, left in (("Left", True), ("Right", False)):
-        x = lambda v, left=left: _side(v, left)  # noqa: E731 - local mirror helper
-        p = f"mixamorig:{side}"
-        bones += [
-            (f"{p}Shoulder", "mixamorig:Spine2", (x(0.04), 0, 1.50), (x(0.15), 0, 1.50)),
-            (f"{p}Arm", f"{p}Shoulder", (x(0.15), 0, 1.50), (x(0.25), 0.01, 1.30)),
-            (f"{p}ForeArm", f"{p}Arm", (x(0.25), 0.01, 1.30), (x(0.32), -0.06, 1.10)),
-            (f"{p}Hand", f"{p}ForeArm", (x(0.32), -0.06, 1.10), (x(0.35), -0.08, 1.02)),
-            (f"{p}HandIndex1", f"{p}Hand", (x(0.35), -0.08, 1.02), (x(0.36), -0.09, 0.99)),
-            (f"{p}HandIndex2", f"{p}HandIndex1", (x(0.36), -0.09, 0.99), (x(0.37), -0.10, 0.97)),
-            (f"{p}UpLeg", "mixamorig:Hips", (x(0.10), 0, 1.00), (x(0.11), -0.03, 0.55)),
-            (f"{p}Leg", f"{p}UpLeg", (x(0.11), -0.03, 0.55), (x(0.11), 0.02, 0.09)),
-            (f"{p}Foot", f"{p}Leg", (x(0.11), 0.02, 0.09), (x(0.12), -0.10, 0.02)),
-            (f"{p}ToeBase", f"{p}Foot", (x(0.12), -0.10, 0.02), (x(0.12), -0.17, 0.01)),
-            (f"{p}Toe_End", f"{p}ToeBase", (x(0.12), -0.17, 0.01), (x(0.12), -0.22, 0.01)),
-        ]
-    return bones
-
-
-# Fingers of the full-size rig: (name, offset along -Y from the hand's centre line, m).
-FULL_FINGERS = (("thumb", -0.03), ("f_index", -0.015), ("f_middle", 0.0), ("f_ring", 0.015),
-                ("f_pinky", 0.03))
-FINGER_SEGMENT = 0.025  # m, each of a finger's three bones
-
-
-def rigify_bones(full: bool = False) -> list[Bone]:
-    """A Rigify-like deform rig: a root bone, seven spine bones, pelvis, twist (.001)
-    bones, fingers, no toe end bones. Short legs, long arms.
-
-    ``full``: the size of a real Rigify deform rig (79 bones: five fingers and four palm
-    bones a hand, jaw, eyes, ears, both breasts), for benchmarks; the default rig (53
-    bones, three fingers) is what the tests were written against.
-    """
-    z = (0.92, 1.02, 1.12, 1.22, 1.34, 1.46, 1.53, 1.62, 1.80)
-    bones: list[Bone] = [("root", None, (0, 0, 0), (0, -0.3, 0))]
-    names = ["DEF-spine"] + [f"DEF-spine.{i:03d}" for i in range(1, 7)]
-    for i, name in enumerate(names):
-        bones.append((name, names[i - 1] if i else "root", (0, 0, z[i]), (0, 0, z[i + 1])))
-    bones.append(("DEF-breast.L", "DEF-spine.003", (0.1, -0.08, 1.30), (0.1, -0.14, 1.28)))
-    if full:
-        bones += [
-            ("DEF-breast.R", "DEF-spine.003", (-0.1, -0.08, 1.30), (-0.1, -0.14, 1.28)),
-            ("DEF-jaw", "DEF-spine.006", (0, -0.02, 1.68), (0, -0.09, 1.64)),
-            ("DEF-eye.L", "DEF-spine.006", (0.03, -0.08, 1.72), (0.03, -0.10, 1.72)),
-            ("DEF-eye.R", "DEF-spine.006", (-0.03, -0.08, 1.72), (-0.03, -0.10, 1.72)),
-            ("DEF-ear.L", "DEF-spine.006", (0.07, 0.0, 1.71), (0.08, 0.02, 1.75)),
-            ("DEF-ear.R", "DEF-spine.006", (-0.07, 0.0, 1.71), (-0.08, 0.02, 1.75)),
-        ]
-    for s, left in (("L", True), ("R", False)):
-        x = lambda v, left=left: _side(v, left)  # noqa: E731 - local mirror helper
-        bones += [
-            (f"DEF-pelvis.{s}", "DEF-spine", (0, 0, 0.95), (x(0.14), -0.05, 1.02)),
-            (f"DEF-thigh.{s}", "DEF-spine", (x(0.09), 0, 0.90), (x(0.10), -0.02, 0.70)),
-            (f"DEF-thigh.{s}.001", f"DEF-thigh.{s}", (x(0.10), -0.02, 0.70),
-             (x(0.10), -0.03, 0.50)),
-            (f"DEF-shin.{s}", f"DEF-thigh.{s}.001", (x(0.10), -0.03, 0.50),
-             (x(0.10), 0.0, 0.30)),
-            (f"DEF-shin.{s}.001", f"DEF-shin.{s}", (x(0.10), 0.0, 0.30), (x(0.10), 0.02, 0.08)),
-            (f"DEF-foot.{s}", f"DEF-shin.{s}.001", (x(0.10), 0.02, 0.08),
-             (x(0.11), -0.09, 0.02)),
-            (f"DEF-toe.{s}", f"DEF-foot.{s}", (x(0.11), -0.09, 0.02), (x(0.11), -0.15, 0.02)),
-            (f"DEF-shoulder.{s}", "DEF-spine.003", (x(0.02), -0.02, 1.44),
-             (x(0.17), 0.02, 1.44)),
-            (f"DEF-upper_arm.{s}", f"DEF-shoulder.{s}", (x(0.18), 0.02, 1.43),
-             (x(0.32), 0.03, 1.33)),
-            (f"DEF-upper_arm.{s}.001", f"DEF-upper_arm.{s}", (x(0.32), 0.03, 1.33),
-             (x(0.46), 0.04, 1.23)),
-            (f"DEF-forearm.{s}", f"DEF-upper_arm.{s}.001", (x(0.46), 0.04, 1.23),
-             (x(0.58), 0.0, 1.12)),
-            (f"DEF-forearm.{s}.001", f"DEF-forearm.{s}", (x(0.58), 0.0, 1.12),
-             (x(0.70), -0.04, 1.01)),
-            (f"DEF-hand.{s}", f"DEF-forearm.{s}.001", (x(0.70), -0.04, 1.01),
-             (x(0.76), -0.06, 0.96)),
-        ]
-        if not full:
-            for finger in ("thumb", "f_index", "f_middle"):
-                prev = f"DEF-hand.{s}"
-                for k in range(1, 4):
-                    name = f"DEF-{finger}.{k:02d}.{s}"
-                    base = 0.76 + 0.025 * (k - 1)
-                    bones.append((name, prev, (x(base), -0.06, 0.96 - 0.02 * (k - 1)),
-                                  (x(base + 0.025), -0.06, 0.96 - 0.02 * k)))
-                    prev = name
-            continue
-        for p, (finger, dy) in enumerate(FULL_FINGERS):
-            y = -0.06 + dy
-            if p:  # palm bones carry the four fingers, as in Rigify
-                bones.append((f"DEF-palm.{p:02d}.{s}", f"DEF-hand.{s}", (x(0.71), -0.04, 1.0),
-                              (x(0.76), y, 0.96)))
-            prev = f"DEF-palm.{p:02d}.{s}" if p else f"DEF-hand.{s}"
-            for k in range(1, 4):
-                name = f"DEF-{finger}.{k:02d}.{s}"
-                base = 0.76 + FINGER_SEGMENT * (k - 1)
-                bones.append((name, prev, (x(base), y, 0.96 - 0.02 * (k - 1)),
-                              (x(base + FINGER_SEGMENT), y, 0.96 - 0.02 * k)))
-                prev = name
-    return bones
-
-
-def mixamo(scale: float = 1.0) -> bpy.types.Object:
-    return build_armature("Mixamo", mixamo_bones(), scale=scale)
-
-
-def rigify(scale: float = 0.01, full: bool = False) -> bpy.types.Object:
-    """Authored in centimetres with the object at scale 0.01, like many imported rigs
-    (``full``: the 79-bone size of a real Rigify deform rig, see :func:`rigify_bones`)."""
-    obj = build_armature("Rigify", rigify_bones(full), scale=scale, unit=1.0 / scale)
-    # Mixed rotation modes: the add-on must read and write each bone in its own.
-    obj.pose.bones["DEF-forearm.L"].rotation_mode = "XYZ"
-    obj.pose.bones["DEF-forearm.R"].rotation_mode = "ZXY"
-    obj.pose.bones["DEF-upper_arm.R"].rotation_mode = "AXIS_ANGLE"
-    return obj
-
-
-KINDS = ("mixamo", "rigify", "bvh")
-
-
-def build(kind: str, bvh: Path | None = None) -> bpy.types.Object:
-    """A test rig of ``kind`` (one of KINDS), selected and active."""
-    if kind == "mixamo":
-        obj = mixamo()
-    elif kind == "rigify":
-        obj = rigify()
-    elif kind == "bvh" and bvh is not None:
-        obj = import_bvh(bvh)
-    else:
-        raise ValueError(f"unknown rig kind {kind!r} (or no BVH file given)")
-    select_only(obj)
-    return obj
-
-
-def extract_bvh(archive: Path, member_suffix: str, out: Path) -> Path:
-    """One clip out of a Bandai Namco archive (streamed; the archive is not unpacked)."""
-    with tarfile.open(archive, "r:xz") as tar:
-        for member in tar:
-            if member.name.endswith(member_suffix):
-                out.write_bytes(tar.extractfile(member).read())
-                return out
-    raise FileNotFoundError(f"{member_suffix} not in {archive}")
-
-
-def import_bvh(path: Path) -> bpy.types.Object:
-    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, rotate_mode="NATIVE",
-                            axis_forward="-Z", axis_up="Y")
-    obj = bpy.context.active_object
-    assert obj is not None and obj.type == "ARMATURE"
-    return obj
-
-
-def select_only(obj: bpy.types.Object) -> None:
-    """Make ``obj`` the only selected and the active object."""
-    for other in bpy.context.view_layer.objects:
-        other.select_set(False)
-    obj.select_set(True)
-    bpy.context.view_layer.objects.active = obj
-
+from training.blender_side.rigs import (  # noqa: F401 - the builders, re-exported for tests
+    KINDS,
+    build,
+    build_armature,
+    extract_bvh,
+    import_bvh,
+    mixamo,
+    mixamo_bones,
+    rigify,
+    rigify_bones,
+    select_only,
+)
 
 # ------------------------------------------------------------------ what the tests measure
 # Blender's own evaluated pose (pose_bone.head/tail after a depsgraph update), never the
@@ -248,9 +58,7 @@ def pose_matrices(obj: bpy.types.Object) -> np.ndarray:
 
 def keys(obj: bpy.types.Object) -> dict[tuple[str, int], np.ndarray]:
     """Every F-curve's keys (frame, value) of the object's action slot."""
-    from blender_addon import rig_io
-
-    bag = rig_io.channelbag(obj)
+    bag = rig_keys.channelbag(obj)
     out = {}
     if bag is None:
         return out

@@ -11,7 +11,15 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import live, rig_io, session  # noqa: E402
+from blender_addon import (  # noqa: E402
+    edits,
+    errors,
+    guard,
+    live,
+    mapped_rig,
+    metric_requests,
+    rig_io,
+)
 from tests.blender import rigs  # noqa: E402
 
 REACH_TOL = 0.01  # m: an effector's joint ends this close to its empty
@@ -167,7 +175,7 @@ def test_rotation_effector_sets_the_bone_orientation(mixamo_rig: bpy.types.Objec
     bpy.context.view_layer.update()
     assert _solve() == {"FINISHED"}
     bpy.context.view_layer.update()
-    bone = obj.pose.bones[session.mapping_dict(obj.data)["l_hand"]]
+    bone = obj.pose.bones[mapped_rig.mapping_dict(obj.data)["l_hand"]]
     got = (obj.matrix_world @ bone.matrix).to_3x3().normalized()
     want = item.empty.matrix_world.to_3x3().normalized()
     assert np.allclose(np.array(got), np.array(want), atol=1e-4)
@@ -182,8 +190,8 @@ def test_metric_slider_moves_the_metric(mixamo_rig: bpy.types.Object) -> None:
     assert item.requested == pytest.approx(start, abs=1e-3)  # enabling does not jump
     wanted = start + 40.0
     setattr(item, item.value_prop, wanted)  # the slider: its update callback edits the pose
-    assert "metrics" not in session.STATUS
-    measured = session.measure(scene, mixamo_rig)["l_elbow_bend"]
+    assert "metrics" not in errors.STATUS
+    measured = metric_requests.measure(scene, mixamo_rig)["l_elbow_bend"]
     assert abs(measured - wanted) < (1.0 - METRIC_PROGRESS) * abs(start - wanted)
     # Two requests combine.
     other = scene.npe.metrics["r_knee_bend"]
@@ -191,7 +199,7 @@ def test_metric_slider_moves_the_metric(mixamo_rig: bpy.types.Object) -> None:
     knee_start = other.measured
     knee_wanted = knee_start + 40.0
     setattr(other, other.value_prop, knee_wanted)
-    values = session.measure(scene, mixamo_rig)
+    values = metric_requests.measure(scene, mixamo_rig)
     assert abs(values["r_knee_bend"] - knee_wanted) < \
         (1.0 - METRIC_PROGRESS) * abs(knee_start - knee_wanted)
     assert abs(values["l_elbow_bend"] - wanted) < (1.0 - METRIC_PROGRESS) * abs(start - wanted)
@@ -217,7 +225,7 @@ def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
     scene.frame_set(12)
     assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
     keys = rigs.keys(obj)
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     assert len(keys) == 4 * len(info.mapped) + 3 * len(info.roots)
     scene.frame_set(1)
     scene.frame_set(12)
@@ -266,14 +274,14 @@ def test_reset_after_a_frame_change_keeps_that_frames_pose(mixamo_rig: bpy.types
     hand.location = np.array(hand.location) + HAND_MOVE
     assert _solve() == {"FINISHED"}
     scene.frame_set(20)
-    with session.busy():
-        outcome = session.reset_edits(scene, obj)
+    with guard.busy():
+        outcome = edits.reset_edits(scene, obj)
     assert "Nothing to reset" in outcome.message and "frame 61" in outcome.notes[0]
     scene.frame_set(61)
     hand.location = np.array(hand.location) + HAND_MOVE
     assert _solve() == {"FINISHED"}
-    with session.busy():
-        outcome = session.reset_edits(scene, obj)
+    with guard.busy():
+        outcome = edits.reset_edits(scene, obj)
     assert outcome.message.startswith("Reset") and not outcome.notes
     assert np.allclose(rigs.pose_matrices(obj), at_61, atol=1e-6)
 
@@ -298,7 +306,7 @@ def test_live_mode_takes_a_new_base_after_posing_by_hand(mixamo_rig: bpy.types.O
     target = home + 0.5 * HAND_MOVE
     hand.location = target
     bpy.context.view_layer.update()
-    assert session.STATUS.get(obj.name) is None
+    assert errors.STATUS.get(obj.name) is None
     base = {item.bone: np.array(item.rotation_quaternion) for item in obj.npe.base_pose}
     assert np.allclose(base["mixamorig:LeftForeArm"], posed, atol=1e-6)
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
@@ -330,12 +338,12 @@ def test_live_mode_leaves_the_disk_and_the_metrics_for_later(
     shutil.rmtree(copy)
     hand.location = home + HAND_MOVE
     bpy.context.view_layer.update()
-    assert session.STATUS.get(obj.name) is None
+    assert errors.STATUS.get(obj.name) is None
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - (home + HAND_MOVE)) < REACH_TOL
     assert not any(item.has_measured for item in scene.npe.metrics)
-    assert bpy.app.timers.is_registered(session._measure_pending)
-    session._PENDING["due"] = 0.0  # what the timer does once the drag pauses
-    assert session._measure_pending() is None
+    assert bpy.app.timers.is_registered(live._pause_timer)
+    live._PENDING["due"] = 0.0  # what the timer does once the drag pauses
+    assert live._pause_timer() is None
     assert all(item.has_measured for item in scene.npe.metrics)
     scene.npe.live = False
     message = rigs.cancelled(bpy.ops.npe.load_models, "EXEC_DEFAULT", True)
@@ -355,14 +363,14 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
     target = np.array(hand.location) + HAND_MOVE
     hand.location = target
     bpy.context.view_layer.update()  # the handler solves here
-    assert session.STATUS.get(obj.name) is None
+    assert errors.STATUS.get(obj.name) is None
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
     dragged = rigs.pose_matrices(obj)
-    assert session._PENDING.get("refine") == {obj.name}
-    session.drag_paused()
-    assert session.STATUS.get(obj.name) is None
+    assert live._PENDING.get("armatures") == {obj.name}
+    live.drag_paused()
+    assert errors.STATUS.get(obj.name) is None
     paused = rigs.pose_matrices(obj)
-    assert not session._PENDING
+    assert not live._PENDING
     scene.npe.live = False
 
     scene.npe.refine_steps = 0
@@ -378,7 +386,7 @@ def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:
     lengths = rigs.bone_lengths(rig)
     assert bpy.ops.npe.clean_pose("EXEC_DEFAULT", True) == {"FINISHED"}
     assert np.abs(rigs.bone_lengths(rig) - lengths).max() < LENGTH_TOL
-    info = session.rig_for(rig)
+    info = mapped_rig.rig_for(rig)
     pose = rig_io.read_pose(rig, info)
     assert np.isfinite(pose.quats).all()
 

@@ -13,7 +13,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import live, preferences, session  # noqa: E402
+from blender_addon import errors, live, model_sets, preferences  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 
@@ -74,14 +74,14 @@ def test_broken_model_folder(posed: bpy.types.Object, models_dir: Path, tmp_path
         (broken / "manifest.json").write_text('{"format_version": 1, "modules": [')
     else:
         (broken / "decoder.onnx").write_bytes(b"not a model")
-    session.forget_model_sets()
+    model_sets.forget()
     # Reported, never silently replaced by another set (the shipped one, say).
     expect = "missing" if damage == "missing" else "models"
     _assert_cancels(posed, bpy.ops.npe.solve, expect)
     _assert_cancels(posed, bpy.ops.npe.propagate, expect)
     assert bpy.context.scene.npe.model_set == str(broken)
     if damage == "missing":
-        labels = [item[1] for item in session.model_set_items(bpy.context, str(broken))]
+        labels = [item[1] for item in model_sets.items(bpy.context, str(broken))]
         assert "broken_models (missing)" in labels
     bpy.context.scene.npe.solver = "classic"  # needs no models: still works
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -95,16 +95,17 @@ def test_the_chosen_model_set_stays_chosen(scene: bpy.types.Scene, models_dir: P
         shutil.copytree(models_dir, sets / name)
     preferences.get_preferences().model_folder = str(sets)
     scene.npe.model_set = str(sets / "c_set")
-    assert session.model_folder(scene) == sets / "c_set"
+    assert model_sets.folder(scene) == sets / "c_set"
     shutil.copytree(models_dir, sets / "a_set")  # sorts first: the menu shifts
     shutil.rmtree(sets / "b_set")
-    session.forget_model_sets()
+    model_sets.forget()
     assert scene.npe.model_set == str(sets / "c_set")
-    assert session.model_folder(scene) == sets / "c_set"
-    assert [item[1] for item in session.model_set_items(bpy.context, str(sets / "c_set"))] \
+    assert model_sets.folder(scene) == sets / "c_set"
+    assert [item[1].split(" · ")[0]
+            for item in model_sets.items(bpy.context, str(sets / "c_set"))] \
         == ["Shipped", "a_set", "c_set"]
     scene.npe.model_set = "DEFAULT"
-    assert scene.npe.model_path == "" and session.model_folder(scene) != sets / "c_set"
+    assert scene.npe.model_path == "" and model_sets.folder(scene) != sets / "c_set"
 
 
 def test_effector_empty_deleted(posed: bpy.types.Object) -> None:
@@ -115,7 +116,7 @@ def test_effector_empty_deleted(posed: bpy.types.Object) -> None:
     posed.npe.effectors[1].empty.location.x += 0.01
     before = _state(posed)
     bpy.context.view_layer.update()
-    assert "deleted" in session.STATUS[posed.name]
+    assert "deleted" in errors.STATUS[posed.name]
     assert _state(posed) == before
     assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, index=0) == {"FINISHED"}
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}

@@ -11,7 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import session  # noqa: E402
+from blender_addon import mapped_rig  # noqa: E402
 from blender_addon.core.skeleton import JOINTS  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
@@ -40,8 +40,8 @@ def test_addon_stays_registered_across_new_files() -> None:
 def test_map_rig_finds_every_joint(kind: str, rig_of_kind: Callable) -> None:
     obj = rig_of_kind(kind)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
-    assert session.mapping_problems(obj.data) == []
-    mapping = session.mapping_dict(obj.data)
+    assert mapped_rig.mapping_problems(obj.data) == []
+    mapping = mapped_rig.mapping_dict(obj.data)
     assert set(mapping) == set(JOINTS)
     for joint, bone in EXPECTED[kind].items():
         assert mapping[joint] == bone
@@ -53,7 +53,7 @@ def test_explicit_preset_and_a_preset_that_does_not_fit() -> None:
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="rigify") == {"FINISHED"}
     assert obj.data.npe_mapping.source == "rigify"
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="mixamo") == {"FINISHED"}
-    assert "unmapped" in session.mapping_problems(obj.data)[0]
+    assert "unmapped" in mapped_rig.mapping_problems(obj.data)[0]
 
 
 def test_unmappable_rig_lists_its_unmapped_joints() -> None:
@@ -61,7 +61,7 @@ def test_unmappable_rig_lists_its_unmapped_joints() -> None:
     obj = rigs.build_armature("Stick", bones)
     rigs.select_only(obj)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
-    problems = session.mapping_problems(obj.data)
+    problems = mapped_rig.mapping_problems(obj.data)
     assert problems and "l_hand" in problems[0] and "pelvis" in problems[0]
     assert len(obj.data.npe_mapping.joints) == len(JOINTS)  # pickers for every joint
 
@@ -73,25 +73,25 @@ def test_bone_picker_edits_the_mapping() -> None:
     item = next(i for i in obj.data.npe_mapping.joints if i.joint == "chest")
     item.bone = "mixamorig:Spine1"
     assert obj.data.npe_mapping.source == "edited"
-    assert session.mapping_dict(obj.data)["chest"] == "mixamorig:Spine1"
-    assert session.rig_for(obj).joint_bones[JOINTS.index("chest")] == \
+    assert mapped_rig.mapping_dict(obj.data)["chest"] == "mixamorig:Spine1"
+    assert mapped_rig.rig_for(obj).joint_bones[JOINTS.index("chest")] == \
         list(obj.data.bones.keys()).index("mixamorig:Spine1")
     item.bone = "mixamorig:Spine"  # already the spine: used twice
-    assert any("twice" in p for p in session.mapping_problems(obj.data))
+    assert any("twice" in p for p in mapped_rig.mapping_problems(obj.data))
 
 
 def test_save_and_load_mapping(tmp_path: Path) -> None:
     obj = rigs.rigify()
     rigs.select_only(obj)
     bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto")
-    before = session.mapping_dict(obj.data)
+    before = mapped_rig.mapping_dict(obj.data)
     path = tmp_path / "rigify_map.json"
     assert bpy.ops.npe.save_mapping("EXEC_DEFAULT", filepath=str(path)) == {"FINISHED"}
     obj.data.npe_mapping.joints.clear()
     assert bpy.ops.npe.load_mapping("EXEC_DEFAULT", True, filepath=str(path)) == {"FINISHED"}
-    assert session.mapping_dict(obj.data) == before
+    assert mapped_rig.mapping_dict(obj.data) == before
     path.write_text('{"joints": {"chest": "no-such-bone"}}')
     message = rigs.cancelled(bpy.ops.npe.load_mapping, "EXEC_DEFAULT", True,
                              filepath=str(path))
     assert "no-such-bone" in message
-    assert session.mapping_dict(obj.data) == before
+    assert mapped_rig.mapping_dict(obj.data) == before

@@ -11,7 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import propagation, session  # noqa: E402
+from blender_addon import guard, propagation  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 CENTER = 40  # the edited frame of the 90-frame clip
@@ -129,7 +129,7 @@ def test_the_report_gives_the_miss_of_the_keyed_pose(clip_rig: bpy.types.Object)
     hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
     hand.location = _towards_chest(obj, np.array(hand.location))
     bpy.context.view_layer.update()
-    with session.busy():
+    with guard.busy():
         outcome = propagation.propagate_edit(scene, obj, bpy.context.evaluated_depsgraph_get())
     found = re.search(r"largest effector miss at frame (\d+): ([\d.]+) cm", outcome.message)
     assert found is not None, outcome.message

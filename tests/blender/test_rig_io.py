@@ -12,7 +12,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 
 from mathutils import Euler, Quaternion  # noqa: E402
 
-from blender_addon import rig_io, session  # noqa: E402
+from blender_addon import mapped_rig, rig_io, rig_keys  # noqa: E402
 from blender_addon.core import conversions  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
@@ -100,7 +100,7 @@ def test_forward_kinematics_matches_blender(kind: str) -> None:
     rigs.select_only(obj)
     bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
     _randomize_pose(obj, seed=2)
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     pose = rig_io.read_pose(obj, info)
     joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
     mw = rig_io.world_matrix(obj)
@@ -114,7 +114,7 @@ def test_write_pose_keeps_each_bones_rotation_mode() -> None:
     obj = rigs.rigify()  # Euler XYZ / ZXY and axis-angle bones among quaternion ones
     rigs.select_only(obj)
     bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     modes_before = [pb.rotation_mode for pb in obj.pose.bones]
     pose = rig_io.read_pose(obj, info)
     rng = np.random.default_rng(3)
@@ -144,7 +144,7 @@ def test_write_keys_merges_with_existing_keys() -> None:
     obj = rigs.rigify()
     rigs.select_only(obj)
     bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     # Keys made the ordinary way first (a user's animation), every 5 frames.
     for frame in range(1, 41, 5):
         obj.pose.bones["DEF-spine.001"].rotation_quaternion = \
@@ -158,10 +158,10 @@ def test_write_keys_merges_with_existing_keys() -> None:
     quats[:, list(info.mapped)] = _random_quats(rng, len(frames) * len(info.mapped)
                                                 ).reshape(len(frames), -1, 4)
     locs = np.repeat(pose.locations[None], len(frames), axis=0)
-    n = rig_io.write_keys(obj, info, frames, quats, locs)
+    n = rig_keys.write_keys(obj, info, frames, quats, locs)
     assert n > 0
     after = rigs.keys(obj)
-    path = rig_io.bone_path("DEF-spine.001", "rotation_quaternion")
+    path = rig_keys.bone_path("DEF-spine.001", "rotation_quaternion")
     for i in range(4):
         old, new = before[(path, i)], after[(path, i)]
         outside = (old[:, 0] < 10) | (old[:, 0] > 20)
@@ -169,24 +169,24 @@ def test_write_keys_merges_with_existing_keys() -> None:
         assert np.array_equal(old[outside], new[new_outside])  # untouched
         assert np.array_equal(new[~new_outside, 0], frames)  # ours, one per frame
     # Written values evaluate back to the rotations (per frame, sign-agnostic).
-    bag = rig_io.channelbag(obj)
+    bag = rig_keys.channelbag(obj)
     b = info.names.index("DEF-spine.001")
     got = np.array([[bag.fcurves.find(path, index=i).evaluate(float(f)) for i in range(4)]
                     for f in frames])
     assert _same_rotation(got / np.linalg.norm(got, axis=1, keepdims=True), quats[:, b])
     # An Euler bone is keyed on rotation_euler, an axis-angle one on rotation_axis_angle.
-    assert (rig_io.bone_path("DEF-forearm.L", "rotation_euler"), 0) in after
-    assert (rig_io.bone_path("DEF-upper_arm.R", "rotation_axis_angle"), 0) in after
-    assert (rig_io.bone_path("DEF-spine", "location"), 2) in after  # the root bone
+    assert (rig_keys.bone_path("DEF-forearm.L", "rotation_euler"), 0) in after
+    assert (rig_keys.bone_path("DEF-upper_arm.R", "rotation_axis_angle"), 0) in after
+    assert (rig_keys.bone_path("DEF-spine", "location"), 2) in after  # the root bone
 
 
 def test_write_keys_on_an_object_without_animation() -> None:
     obj = rigs.mixamo()
     rigs.select_only(obj)
     bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     pose = rig_io.read_pose(obj, info)
-    rig_io.write_keys(obj, info, [7], pose.quats[None], pose.locations[None])
+    rig_keys.write_keys(obj, info, [7], pose.quats[None], pose.locations[None])
     anim = obj.animation_data
     assert anim.action is not None and anim.action_slot is not None
     keys = rigs.keys(obj)
@@ -199,9 +199,9 @@ def test_a_rig_without_toe_bones_uses_the_foot_tails() -> None:
     obj = rigs.build_armature("NoToes", bones)
     rigs.select_only(obj)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
-    assert "l_toe" not in session.mapping_dict(obj.data)
+    assert "l_toe" not in mapped_rig.mapping_dict(obj.data)
     _randomize_pose(obj, seed=5)
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     pose = rig_io.read_pose(obj, info)
     joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
     bpy.context.view_layer.update()

@@ -26,13 +26,24 @@ from typing import Any
 import bpy
 import numpy as np
 
-from blender_addon import empties, live, propagation, rig_io, session
+from blender_addon import (
+    base_pose,
+    editors,
+    empties,
+    live,
+    mapped_rig,
+    metric_requests,
+    model_sets,
+    propagation,
+    rig_io,
+    rig_keys,
+    state,
+)
 from blender_addon.core import models as core_models
 from blender_addon.core.fileio import write_json
 from blender_addon.core.pipeline import PoseEditor
 from blender_addon.core.skeleton import JOINT_INDEX, JOINTS
-from tests.blender import rigs
-from training.blender_side import host
+from training.blender_side import host, rigs
 
 EFFECTORS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")  # the LIMBS preset
 MOVED = "r_hand"  # the empty dragged in the live loop
@@ -132,26 +143,26 @@ class StageTimer:
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (empties, "moved", "handler: moved check", False),
-    (session, "_armature", "read: kept edit state (mapping, rig, effectors, base pose)", True),
+    (state, "get", "read: kept edit state (mapping, rig, effectors, base pose)", True),
     (empties, "matrices", "read: effector empties", True),
     (empties, "targets", "read: effector empties", True),
     (rig_io, "read_pose", "read: pose bones (foreach_get)", True),
-    (session, "base_is_current", "read: base pose", True),
-    (session, "base_arrays", "read: base pose", True),
-    (session, "editor_for", "read: editor lookup", True),
-    (session, "load_models", "read: model set lookup", True),
+    (base_pose, "base_is_current", "read: base pose", True),
+    (base_pose, "base_arrays", "read: base pose", True),
+    (editors, "editor_for", "read: editor lookup", True),
+    (model_sets, "load", "read: model set lookup", True),
     (rig_io, "joint_positions", "forward kinematics (numpy)", False),
     (PoseEditor, "solve", "pipeline: numpy (normalize, FABRIK, refinement)", False),
     (core_models.Module, "run", "pipeline: onnxruntime", False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),
-    (session, "mark_written", "write pose", True),
-    (session, "store_base", "write pose", True),
+    (base_pose, "mark_written", "write pose", True),
+    (base_pose, "store_base", "write pose", True),
     (empties, "mark_solved", "write pose", False),
-    (session, "store_measured", "measure metrics (panel values)", True),
-    (session, "measure_later", "measure metrics (panel values)", True),
+    (metric_requests, "store_measured", "measure metrics (panel values)", True),
+    (live, "pause_later", "measure metrics (panel values)", True),
 )
-HANDLER_REST = "handler and session: the rest"
+HANDLER_REST = "handler and edit: the rest"
 DEPSGRAPH = "depsgraph evaluation (Blender)"
 STAGE_ORDER = (*dict.fromkeys(s[2] for s in LIVE_STAGES), HANDLER_REST, DEPSGRAPH)
 
@@ -228,7 +239,7 @@ def live_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray,
     and the evaluated hand's distance to its empty (m)."""
     view_layer = bpy.context.view_layer
     empty = effector_empty(obj, MOVED)
-    bone = obj.pose.bones[session.mapping_dict(obj.data)[MOVED]]
+    bone = obj.pose.bones[mapped_rig.mapping_dict(obj.data)[MOVED]]
     mw = obj.matrix_world
     times, cpu, reach = [], [], []
     for target in path:
@@ -358,7 +369,7 @@ def ik_chains(obj: bpy.types.Object) -> list[tuple[str, str, int, bool, str]]:
     """Per effector: (joint, bone carrying the IK constraint, chain_count, use_tail,
     top bone). The constraint sits on the bone whose tail is the joint when there is one
     (the parent, if connected at the joint), else on the joint's bone with use_tail off."""
-    joints = session.mapping_dict(obj.data)
+    joints = mapped_rig.mapping_dict(obj.data)
     bones = obj.data.bones
     chains = []
     for joint in EFFECTORS:
@@ -481,23 +492,23 @@ def ik_comparison(models: Path, clips: Sequence[Path], pairs: int, seed: int
 
 
 PROPAGATION_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
-    (rig_io, "read_clip", "read the action (F-curve evaluate)", True),
+    (rig_keys, "read_clip", "read the action (F-curve evaluate)", True),
     (rig_io, "joint_positions", "forward kinematics (numpy)", True),
     (propagation, "propagate", "propagate (engine: encode, modules, decode)", True),
     (rig_io, "solve_rotations", "positions -> rotations", True),
-    (rig_io, "write_keys", "write keys (F-curve data)", True),
-    (session, "make_current_base", "new base pose", True),
+    (rig_keys, "write_keys", "write keys (F-curve data)", True),
+    (base_pose, "make_current_base", "new base pose", True),
 )
 
 
 def long_action(obj: bpy.types.Object, frames: int) -> None:
     """Key ``frames`` frames from the imported clip, played forward then backward (no jumps)."""
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     first, last = (int(v) for v in obj.animation_data.action.frame_range)
-    quats, locs, eulers = rig_io.read_clip(obj, info, np.arange(first, last + 1))
+    quats, locs, eulers = rig_keys.read_clip(obj, info, np.arange(first, last + 1))
     cycle = np.r_[np.arange(len(quats)), np.arange(len(quats) - 2, 0, -1)]
     idx = np.resize(cycle, frames)
-    rig_io.write_keys(obj, info, np.arange(1, frames + 1), quats[idx], locs[idx],
+    rig_keys.write_keys(obj, info, np.arange(1, frames + 1), quats[idx], locs[idx],
                       euler_ref=eulers[0])
     bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, frames
 
@@ -534,7 +545,7 @@ def propagation_benchmark(models: Path, clip: Path, runs: int) -> dict[str, Any]
     start = time.perf_counter()
     scene.frame_set(PROPAGATION_CENTER)
     frame_set_ms = (time.perf_counter() - start) * MS
-    info = session.rig_for(obj)
+    info = mapped_rig.rig_for(obj)
     written = sum(3 + (b in info.roots) * 3 for b in info.mapped  # Euler + root location
                   if obj.pose.bones[info.names[b]].rotation_mode not in ("QUATERNION",
                                                                          "AXIS_ANGLE"))

@@ -16,7 +16,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
-from blender_addon import session
+from blender_addon import mapped_rig
 
 COLLECTION = "Walkthrough Stage"
 # Capsule radius (m) of the bone whose head is each joint; end bones get a fixed length.
@@ -101,7 +101,7 @@ def _bone_child(arm: bpy.types.Object, bone: bpy.types.Bone, name: str, a: Vecto
 def posed_forward(arm: bpy.types.Object) -> Vector:
     """The way the current pose faces (world): its left crossed with its spine. (A BVH
     rest pose need not stand upright, so the rest pose cannot tell.)"""
-    joints = session.mapping_dict(arm.data)
+    joints = mapped_rig.mapping_dict(arm.data)
     bpy.context.view_layer.update()
     head = {j: arm.matrix_world @ arm.pose.bones[b].head for j, b in joints.items()}
     return (head["l_thigh"] - head["r_thigh"]).cross(head["neck"] - head["pelvis"]).normalized()
@@ -118,7 +118,7 @@ def facing(arm: bpy.types.Object) -> tuple[np.ndarray, np.ndarray]:
 
 def dress(arm: bpy.types.Object) -> list[bpy.types.Object]:
     """Capsules on the mapped bones of ``arm`` (rest pose geometry): the character's body."""
-    joints = session.mapping_dict(arm.data)
+    joints = mapped_rig.mapping_dict(arm.data)
     bones = arm.data.bones
     made = []
     for joint, name in joints.items():

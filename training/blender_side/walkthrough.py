@@ -18,10 +18,9 @@ from typing import Any
 import bpy
 import numpy as np
 
-from blender_addon import propagation, session
+from blender_addon import mapped_rig, metric_requests, propagation
 from blender_addon.core.fileio import write_json
-from tests.blender import rigs
-from training.blender_side import host, stage
+from training.blender_side import host, rigs, stage
 
 PANEL = (400, 400)  # px: each before/after picture
 STRIP_PANEL = (200, 280)  # px: each frame of the propagation strip
@@ -112,7 +111,7 @@ def walkthrough(models: Path, bvh: Path, out: Path) -> dict[str, Any]:
     obj = rigs.import_bvh(bvh)
     rigs.select_only(obj)
     _op(bpy.ops.npe.map_rig, preset="auto")
-    mapping = dict(session.mapping_dict(obj.data))
+    mapping = dict(mapped_rig.mapping_dict(obj.data))
     scene.frame_set(EDIT_FRAME)
     stage.dress(obj)
     stage.floor(0.0)
@@ -155,14 +154,14 @@ def walkthrough(models: Path, bvh: Path, out: Path) -> dict[str, Any]:
                                    if item.joint == "head")
     _op(bpy.ops.npe.remove_effectors)
     before4 = shots.shoot("04_before")
-    start_values = session.measure(scene, obj)
+    start_values = metric_requests.measure(scene, obj)
     requested = {}
     for name in METRICS:
         item = scene.npe.metrics[name]
         item.enabled = True  # measures first: the slider starts at the pose's own value
         requested[name] = start_values[name] + BEND_DEG
         item.angle = requested[name]  # the slider's update solves
-    after = {name: session.measure(scene, obj)[name] for name in METRICS}
+    after = {name: metric_requests.measure(scene, obj)[name] for name in METRICS}
     step4 = shots.shoot("04_metrics")
     bends = ", ".join(f"{start_values[n]:.0f}°" for n in METRICS)
     now = ", ".join(f"{after[n]:.0f}°" for n in METRICS)

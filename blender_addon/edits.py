@@ -1,0 +1,319 @@
+"""The edits the operators, the live handler and the slider callbacks run.
+
+Every function validates and computes first and writes last, so an error
+(:class:`.errors.EditError`) changes nothing. Reports are measured on the rig as Blender
+evaluates it (constraints and drivers included), on the bones the user sees at the joints
+(:attr:`.rig_io.RigInfo.shown`): a rig the add-on cannot move is reported as such. On a rig
+whose controls do not move the joints exactly as the bone hierarchy says (a control rig
+such as Rigify's), operators correct the write from what Blender evaluated, a few passes
+(:data:`EVALUATED_PASSES`); live drags skip that and the drag's pause does it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import bpy
+import numpy as np
+
+from . import (
+    base_pose,
+    editors,
+    empties,
+    mapped_rig,
+    metric_requests,
+    model_sets,
+    rig_io,
+    rig_keys,
+)
+from . import state as kept
+from .core import skeleton
+from .core.pipeline import Effector
+from .errors import STATUS, EditError, Outcome, check_finite
+from .guard import busy, is_suspended, updates_suspended
+
+EVALUATED_PASSES = 3  # corrections of a write from the evaluated rig, at most
+EVALUATED_TOL = 1e-4  # m (world): effector joints this close to their goals need no pass
+CM = 100.0
+
+
+def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None,
+         *, allow_nothing: bool = False, live: bool = False, refine: bool = True) -> Outcome:
+    """Solve the armature's pose from its base pose, effectors and metric requests.
+
+    ``allow_nothing``: with no effector and no request, go back to the base pose instead
+    of failing (a request switched off). ``live``: reuse the armature's kept state (see
+    :mod:`.state`), measure nothing (the drag's pause does); operators build it afresh.
+    ``refine``: False skips the latent refinement (a live drag).
+    """
+    state = kept.get(scene, obj, fresh=not live)
+    return edit_with(scene, obj, state, empties.matrices(obj, depsgraph),
+                     allow_nothing=allow_nothing, live=live, refine=refine)
+
+
+def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:
+    try:
+        return rig_io.read_pose(obj, state.info, state.pose)
+    except rig_io.RigError as exc:
+        raise EditError(str(exc)) from exc
+
+
+def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.ArmatureState,
+              empty_matrices: np.ndarray, *, allow_nothing: bool, live: bool,
+              refine: bool = True) -> Outcome:
+    """:func:`edit` with the state and the empties' matrices at hand."""
+    info = state.info
+    mw = rig_io.world_matrix(obj)
+    targets = empties.targets(state.effectors, empty_matrices, mw)
+    requests = state.requests
+    options = editors.solve_options(scene)
+    skipped = not refine and options.refine_steps > 0 and options.solver != "classic"
+    if skipped:
+        options = replace(options, refine_steps=0)
+    pose = _read_pose(obj, state)
+    frame = scene.frame_current
+    keep_base = state.base_is_current(pose, frame)
+    if not targets and not requests:
+        if not allow_nothing:
+            raise EditError("Nothing to solve: add effectors or enable a metric request")
+        if keep_base:
+            state.pose = base_pose.restore_base(obj, info, state.base, pose)
+            base_pose.mark_written(obj, info, state.base, state.pose)
+        return Outcome("Back to the base pose")
+    if requests and options.solver == "classic":
+        raise EditError("Metric requests need a neural solver: pick Neural in Solver")
+    models = model_sets.load(scene) if (options.solver != "classic" or requests) else None
+    if models is not None:
+        metric_requests.check_requests(requests, models)
+    quats, locs, start = state.start(pose, keep_base, mw)
+    editor = state.editor(obj, models, mw)
+    effs = [Effector(t.joint, t.target_core, t.weight, t.pin) for t in targets]
+    try:
+        result = editor.solve(start, effs, requests, options)
+    except ValueError as exc:
+        raise EditError(f"Cannot solve: {exc}") from exc
+    new_core = result.positions[0]
+    check_finite(new_core)
+    orientations = {skeleton.JOINT_INDEX[t.joint]: t.orientation_armature
+                    for t in targets if t.orientation_armature is not None and not t.pin}
+    goal_joints, goal_core = reach_goals(targets, start, new_core)
+    in_armature = state.to_armature(mw, np.concatenate([new_core, goal_core]))
+    solved_arm = in_armature[:skeleton.NUM_JOINTS]
+    goals = dict(zip(goal_joints, in_armature[skeleton.NUM_JOINTS:], strict=True))
+    new_q, new_l = _rotations(info, quats, locs, solved_arm, goals, orientations)
+
+    # Validated: write.
+    if not keep_base:
+        state.base = base_pose.store_base(obj, info, pose, frame)
+    state.pose = rig_io.write_pose(obj, info, new_q, new_l, pose)
+    base_pose.mark_written(obj, info, state.base, state.pose)
+    empties.mark_solved(obj, empty_matrices)
+    state.solved = empty_matrices.reshape(len(empty_matrices), 16)
+    notes = list(result.notes)
+    if live:
+        return Outcome(f"Solved {obj.name}", notes, deferred=True)
+    seen = _settle(obj, state, (quats, locs, solved_arm, goals, orientations), mw)
+    final_core = rig_io.armature_to_core(mw, seen)
+    if models is not None:
+        metric_requests.measure_pose(scene, obj, info, state.pose)
+    parts = []
+    if targets:
+        parts.append(f"{len(targets)} effector(s), largest miss "
+                     f"{largest_miss(targets, final_core) * CM:.1f} cm")
+    if requests:
+        parts.append(f"{len(requests)} metric request(s)")
+    return Outcome(f"Solved {obj.name}: {', '.join(parts)}", notes)
+
+
+def _rotations(info: rig_io.RigInfo, quats: np.ndarray, locs: np.ndarray,
+               solved_arm: np.ndarray, goals: dict[int, np.ndarray],
+               orientations: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    try:
+        new_q, new_l = rig_io.solve_rotations(info, quats, locs, solved_arm, goals,
+                                              orientations)
+    except ValueError as exc:
+        raise EditError(f"Cannot turn the solved joints into bone rotations: {exc}") from exc
+    check_finite(new_q, new_l)
+    return new_q, new_l
+
+
+def evaluated_joints(obj: bpy.types.Object, info: rig_io.RigInfo) -> np.ndarray:
+    """Armature-space joints (21, 3) as Blender evaluates the rig now (the depsgraph is
+    updated first; objects outside the active view layer are read as last evaluated)."""
+    view_layer = bpy.context.view_layer
+    if view_layer is not None:
+        view_layer.update()
+    return rig_io.evaluated_joints(obj, info)
+
+
+def _settle(obj: bpy.types.Object, state: kept.ArmatureState, solve: tuple,
+            matrix_world: np.ndarray) -> np.ndarray:
+    """Correct the pose just written from the evaluated rig: the effector joints' goals
+    are moved by what Blender's evaluation missed, solved and written again, while that
+    brings them closer (at most :data:`EVALUATED_PASSES`); the best write stays. Returns
+    the evaluated joints (armature space) of the pose left on the rig."""
+    quats, locs, solved_arm, goals, orientations = solve
+    info = state.info
+    seen = evaluated_joints(obj, info)
+    if not goals:
+        return seen
+    joints = list(goals)
+    wanted = np.array([goals[j] for j in joints])
+    scale = float(np.linalg.norm(matrix_world[:3, :3], axis=0).max())
+    best = (_miss(seen, joints, wanted), state.pose, seen)
+    aim = wanted.copy()
+    for _ in range(EVALUATED_PASSES):
+        if best[0] * scale < EVALUATED_TOL:
+            break
+        aim = aim + (wanted - seen[joints])
+        shifted = solved_arm.copy()
+        shifted[joints] = aim
+        new_q, new_l = _rotations(info, quats, locs, shifted, dict(zip(joints, aim, strict=True)),
+                                  orientations)
+        state.pose = rig_io.write_pose(obj, info, new_q, new_l, state.pose)
+        seen = evaluated_joints(obj, info)
+        miss = _miss(seen, joints, wanted)
+        if miss >= best[0]:
+            break
+        best = (miss, state.pose, seen)
+    if state.pose is not best[1]:  # the last pass made it worse: back to the best one
+        pose = best[1]
+        state.pose = rig_io.write_pose(obj, info, pose.quats, pose.locations, state.pose)
+        seen = evaluated_joints(obj, info)
+    base_pose.mark_written(obj, info, state.base, state.pose)
+    return seen
+
+
+def _miss(seen: np.ndarray, joints: list[int], wanted: np.ndarray) -> float:
+    return float(np.linalg.norm(seen[joints] - wanted, axis=1).max())
+
+
+def largest_miss(targets: list[empties.Target], joints_core: np.ndarray) -> float:
+    """How far the moved effector joints are from their empties (core space, metres)."""
+    moved = [t for t in targets if not t.pin]
+    return max((float(np.linalg.norm(joints_core[skeleton.JOINT_INDEX[t.joint]]
+                                     - t.target_core)) for t in moved), default=0.0)
+
+
+def reach_goals(targets: list[empties.Target], start: np.ndarray, solved: np.ndarray
+                ) -> tuple[list[int], np.ndarray]:
+    """Where each effector joint must end up exactly (joints, core space ``(G, 3)``): a
+    full-weight effector on its empty, a pin where it was; a softer one where the solve
+    put it."""
+    joints = [skeleton.JOINT_INDEX[t.joint] for t in targets]
+    goals = [start[j] if t.pin else t.target_core if t.weight >= 1.0 else solved[j]
+             for t, j in zip(targets, joints, strict=True)]
+    return joints, np.array(goals).reshape(-1, 3)
+
+
+def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
+    """Project the current pose onto the models' pose space; it becomes the new base."""
+    info = mapped_rig.rig_for(obj)
+    models = model_sets.load(scene)
+    pose = rig_io.read_pose(obj, info)
+    mw = rig_io.world_matrix(obj)
+    joints_arm, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    editor = editors.editor_for(obj, info, models, mw)
+    try:
+        cleaned = editor.clean_pose(rig_io.armature_to_core(mw, joints_arm)[None])[0]
+    except ValueError as exc:
+        raise EditError(f"Cannot clean the pose: {exc}") from exc
+    check_finite(cleaned)
+    try:
+        new_q, new_l = rig_io.solve_rotations(info, pose.quats, pose.locations,
+                                              rig_io.core_to_armature(mw, cleaned))
+    except ValueError as exc:
+        raise EditError(f"Cannot turn the cleaned joints into bone rotations: {exc}") from exc
+    check_finite(new_q, new_l)
+    rig_io.write_pose(obj, info, new_q, new_l, pose)
+    base_pose.make_current_base(scene, obj, info)
+    return Outcome(f"Cleaned the pose of {obj.name}")
+
+
+def reset_edits(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
+    """Back to the base pose; effectors return to their joints and requests switch off.
+
+    Only while the base applies (same frame, the pose still the add-on's): after a frame
+    change the rig shows that frame's own pose, which the stored base has nothing to do
+    with, so that pose becomes the base instead and nothing is undone.
+    """
+    info = mapped_rig.rig_for(obj)
+    base = base_pose.read_base(obj, info)
+    if base is None:
+        raise EditError(f"{obj.name} has no edits to reset (no base pose for its mapping)")
+    pose = rig_io.read_pose(obj, info)
+    frame = scene.frame_current
+    notes = []
+    if base_pose.base_is_current(base, info, pose, frame):
+        pose = base_pose.restore_base(obj, info, base, pose)
+        base_pose.mark_written(obj, info, base, pose)
+        message = f"Reset {obj.name} to its base pose"
+    else:
+        why = (f"the edits were made on frame {base.frame}" if base.frame != frame
+               else "the pose was changed since the last edit")
+        base_pose.make_current_base(scene, obj, info)
+        message = f"Nothing to reset on {obj.name} at frame {frame}"
+        notes.append(f"{why}: the pose shown is kept as the new base, and the effectors are "
+                     "back on their joints")
+    empties.snap(obj, info, pose)
+    with updates_suspended():
+        for item in scene.npe.metrics:
+            item.enabled = False
+    return Outcome(message, notes)
+
+
+def insert_keyframe(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
+    """Key the mapped bones' current pose at the current frame; it becomes the new base."""
+    info = mapped_rig.rig_for(obj)
+    pose = rig_io.read_pose(obj, info)
+    frame = scene.frame_current
+    n = rig_keys.write_keys(obj, info, [frame], pose.quats[None], pose.locations[None],
+                          euler_ref=pose.eulers)
+    base_pose.make_current_base(scene, obj, info)
+    return Outcome(f"Keyed {len(info.mapped)} bones of {obj.name} at frame {frame} "
+                   f"({n} F-curves)")
+
+
+def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyGroup,
+                           enabled_changed: bool) -> None:
+    """A request slider or checkbox changed: edit the pose like Apply Metrics does."""
+    kept.invalidate()
+    if is_suspended():
+        return
+    scene = context.scene
+    try:
+        obj = mapped_rig.armature_from_context(context)
+    except EditError as exc:
+        STATUS["metrics"] = str(exc)
+        return
+    try:
+        if enabled_changed and item.enabled:
+            metric_requests.measure(scene, obj)
+            with updates_suspended():  # start from the measured value: no jump
+                setattr(item, item.value_prop, item.measured)
+            STATUS.pop("metrics", None)
+            return
+        with busy():
+            outcome = edit(scene, obj, context.evaluated_depsgraph_get(), allow_nothing=True)
+        STATUS.pop("metrics", None)
+        clamped = [n for n in outcome.notes if "clamped" in n]
+        if clamped:
+            STATUS["metrics"] = clamped[0]
+    except EditError as exc:
+        STATUS["metrics"] = str(exc)
+        print(f"Neural Pose Editor: {exc}")
+
+
+def model_set_changed(context: bpy.types.Context) -> None:
+    """A new model set: load it (this is where a bad folder is found) and list its
+    metrics, or clear the list and say why."""
+    scene = context.scene
+    kept.invalidate()
+    try:
+        metric_requests.sync_metrics(scene, model_sets.load(scene))
+    except EditError as exc:
+        scene.npe.metrics.clear()
+        scene.npe.metrics_folder = ""
+        STATUS["models"] = str(exc)
+    else:
+        STATUS.pop("models", None)

@@ -1,0 +1,84 @@
+"""Pose metrics in the panel: one request item per metric of the model set, measured on
+the rig and requested in the rig's own units (degrees; distances in the rig's world
+metres, its proportions and scale), as :meth:`.core.pipeline.PoseEditor.metric_values`
+and ``solve(..., metrics=...)`` take them."""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+from . import editors, mapped_rig, model_sets, rig_io
+from .core.models import ModelSet
+from .core.pipeline import PoseEditor
+from .errors import EditError
+from .guard import updates_suspended
+
+
+def sync_metrics(scene: bpy.types.Scene, models: ModelSet) -> None:
+    """One request item per metric of the model set (kept when the set is unchanged)."""
+    s = scene.npe
+    names = list(models.metrics)
+    if s.metrics_folder == str(models.folder) and [m.name for m in s.metrics] == names:
+        return
+    with updates_suspended():
+        s.metrics.clear()
+        for name, module in models.metrics.items():
+            spec = module.metric
+            item = s.metrics.add()
+            item.name = name
+            item.label = name.replace("_", " ").capitalize()
+            item.description = spec.description
+            item.unit = spec.unit
+            lo, hi = module.value_range or (0.0, 0.0)
+            setattr(item, item.value_prop, 0.5 * (lo + hi))
+        s.metrics_folder = str(models.folder)
+
+
+def requested_metrics(scene: bpy.types.Scene) -> dict[str, float]:
+    """The enabled metric requests: name -> requested value (rig units)."""
+    return {m.name: m.requested for m in scene.npe.metrics if m.enabled}
+
+
+def check_requests(requests: dict[str, float], models: ModelSet) -> None:
+    unknown = [n for n in requests if n not in models.metrics]
+    if unknown:
+        raise EditError(f"Metric(s) {', '.join(unknown)} are not in this model set: click "
+                        "Reload Models in the Neural Pose panel")
+
+
+def store_measured(scene: bpy.types.Scene, models: ModelSet, editor: PoseEditor,
+                   positions_core: np.ndarray) -> None:
+    """Measure every metric on a pose (21, 3) in the rig's units and show it in the
+    panel, with the range the models know on this rig."""
+    sync_metrics(scene, models)
+    values = editor.metric_values(positions_core[None])
+    ranges = editor.metric_ranges(positions_core[None])
+    for item in scene.npe.metrics:
+        if item.name in values:
+            item.measured = float(values[item.name][0])
+            item.has_measured = True
+        if item.name in ranges:
+            item.range_min, item.range_max = ranges[item.name]
+
+
+def measure_pose(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+                 pose: rig_io.Pose) -> None:
+    """:func:`store_measured` on a pose of the armature (no-op without models)."""
+    try:
+        models = model_sets.load(scene)
+    except EditError:
+        return
+    mw = rig_io.world_matrix(obj)
+    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    store_measured(scene, models, editors.editor_for(obj, info, models, mw),
+                   rig_io.armature_to_core(mw, joints))
+
+
+def measure(scene: bpy.types.Scene, obj: bpy.types.Object) -> dict[str, float]:
+    """Measure the metrics on the armature's current pose."""
+    info = mapped_rig.rig_for(obj)
+    model_sets.load(scene)  # a missing set is an error here
+    measure_pose(scene, obj, info, rig_io.read_pose(obj, info))
+    return {m.name: m.measured for m in scene.npe.metrics}
+

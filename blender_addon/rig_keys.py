@@ -1,0 +1,172 @@
+"""Actions: the F-curve container of an armature's action, reading a clip and writing keys.
+
+All through F-curve data (``keyframe_points.foreach_get/set``), never ``keyframe_insert``
+per key; 4.4+ layered actions (slots, layers, strips, channelbags) and 4.2's plain actions
+alike. Poses are in :class:`.rig_io.RigInfo` bone order, as :mod:`.rig_io` gives them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import bpy
+import numpy as np
+
+from .core import conversions, rotations
+from .core.conversions import AXIS_ANGLE, QUATERNION
+from .rig_io import RigInfo, read_pose
+
+
+def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_struct | None:
+    """The F-curve container of the object's action slot (4.4+ layered actions, 5.0 too).
+
+    With ``create``: makes the action, slot, layer, strip and channelbag that are missing,
+    reusing what exists. Without it: None when there is none. Both kinds of container
+    answer ``fcurves.find/new`` and ``groups.new`` alike (before 4.4 it is the action).
+    """
+    anim = obj.animation_data
+    if anim is None:
+        if not create:
+            return None
+        anim = obj.animation_data_create()
+    action = anim.action
+    if action is None:
+        if not create:
+            return None
+        action = bpy.data.actions.new(f"{obj.name}Action")
+        anim.action = action
+    if not hasattr(action, "layers"):  # Blender 4.2/4.3: the action holds the F-curves
+        return action
+    slot = anim.action_slot
+    if slot is None:
+        if not create:
+            return None
+        slot = action.slots.new(id_type="OBJECT", name=obj.name)
+        anim.action_slot = slot
+    if not action.layers:
+        if not create:
+            return None
+        action.layers.new("Layer")
+    layer = action.layers[0]
+    if not layer.strips:
+        if not create:
+            return None
+        layer.strips.new(type="KEYFRAME")
+    return layer.strips[0].channelbag(slot, ensure=create)
+
+
+def bone_path(name: str, prop: str) -> str:
+    return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
+
+
+def _rotation_prop(mode: str) -> tuple[str, int]:
+    if mode == QUATERNION:
+        return "rotation_quaternion", 4
+    if mode == AXIS_ANGLE:
+        return "rotation_axis_angle", 4
+    return "rotation_euler", 3
+
+
+def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The action's local pose at every frame: quats ``(T, B, 4)``, locations ``(T, B, 3)``
+    and raw Euler angles ``(T, B, 3)``.
+
+    Only the bones the mapped joints depend on are evaluated (``fcurve.evaluate``, no
+    frame changes); unanimated channels and other bones keep their current values. The
+    action alone is read: drivers, constraints and NLA strips are not.
+    """
+    pose = read_pose(obj, info)
+    t = len(frames)
+    quats = np.repeat(pose.quaternion[None], t, axis=0)
+    eulers = np.repeat(pose.eulers[None], t, axis=0)
+    axis_angles = np.repeat(pose.axis_angles[None], t, axis=0)
+    locations = np.repeat(pose.locations[None], t, axis=0)
+    bag = channelbag(obj)
+    if bag is not None:
+        arrays = {"rotation_quaternion": quats, "rotation_euler": eulers,
+                  "rotation_axis_angle": axis_angles, "location": locations}
+        for b in info.needed:
+            name = info.names[b]
+            for prop, width in (_rotation_prop(pose.modes[b]), ("location", 3)):
+                path = bone_path(name, prop)
+                for i in range(width):
+                    fc = bag.fcurves.find(path, index=i)
+                    if fc is not None:
+                        arrays[prop][:, b, i] = [fc.evaluate(float(f)) for f in frames]
+    return conversions.to_quats(pose.modes, quats, eulers, axis_angles), locations, eulers
+
+
+def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray) -> None:
+    """Replace the keys of ``fcurve`` inside [frames[0], frames[-1]] by ours; keep the rest."""
+    points = fcurve.keyframe_points
+    n_old = len(points)
+    if n_old:
+        co = np.empty(n_old * 2, dtype=np.float32)
+        points.foreach_get("co", co)
+        old_x = co[0::2]
+        inside = np.flatnonzero((old_x >= frames[0] - 1e-3) & (old_x <= frames[-1] + 1e-3))
+        if len(inside) == n_old:
+            points.clear()
+        else:
+            for i in inside[::-1]:
+                points.remove(points[int(i)], fast=True)
+    n_kept = len(points)
+    points.add(len(frames))  # appended after the kept keys
+    co = np.empty((n_kept + len(frames)) * 2, dtype=np.float32)
+    points.foreach_get("co", co)
+    co = co.reshape(-1, 2)
+    co[n_kept:, 0] = frames
+    co[n_kept:, 1] = values
+    points.foreach_set("co", co.ravel())
+    fcurve.update()  # sorts the keys and recomputes automatic handles
+
+
+def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
+               quats: np.ndarray, locations: np.ndarray, bones: Sequence[int] | None = None,
+               euler_ref: np.ndarray | None = None) -> int:
+    """Key ``bones`` (default: the mapped ones) at ``frames`` from ``quats`` (T, B, 4) and
+    ``locations`` (T, B, 3), through F-curve data; returns the number of F-curves written.
+
+    Each bone is keyed in its own rotation mode, mapped root bones on their location too.
+    Keys of those channels inside the frame range are replaced; keys outside are kept.
+    ``euler_ref`` (B, 3): Euler angles the first frame stays compatible with (default: the
+    current pose).
+    """
+    frames_arr = np.asarray(frames, dtype=np.float64)
+    bones = list(info.mapped if bones is None else bones)
+    pose = read_pose(obj, info)
+    ref = pose.eulers if euler_ref is None else np.asarray(euler_ref, dtype=np.float64)
+    values: dict[int, np.ndarray] = {}  # bone -> (T, width) keys of its rotation channel
+    for mode in dict.fromkeys(pose.modes[b] for b in bones):
+        group = [b for b in bones if pose.modes[b] == mode]
+        q = quats[:, group]
+        if mode == QUATERNION:
+            converted = rotations.quat_make_continuous(q, axis=0)
+        elif mode == AXIS_ANGLE:
+            converted = conversions.quat_to_axis_angle(q)
+        else:  # each frame compatible with the last: one pass over the frames per order
+            converted = conversions.quats_to_eulers(q, mode, ref[group])
+        values.update((b, converted[:, k]) for k, b in enumerate(group))
+    bag = channelbag(obj, create=True)
+    groups = {g.name: g for g in bag.groups}
+    written = 0
+    for b in bones:
+        name = info.names[b]
+        prop, width = _rotation_prop(pose.modes[b])
+        channels = [(prop, i, values[b][:, i]) for i in range(width)]
+        if b in info.roots:
+            channels += [("location", i, locations[:, b, i]) for i in range(3)]
+        group = groups.get(name)
+        if group is None:
+            group = groups[name] = bag.groups.new(name)
+        for prop_name, i, vals in channels:
+            path = bone_path(name, prop_name)
+            fc = bag.fcurves.find(path, index=i)
+            if fc is None:
+                fc = bag.fcurves.new(path, index=i)
+                fc.group = group
+            _merge_keys(fc, frames_arr, vals)
+            written += 1
+    obj.update_tag()
+    return written
