@@ -261,6 +261,23 @@ def _run_export_jacobian(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_results(sub: argparse._SubParsersAction) -> None:
+    from training.results import RESULTS
+
+    p = sub.add_parser("results", help="remake the published figures (docs/results/, the "
+                       "README's tables) with the commands that make them")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help=f"results to make (default all): {', '.join(RESULTS)}")
+    p.set_defaults(run=_run_results)
+
+
+def _run_results(args: argparse.Namespace) -> int:
+    from training.results import run
+
+    run(args.names)
+    return 0
+
+
 def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="the exported model set on the test split: autoencoder, "
                        "solvers side by side, metric networks, sizes")
@@ -269,6 +286,8 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/eval", help="report folder (default %(default)s)")
     p.add_argument("--pairs", type=int, default=4000, help="(x, x') pairs per effector set")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--name", default="evaluation",
+                   help="report file names: OUT/NAME.json and .md (default %(default)s)")
     p.set_defaults(run=_run_evaluate)
 
 
@@ -276,8 +295,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from training.evaluate import evaluate, markdown, write_report
 
     result = evaluate(args.models, args.data, n_pairs=args.pairs, seed=args.seed)
+    result["command"] = args.command_line
     print(markdown(result))
-    paths = write_report(result, args.out)
+    paths = write_report(result, args.out, args.name)
     print("wrote " + ", ".join(str(p) for p in paths))
     return 0
 
@@ -320,7 +340,8 @@ def _run_benchmark(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     data = args.data or (None if args.bvh else DEFAULT_DATA)
-    figure = str(out / f"{args.suite}.png")
+    json_path = Path(args.json or out / f"{args.suite}.json")
+    figure = str(json_path.with_suffix(".png"))
     if args.suite == "drags":
         clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
                                                   args.max_clips)
@@ -334,7 +355,7 @@ def _run_benchmark(args: argparse.Namespace) -> int:
                                seed=args.seed, figure=figure, max_clips=args.max_clips)
         text = benchmark.markdown(result)
     print(text)
-    json_path = args.json or out / f"{args.suite}.json"
+    result["command"] = args.command_line
     write_json(json_path, result)
     with atomic_open(Path(json_path).with_suffix(".md"), "w") as fh:
         fh.write(text)
@@ -475,7 +496,7 @@ def _run_render_walkthrough(args: argparse.Namespace) -> int:
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_prepare, _add_train, _add_export, _add_export_jacobian, _add_evaluate, _add_benchmark,
-    _add_benchmark_bvh, _add_benchmark_blender, _add_render_walkthrough,
+    _add_benchmark_bvh, _add_benchmark_blender, _add_render_walkthrough, _add_results,
 )
 
 

@@ -146,9 +146,10 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(result: dict[str, Any], out: str | Path) -> tuple[Path, Path]:
+def write_report(result: dict[str, Any], out: str | Path, name: str = "evaluation"
+                 ) -> tuple[Path, Path]:
     out = Path(out)
-    write_json(out / "evaluation.json", result)
-    with atomic_open(out / "evaluation.md", "w") as fh:
+    write_json(out / f"{name}.json", result)
+    with atomic_open(out / f"{name}.md", "w") as fh:
         fh.write(markdown(result))
-    return out / "evaluation.json", out / "evaluation.md"
+    return out / f"{name}.json", out / f"{name}.md"

@@ -1,0 +1,125 @@
+"""``python -m training results``: every published figure, remade by the commands that make it.
+
+Each result is one ``python -m training`` command whose JSON and markdown land in
+``docs/results/``; the datasets it reads are made first by their ``prepare`` command when
+missing. The README's tables are the markdown of those files, pasted between
+``<!-- results:NAME -->`` and ``<!-- /results -->`` markers by :func:`update_readme`
+(run at the end of ``results``), and a test checks that the README still shows exactly
+the committed files. Speed figures live in the same files but are never compared by tests.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from blender_addon.core.fileio import atomic_open
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = Path("docs/results")
+README = Path("README.md")
+SHARED = "../shared/data"
+
+
+@dataclass(frozen=True)
+class Result:
+    """A command that writes ``docs/results/<name>.json`` and ``.md``."""
+    name: str
+    argv: tuple[str, ...]
+    data: tuple[str, ...]  # dataset names (keys of DATASETS) it reads
+
+    @property
+    def json(self) -> Path:
+        return RESULTS_DIR / f"{self.name}.json"
+
+    @property
+    def command(self) -> str:
+        return "python -m training " + shlex.join(self.argv)
+
+
+DATASETS: dict[str, tuple[str, ...]] = {
+    "cmu": ("prepare", "--bvh", f"{SHARED}/cmu", "--out", "runs/cmu.npz"),
+    "bandai": ("prepare", "--bvh", f"{SHARED}/bandai-namco", "--out", "runs/bandai.npz"),
+}
+DATA_FILES = {"cmu": "runs/cmu.npz", "bandai": "runs/bandai.npz"}
+SETS = {"": "models", "-cmu-bandai": "models/cmu-bandai"}
+
+
+def _drags(suffix: str, models: str, data: str) -> Result:
+    name = f"drags-{data}{suffix}"
+    return Result(name, ("benchmark", "--suite", "drags", "--data", DATA_FILES[data],
+                         "--models", models, "--pairs", "300", "--out", "runs/results",
+                         "--json", str(RESULTS_DIR / f"{name}.json")), (data,))
+
+
+def _engine(suffix: str, models: str, data: str) -> Result:
+    name = f"engine-{data}{suffix}"
+    return Result(name, ("benchmark", "--data", DATA_FILES[data], "--models", models,
+                         "--out", "runs/results", "--json",
+                         str(RESULTS_DIR / f"{name}.json")), (data,))
+
+
+def _evaluate(suffix: str, models: str, data: str) -> Result:
+    name = f"evaluate-{data}{suffix}"
+    return Result(name, ("evaluate", "--data", DATA_FILES[data], "--models", models,
+                         "--out", str(RESULTS_DIR), "--name", name), (data,))
+
+
+RESULTS: dict[str, Result] = {
+    r.name: r for suffix, models in SETS.items() for data in DATA_FILES
+    for r in (_drags(suffix, models, data), _engine(suffix, models, data),
+              _evaluate(suffix, models, data))
+}
+
+_BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)",
+                    re.DOTALL)
+
+
+def markdown_of(name: str, root: Path = REPO) -> str:
+    path = root / RESULTS_DIR / f"{name}.md"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such result; make it with "
+                                f"`{RESULTS[name].command}` (or `python -m training results "
+                                f"{name}`)")
+    return path.read_text(encoding="utf-8")
+
+
+def render_readme(text: str, root: Path = REPO) -> str:
+    """The README with every results block replaced by its markdown file."""
+    def fill(m: re.Match) -> str:
+        return f"{m.group(1)}{markdown_of(m.group('name'), root)}{m.group(4)}"
+    return _BLOCK.sub(fill, text)
+
+
+def readme_blocks(text: str) -> dict[str, str]:
+    return {m.group("name"): m.group("body") for m in _BLOCK.finditer(text)}
+
+
+def update_readme(root: Path = REPO) -> None:
+    path = root / README
+    text = path.read_text(encoding="utf-8")
+    new = render_readme(text, root)
+    if new != text:
+        with atomic_open(path, "w") as fh:
+            fh.write(new)
+
+
+def run(names: list[str] | None) -> None:
+    """Make the named results (default: all), their datasets first when missing."""
+    from training.cli import main
+
+    unknown = [n for n in names or () if n not in RESULTS]
+    if unknown:
+        raise ValueError(f"unknown result(s) {unknown}; known: {', '.join(RESULTS)}")
+    chosen = [RESULTS[n] for n in names] if names else list(RESULTS.values())
+    for data in sorted({d for r in chosen for d in r.data}):
+        if not (REPO / DATA_FILES[data]).is_file():
+            if main(list(DATASETS[data])) != 0:
+                raise RuntimeError(f"could not prepare {DATA_FILES[data]}")
+    for result in chosen:
+        print(f"== {result.command}")
+        if main(list(result.argv)) != 0:
+            raise RuntimeError(f"{result.command} failed")
+    update_readme()
