@@ -19,7 +19,7 @@ from training.evaluate import fixed_mask
 CLIP_STRIDE = 14  # every 14th clip of dataset 1: 13 clips of different actions and styles
 PAIRS = 300
 ENDS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
-REFINED = f"universal + refinement ({REFINE_STEPS} steps)"
+REFINED = next(m for m in METHODS if m.startswith("universal + refinement"))
 # The targets: refinement under 5 mm median, lengths under 0.1 mm, and the
 # non-effector joints closer to the ground truth than classic FABRIK leaves them. With the
 # hands alone, FABRIK (which leaves the rest of the body where it was) ties with us on

@@ -28,8 +28,8 @@ from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from blender_addon.core.propagate import propagate, weight_curve
 from training.data import PoseData, canonical_clip
 from training.evaluate import CM, EFFECTOR_SETS, fixed_mask, random_effector_masks
+from training.pairs import SOLVER_PAIR_OFFSET, clip_bounds, pair_indices
 
-PAIR_OFFSET = 20
 REFINE_STEPS = 3
 LATENCY_SETS = {"2 effectors (hands)": ("l_hand", "r_hand"),
                 "5 effectors (hands, feet, head)": ("l_hand", "r_hand", "l_foot", "r_foot",
@@ -71,13 +71,10 @@ def load_clips(data: str | None, bvh: list[str] | None, map_spec: str, units: st
 
 def sample_pairs(clips: list[np.ndarray], n: int, rng: np.random.Generator
                  ) -> tuple[np.ndarray, np.ndarray]:
-    lengths = np.array([len(c) for c in clips])
-    which = rng.choice(len(clips), size=n, p=lengths / lengths.sum())
-    i = (rng.random(n) * lengths[which]).astype(int)
-    j = np.clip(i + rng.integers(-PAIR_OFFSET, PAIR_OFFSET + 1, n), 0, lengths[which] - 1)
-    x = np.stack([clips[c][k] for c, k in zip(which, i, strict=True)])
-    x2 = np.stack([clips[c][k] for c, k in zip(which, j, strict=True)])
-    return x, align_to(x2, x)
+    """(x, x') pairs over all frames of the clips, x' aligned to x."""
+    frames = np.concatenate(clips)
+    i, j = pair_indices(*clip_bounds([len(c) for c in clips]), n, SOLVER_PAIR_OFFSET, rng)
+    return frames[i], align_to(frames[j], frames[i])
 
 
 def align_to(x2: np.ndarray, x: np.ndarray) -> np.ndarray:

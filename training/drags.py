@@ -58,10 +58,8 @@ _FEET = {"l": skeleton.joint_indices(["l_foot", "l_toe"]),
 
 def sample_poses(clips: list[np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` poses drawn uniformly over all frames of the clips."""
-    lengths = np.array([len(c) for c in clips])
-    which = rng.choice(len(clips), size=n, p=lengths / lengths.sum())
-    frame = (rng.random(n) * lengths[which]).astype(int)
-    return np.stack([clips[c][f] for c, f in zip(which, frame, strict=True)])
+    frames = np.concatenate(clips)
+    return frames[rng.choice(len(frames), size=n)]
 
 
 def drag_requests(poses: np.ndarray, joints: tuple[str, ...], span: tuple[float, float],

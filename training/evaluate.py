@@ -19,10 +19,9 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
 from training import sliders
 from training.data import PoseData
+from training.pairs import METRIC_PAIR_OFFSET, SOLVER_PAIR_OFFSET, pair_indices
 
 CM = 100.0
-SOLVER_PAIR_OFFSET = 20
-METRIC_PAIR_OFFSET = 10
 SLIDER_METHODS = {"networks alone": SolveOptions(refine_steps=0),
                   "default options (refined)": SolveOptions()}
 EFFECTOR_SETS: dict[str, tuple[str, ...] | None] = {
@@ -35,10 +34,8 @@ EFFECTOR_SETS: dict[str, tuple[str, ...] | None] = {
 def sample_pairs(data: PoseData, split: str, n: int, max_offset: int,
                  rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """x and x' (same clip, at most ``max_offset`` frames apart) from one split."""
-    idx = np.flatnonzero(data.split_mask(split))
-    first, last = data.clip_bounds()
-    i = rng.choice(idx, size=n)
-    j = np.clip(i + rng.integers(-max_offset, max_offset + 1, size=n), first[i], last[i])
+    i, j = pair_indices(*data.clip_bounds(), n, max_offset, rng,
+                        candidates=np.flatnonzero(data.split_mask(split)))
     return data.poses[i].astype(np.float32), data.poses[j].astype(np.float32)
 
 
