@@ -349,16 +349,19 @@ def _run_benchmark(args: argparse.Namespace) -> int:
         result = drags.run(args.models, clips, description, ranges, n=args.pairs,
                            seed=args.seed, figure=figure)
         text = drags.markdown(result)
+        short = drags.summary(result)
     else:
         result = benchmark.run(args.models, data=data, bvh=args.bvh, map_spec=args.map_spec,
                                units=args.units, pairs=args.pairs, solves=args.solves,
                                seed=args.seed, figure=figure, max_clips=args.max_clips)
-        text = benchmark.markdown(result)
+        text = short = benchmark.markdown(result)
     print(text)
     result["command"] = args.command_line
     write_json(json_path, result)
     with atomic_open(Path(json_path).with_suffix(".md"), "w") as fh:
         fh.write(text)
+    with atomic_open(Path(json_path).with_suffix(".summary.md"), "w") as fh:
+        fh.write(short)
     print(f"wrote {json_path}, {Path(json_path).with_suffix('.md')}, {result.get('figure')}")
     return 0
 

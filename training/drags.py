@@ -227,3 +227,28 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {name}: largest joint displacement (mm) | "
                      + " | ".join(f"{v:.3g}" for v in methods.values()) + " |")
     return "\n".join(lines) + "\n"
+
+
+SUMMARY_METHODS = ("network alone", "default (refined)", FABRIK)
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The README's table: every drag without pins, the network, the default and FABRIK."""
+    lines = ["| drag (no pins) | method | reach median (mm) | reached where FABRIK reaches "
+             "(%) | planted feet p90 (mm) | pelvis (cm) | other joints (cm) | angles out "
+             "of range (%) | manifold (cm) |", "|---|---|---|---|---|---|---|---|---|"]
+    for case, by_pins in result["cases"].items():
+        for method in SUMMARY_METHODS:
+            r = by_pins["no pins"][method]
+            lines.append(f"| {case} | {method} | {r['reach_median_mm']:.2f} | "
+                         f"{r['reached_where_fabrik_reaches_pct']:.0f} | "
+                         f"{r['planted_feet_p90_cm'] * 10:.2f} | {r['pelvis_median_cm']:.2f} | "
+                         f"{r['others_mean_cm']:.2f} | {r['out_of_range_pct']:.0f} | "
+                         f"{r['manifold_median_cm']:.2f} |")
+    null = result["null_edit_max_mm"]
+    lines += ["", f"{result['poses']} start poses ({result['data']}); start poses with an "
+              f"angle out of range: {result['start_poses']['out_of_range_pct']:.1f} %. "
+              "Null edit (effectors on their joints), largest joint displacement with the "
+              "default options: " + ", ".join(f"{k} {v['default (refined)']:.2g} mm"
+                                                for k, v in null.items()) + "."]
+    return "\n".join(lines) + "\n"

@@ -149,4 +149,7 @@ def write_report(result: dict[str, Any], out: str | Path, name: str = "evaluatio
     write_json(out / f"{name}.json", result)
     with atomic_open(out / f"{name}.md", "w") as fh:
         fh.write(markdown(result))
+    with atomic_open(out / f"{name}.summary.md", "w") as fh:
+        fh.write(sliders.markdown({k: v for k, v in result["sliders"].items()
+                                   if k == "default options (refined)"}))
     return out / f"{name}.json", out / f"{name}.md"

@@ -78,11 +78,12 @@ _BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /
 
 
 def markdown_of(name: str, root: Path = REPO) -> str:
+    """``NAME`` (the full markdown) or ``NAME.summary`` (the README's shorter table)."""
     path = root / RESULTS_DIR / f"{name}.md"
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such result; make it with "
-                                f"`{RESULTS[name].command}` (or `python -m training results "
-                                f"{name}`)")
+        base = name.split(".")[0]
+        raise FileNotFoundError(f"{path}: no such result; make it with `python -m training "
+                                f"results {base}`")
     return path.read_text(encoding="utf-8")
 
 
