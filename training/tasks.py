@@ -38,6 +38,10 @@ DRAG_PIN_PROBABILITY = 0.5  # each other end joint (and the pelvis) held where i
 # targets from other poses): 5x the paper's k towards x'; null edits: every joint to x.
 KEEP_WEIGHT = 0.05
 NULL_KEEP_WEIGHT = 1.0
+# Null edits also pull the solver's latent to the input latent: a pose-space loss alone
+# left latent moves as large as the latent itself that decode to about the same pose
+# (joints 2-4 cm off); S(z, t) = z decodes to exactly the input through keep_details.
+NULL_LATENT_WEIGHT = 0.1
 REST_POSE_PROBABILITY = 0.1  # starting poses replaced by a synthetic T- or A-pose
 AE_REST_POSE_PROBABILITY = 0.05  # so the autoencoder reconstructs rest poses too
 MIRROR_TARGET_PROBABILITY = 0.25  # of "other" targets: x's own mirror image
@@ -240,6 +244,10 @@ class UniversalSolverTask(Task):
         drag_t, drag_m, drag_w = sample_drags(x, gen)
         drag = is_mode["offset"]
         x2[drag], mask[drag], weights[drag] = drag_t[drag], drag_m[drag], drag_w[drag]
+        # half the null edits with a user's effector set (one or two end joints, some
+        # pins), not moved: the set a user has before the first drag
+        user_null = is_mode["null"] & (torch.rand(n, generator=gen) < 0.5)
+        mask[user_null], weights[user_null] = drag_m[user_null], drag_w[user_null]
         keep = torch.where((is_mode["pair"] | is_mode["far"])[:, None, None], x2, x)
         k = torch.full((n,), KEEP_WEIGHT)
         k[is_mode["pair"] | is_mode["far"]] = OTHER_JOINTS_WEIGHT
@@ -250,8 +258,11 @@ class UniversalSolverTask(Task):
                 mask: torch.Tensor, weights: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             z = self.ae.encode(x)
-        pred = self.ae.decode(self.net(z, mask, x2, weights)).reshape(x.shape)
-        return effector_loss(pred, x2, mask, weights, keep, k)
+        z_new = self.net(z, mask, x2, weights)
+        pred = self.ae.decode(z_new).reshape(x.shape)
+        null = (k == NULL_KEEP_WEIGHT).float()
+        latent = (((z_new - z) ** 2).mean(-1) * null).mean()
+        return effector_loss(pred, x2, mask, weights, keep, k) + NULL_LATENT_WEIGHT * latent
 
 
 class GroupSolverTask(Task):
