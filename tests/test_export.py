@@ -51,7 +51,7 @@ def _random_inputs(role: str, latent: int, group: int, n: int, mean_pose: np.nda
     z = rng.standard_normal((n, latent)).astype(np.float32)
     if role == "encoder":
         return (poses,)
-    if role == "decoder":
+    if role in ("decoder", "decoder_jacobian"):
         return (z,)
     if role in ("ik_universal", "ik_universal_fused"):
         mask = (rng.random((n, skeleton.NUM_JOINTS)) < 0.3).astype(np.float32)
@@ -73,7 +73,7 @@ def _real_inputs(role: str, joints: tuple[str, ...], metric: MetricSpec | None,
         mask = (rng.random((len(x), skeleton.NUM_JOINTS)) < 0.3).astype(np.float32)
         return x, mask, x2, mask.copy()
     z = models.encode(x)
-    if role == "decoder":
+    if role in ("decoder", "decoder_jacobian"):
         return (z,)
     if role == "ik_universal":
         mask = (rng.random((len(x), skeleton.NUM_JOINTS)) < 0.3).astype(np.float32)
@@ -88,7 +88,7 @@ def test_modelset_loads_every_module(tiny_set: TinySet, models: ModelSet,
                                      manifest: dict[str, Any]) -> None:
     names = {m["name"] for m in manifest["modules"]}
     assert set(models.modules) == names
-    expected = {"encoder", "decoder", "ik_universal", "ik_universal_fused",
+    expected = {"encoder", "decoder", "ik_universal", "ik_universal_fused", "decoder_jacobian",
                 *(f"ik_{g}" for g in EFFECTOR_GROUPS),
                 *(f"metric_{s.name}" for s in DEFAULT_METRICS)}
     assert names == expected

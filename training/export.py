@@ -22,7 +22,7 @@ from blender_addon.core import models as core_models
 from blender_addon.core import skeleton
 from blender_addon.core.fileio import atomic_open, write_json
 from training.data import PoseData
-from training.jacobian import initializer_count, write_decoder_jacobian
+from training.jacobian import DecoderJacobian, initializer_count
 from training.nets import (
     Decoder,
     Encoder,
@@ -68,7 +68,7 @@ def _examples(role: str, latent: int, group: int, poses: torch.Tensor, gen: torc
     z = torch.randn(n, latent, generator=gen)
     if role == "encoder":
         return (poses,)
-    if role == "decoder":
+    if role in ("decoder", "decoder_jacobian"):
         return (z,)
     if role in ("ik_universal", "ik_universal_fused"):
         mask = (torch.rand(n, skeleton.NUM_JOINTS, generator=gen) < 0.3).float()
@@ -84,7 +84,9 @@ def collect(runs: Path) -> tuple[list[Exported], dict[str, Any]]:
     ae = load_autoencoder(runs / "ae.pt").eval()
     latent = ae.latent_size
     nets = [Exported("encoder", "encoder", Encoder(ae), (), {"config": ae.config}),
-            Exported("decoder", "decoder", Decoder(ae), (), {"config": ae.config})]
+            Exported("decoder", "decoder", Decoder(ae), (), {"config": ae.config}),
+            Exported("decoder_jacobian", "decoder_jacobian", DecoderJacobian(ae), (),
+                     {"config": ae.config})]
     mean, std = ae.norm.mean, ae.norm.std
     paths = sorted(runs.glob("solver_*.pt")) + sorted(runs.glob("metric_*.pt"))
     for path in paths:
@@ -142,7 +144,7 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
         group = len(item.extra.get("joints", ()))
         group_poses = real[:, skeleton.joint_indices(item.extra["joints"])] if group else real
         example = _examples(item.role, latent, group, group_poses, gen)
-        if item.role in ("ik_universal", "metric", "decoder"):
+        if item.role in ("ik_universal", "metric", "decoder", "decoder_jacobian"):
             z = info["ae"].encode(real).detach()
             example = (z, *example[1:])
         blob = _onnx_bytes(item.net, example, item.role)
@@ -173,8 +175,6 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
                 entry[key] = item.extra[key]
         entry["config"] = item.extra["config"]
         modules.append(entry)
-    modules.append(write_decoder_jacobian(info["ae"], out))
-    parity[modules[-1]["name"]] = modules[-1]["parity_relative_error"]
     manifest = build_manifest(runs, info, modules, parity)
     if about is not None:
         manifest = {"about": about, **manifest}

@@ -49,7 +49,7 @@ SOLVERS = ("universal", "chained", "classic")
 CHAIN_ORDER = ("hands", "feet", "head")  # the 2021 paper's order for chained solvers
 MAX_REFINE_STEPS = 10
 DEFAULT_REFINE_STEPS = 3
-DEFAULT_BODY_FOLLOW = 0.25  # chosen by the drag benchmark (README)
+DEFAULT_BODY_FOLLOW = 0.75  # chosen by the drag and pair benchmarks (README)
 # A foot touches the floor when its toe or ankle is this low (model space, canonical metres;
 # the training actor's toe rests at 4.3 cm and ankle at 11.7 cm).
 PLANTED_TOE_HEIGHT = 0.08

@@ -8,9 +8,8 @@ change that stretched a forearm to raise a hand would be undone there), is refin
 
 - **requests**: effector and pin errors (weight ``w`` each), and metric errors in the
   metric's unit times :data:`METRIC_UNIT_M` (1 degree counts as 1 cm);
-- **least change** (``1 - body_follow``): how far the joints nobody asked about move from
-  the input pose;
-- **the learned response** (``body_follow``): a pull towards the networks' own latent.
+- **least change**: how far the joints nobody asked about move from where they should stay:
+  the input pose at ``body_follow`` 0, the networks' own answer at 1, a blend between.
 
 The decoder's exact Jacobian (the ``decoder_jacobian`` graph, one call) is taken once at
 ``z_net`` and its normal equations factored once; each step then costs one decoder call
@@ -35,7 +34,7 @@ EFFECTOR_WEIGHT = 1.0  # per unit of effector weight: the drag benchmark found n
 METRIC_WEIGHT = 100.0  # a requested metric: 1 degree off costs like a 10 cm effector miss
 HOLD_WEIGHT = 1.0  # metrics nobody asked about, during a metric-only edit
 LEAST_CHANGE = 0.5  # per non-requested joint coordinate, at body_follow = 0 (drag benchmark)
-LEARNED_PRIOR = 1e-3  # m^2 per latent unit^2, at body_follow = 1
+LEARNED_PRIOR = 1e-4  # m^2 per latent unit^2: stay near the networks' latent
 SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
 DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
 LM_START, LM_UP, LM_DOWN = 1e-4, 10.0, 0.3  # Levenberg-Marquardt damping, its changes
@@ -109,15 +108,16 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     come back unchanged.
     """
     b, latent = z_net.shape
-    least = LEAST_CHANGE * (1.0 - body_follow)
-    # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere.
-    row_w = np.repeat(np.where(weights > 0, weights * EFFECTOR_WEIGHT, least), 3, axis=1)
-    goal = np.where(weights.repeat(3, axis=1) > 0, targets.reshape(b, -1), base.reshape(b, -1))
-    # The variables: the latent (pulled towards the networks' answer) and the shift.
-    prior = np.r_[np.full(latent, LEARNED_PRIOR * body_follow + DAMPING), np.full(2, SHIFT_PRIOR)]
     v_net = np.concatenate([z_net.astype(np.float64), shift], axis=1)
     v = v_net.copy()
     pose, jac = _linearize(models, v, offset)
+    # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere,
+    # towards the input pose (body_follow 0) or the networks' own pose (1), or between.
+    asked = weights.repeat(3, axis=1) > 0
+    row_w = np.where(asked, weights.repeat(3, axis=1) * EFFECTOR_WEIGHT, LEAST_CHANGE)
+    keep = (1.0 - body_follow) * base.reshape(b, -1) + body_follow * pose.reshape(b, -1)
+    goal = np.where(asked, targets.reshape(b, -1), keep)
+    prior = np.r_[np.full(latent, LEARNED_PRIOR + DAMPING), np.full(2, SHIFT_PRIOR)]
     cost = _cost(pose, v, v_net, goal, row_w, metrics, prior)
     # Levenberg-Marquardt damping per pose, relative to the Gauss-Newton diagonal.
     damping = np.full(b, LM_START)
