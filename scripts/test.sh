@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh clone (the README's test command, and CI's):
-#  1. create or refresh .venv (dev), .venv-bpy45 and .venv-bpy50 from their pinned
+#  1. create or refresh .venv (dev), .venv-bpy42, .venv-bpy45 and .venv-bpy50 from their pinned
 #     requirement files (scripts/venvs.py: reinstalls only when a pin changes);
 #  2. ruff check .;
 #  3. pytest in .venv on tests/ except tests/blender (extra arguments go to this run);
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3.11}
 command -v "$PYTHON" >/dev/null || PYTHON=python3
 BLENDER_TIMEOUT_S=${BLENDER_TIMEOUT_S:-900}
-BLENDER_VENVS=(bpy45 bpy50)
+BLENDER_VENVS=(bpy42 bpy45 bpy50)
 
 ensure() {  # ensure DIR REQUIREMENTS...
     "$PYTHON" scripts/venvs.py "$@" || { echo "test.sh: could not set up $1" >&2; exit 1; }

@@ -13,6 +13,7 @@ import atexit
 import importlib.util
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ if HAVE_BPY:
     from blender_addon import preferences
     from blender_addon.core.models import MANIFEST_NAME, default_models_dir
     from tests.blender import rigs
+    from training.blender_side.rigs import open_rigify, rigify_blend
 
 REPO = Path(__file__).resolve().parents[2]
 BANDAI_ARCHIVE = REPO.parent / "shared" / "data" / "bandai-namco" / "bandai-namco-dataset-1.tar.xz"
@@ -51,6 +53,23 @@ def _unregister() -> None:
 
 if HAVE_BPY:
     atexit.register(_unregister)
+
+# bpy 4.2 (the module) crashes in its own teardown once any property with an update
+# callback was registered (SIGSEGV at exit, even after unregistering): there the test
+# process leaves right after pytest has reported, with pytest's exit status.
+_EXIT = {"status": 0}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _EXIT["status"] = int(exitstatus)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if HAVE_BPY and bpy.app.version < (4, 3, 0):
+        _unregister()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(_EXIT["status"])
 
 
 @pytest.fixture(scope="session")
@@ -134,3 +153,20 @@ def mixamo_rig(scene: bpy.types.Scene) -> bpy.types.Object:
     rigs.select_only(obj)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
     return obj
+
+
+@pytest.fixture(scope="session")
+def rigify_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A .blend holding a Rigify rig generated from the human metarig (defaults), made once
+    per session by the bundled Rigify add-on in a child process."""
+    return rigify_blend(tmp_path_factory.mktemp("rigify") / "generated_rigify.blend")
+
+
+@pytest.fixture
+def rigify_rig(rigify_file: Path, models_dir: Path, scene: bpy.types.Scene
+               ) -> bpy.types.Object:
+    """The generated Rigify rig, unmapped, selected, in a scene with the test model set."""
+    rig = open_rigify(rigify_file)
+    if models_dir != default_models_dir():
+        bpy.context.scene.npe.model_set = str(models_dir)
+    return rig

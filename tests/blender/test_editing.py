@@ -286,6 +286,41 @@ def test_reset_after_a_frame_change_keeps_that_frames_pose(mixamo_rig: bpy.types
     assert np.allclose(rigs.pose_matrices(obj), at_61, atol=1e-6)
 
 
+def test_rest_pose_changed_in_edit_mode_is_read_again(mixamo_rig: bpy.types.Object) -> None:
+    """A forearm made 10 cm longer in Edit Mode between two live drags: every cache of
+    the armature is dropped (the rig's key covers the rest matrices), the next drag
+    reaches its empty on the new layout."""
+
+    obj = mixamo_rig
+    _setup_hands_and_pinned_feet(obj)
+    scene = bpy.context.scene
+    scene.npe.live = True
+    hand = _empty(obj, "r_hand")
+    home = np.array(hand.location)
+    hand.location = home + 0.5 * HAND_MOVE
+    bpy.context.view_layer.update()
+    assert errors.STATUS.get(obj.name) is None
+    old_key = rig_io.rig_info(obj, mapped_rig.mapping_dict(obj.data)).key
+    bpy.ops.object.mode_set(mode="EDIT")
+    bones = obj.data.edit_bones
+    forearm = bones["mixamorig:RightForeArm"]
+    longer = (forearm.tail - forearm.head).normalized() * 0.10
+    moved = [b for b in bones if b.name == "mixamorig:RightHand"
+             or (b.parent_recursive and bones["mixamorig:RightHand"] in b.parent_recursive)]
+    forearm.tail += longer
+    for b in moved:
+        b.head += longer
+        b.tail += longer
+    bpy.ops.object.mode_set(mode="POSE")
+    bpy.ops.object.mode_set(mode="OBJECT")
+    assert rig_io.rig_info(obj, mapped_rig.mapping_dict(obj.data)).key != old_key
+    target = home + HAND_MOVE
+    hand.location = target
+    bpy.context.view_layer.update()  # the live handler solves here
+    assert errors.STATUS.get(obj.name) is None
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
+
+
 def test_live_mode_takes_a_new_base_after_posing_by_hand(mixamo_rig: bpy.types.Object) -> None:
     """Between two drags the user poses a mapped bone by hand and changes another's
     rotation mode: the kept state notices, the hand-made pose becomes the base."""

@@ -95,3 +95,46 @@ def test_save_and_load_mapping(tmp_path: Path) -> None:
                              filepath=str(path))
     assert "no-such-bone" in message
     assert mapped_rig.mapping_dict(obj.data) == before
+
+
+def test_a_loaded_mapping_is_checked_whole(tmp_path: Path) -> None:
+    """A file that names one bone for two joints, or a bone the rig lacks, is refused and
+    the complete mapping stays (no half-replaced 2-joint mapping)."""
+    obj = rigs.mixamo()
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    before = mapped_rig.mapping_dict(obj.data)
+    source = obj.data.npe_mapping.source
+    path = tmp_path / "twice.json"
+    path.write_text('{"joints": {"l_hand": "mixamorig:LeftHand", '
+                    '"r_hand": "mixamorig:LeftHand"}}')
+    message = rigs.cancelled(bpy.ops.npe.load_mapping, "EXEC_DEFAULT", True,
+                             filepath=str(path))
+    assert "mixamorig:LeftHand" in message and "twice" in message and "not changed" in message
+    assert mapped_rig.mapping_dict(obj.data) == before
+    assert obj.data.npe_mapping.source == source
+    path.write_text('{"joints": {"l_hand": "mixamorig:LeftHand", "r_hand": "Hand_R"}}')
+    message = rigs.cancelled(bpy.ops.npe.load_mapping, "EXEC_DEFAULT", True,
+                             filepath=str(path))
+    assert "Hand_R" in message and "not changed" in message
+    assert mapped_rig.mapping_dict(obj.data) == before
+
+
+def test_selecting_properties_are_not_remembered() -> None:
+    """Blender remembers operator properties between calls unless SKIP_SAVE: a call that
+    leaves out a preset or an index must mean the default, not the last call's value."""
+    obj = rigs.rigify()
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="mixamo") == {"FINISHED"}
+    assert "unmapped" in mapped_rig.mapping_problems(obj.data)[0]
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}  # auto again
+    assert mapped_rig.mapping_problems(obj.data) == []
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True) == {"FINISHED"}  # hands
+    assert len(obj.npe.effectors) == 2
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="FEET") == {"FINISHED"}
+    assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, index=0) == {"FINISHED"}
+    assert [e.joint for e in obj.npe.effectors] == ["r_hand", "l_foot", "r_foot"]
+    assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True) == {"FINISHED"}  # the active
+    assert len(obj.npe.effectors) == 2

@@ -10,13 +10,17 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
-                    "(run with .venv-bpy45 / .venv-bpy50)")
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy42 / .venv-bpy45 / .venv-bpy50)")
 
 REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Scripting"
 TIMEOUT_S = 300  # a fresh bpy process: import, solve, propagate, exit
 REACH_CM = 1.0  # the right wrist ends this close to its dragged empty
+# bpy 4.2 (the module, not Blender itself) crashes in its own teardown, after the script
+# has run, once any property with an update callback was registered (SIGSEGV at exit):
+# there the script passes when it printed everything.
+TEARDOWN_CRASH = -11 if bpy.app.version < (4, 3, 0) else None
 
 
 def readme_example() -> str:
@@ -36,7 +40,7 @@ def test_readme_scripting_example_runs(tmp_path: Path, bandai_bvh: Path, models_
     proc = subprocess.run([sys.executable, str(script), str(bandai_bvh), str(models_dir)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-3000:]
+    assert proc.returncode in (0, TEARDOWN_CRASH), out[-3000:]
     miss = re.search(r"right wrist ([\d.]+) cm from its empty", out)
     assert miss and float(miss.group(1)) < REACH_CM, out[-3000:]
     assert "Propagated over frames" in out, out[-3000:]

@@ -1,0 +1,149 @@
+"""Rigs as Blender users have them: a Rigify rig generated from the human metarig, posed
+through its controls, and characters that went through Blender's own FBX exporter and
+importer. Everything is read back from the rig as Blender evaluates it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy42 / .venv-bpy45 / .venv-bpy50)")
+
+from blender_addon import edits, live, mapped_rig, rig_keys, rig_mapping  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+from training.blender_side.rigs import fbx_character  # noqa: E402
+
+REACH_TOL = 0.01  # m: the evaluated deform bone ends this close to its empty
+FEET_TOL = 0.003  # m: feet without effectors stay put (planted); measured 0.2-1.3 mm
+SNAP_TOL = 1e-4  # m: switching the limbs to FK leaves every deform bone where it was
+HAND_DRAG = np.array([0.0, 0.0, 0.30])  # m, world: the left hand's empty 30 cm up
+IK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
+MECHANISM = ("DEF-", "ORG-", "MCH-")  # Rigify's bones that are not controls
+FBX_HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world: the right hand of the FBX rig
+
+
+def _deform_heads(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+    """World heads of every deform bone, as evaluated."""
+    bpy.context.view_layer.update()
+    mw = obj.matrix_world
+    return {pb.name: np.array(mw @ pb.head) for pb in obj.pose.bones if pb.bone.use_deform}
+
+
+def _empty(obj: bpy.types.Object, joint: str) -> bpy.types.Object:
+    return next(e.empty for e in obj.npe.effectors if e.joint == joint)
+
+
+def test_generated_rigify_maps_to_its_controls_without_changing_the_pose(
+        rigify_rig: bpy.types.Object) -> None:
+    rig = rigify_rig
+    ik_hand = rig.pose.bones["hand_ik.L"]  # the limb in IK, posed away from its FK chain
+    ik_hand.location = (0.05, -0.04, 0.08)
+    before = _deform_heads(rig)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert rig.data.npe_mapping.source == "rigify_controls"
+    joints = mapped_rig.mapping_dict(rig.data)
+    assert joints["l_hand"] == "hand_fk.L" and joints["pelvis"] == "torso"
+    assert all(rig.pose.bones[h]["IK_FK"] == 1.0 for h in IK_SWITCHES)
+    after = _deform_heads(rig)
+    moved = max(np.linalg.norm(after[n] - before[n]) for n in before)
+    assert moved < SNAP_TOL, f"a deform bone moved {moved * 1e3:.2f} mm at Map Rig"
+
+
+def test_generated_rigify_follows_a_hand_drag(rigify_rig: bpy.types.Object) -> None:
+    """Map Rig (auto), Hands, the left hand's empty 30 cm up, Solve: the evaluated
+    DEF-hand.L reaches it, the feet stay, one undo restores every bone, keys go on the
+    controls only."""
+    name = rigify_rig.name
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    feet = {n: p for n, p in _deform_heads(rig).items() if n.startswith(("DEF-foot", "DEF-toe"))}
+    hand = _empty(rig, "l_hand")
+    target = np.array(hand.location) + HAND_DRAG
+    hand.location = target
+    bpy.ops.ed.undo_push(message="drag the hand")
+    rig = bpy.data.objects[name]
+    before = rigs.pose_matrices(rig)
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    heads = _deform_heads(rig)
+    assert np.linalg.norm(heads["DEF-hand.L"] - target) < REACH_TOL
+    for bone, place in feet.items():
+        assert np.linalg.norm(heads[bone] - place) < FEET_TOL, bone
+    bpy.ops.ed.undo()
+    rig = bpy.data.objects[name]
+    assert np.allclose(rigs.pose_matrices(rig), before, atol=1e-6)
+    bpy.ops.ed.redo()
+    rig = bpy.data.objects[name]
+    rigs.select_only(rig)
+    assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+    keyed = {path.split('"')[1] for path, _ in rigs.keys(rig)}
+    assert "hand_fk.L" in keyed and "torso" in keyed
+    assert not [b for b in keyed if b.startswith(MECHANISM)]
+
+
+def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> None:
+    """Live mode on the generated rig: the drag's pause leaves DEF-hand.L on its empty."""
+    scene = bpy.context.scene
+    rig = rigify_rig
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    scene.npe.live = True
+    hand = _empty(rig, "l_hand")
+    start = np.array(hand.location)
+    for k in range(1, 4):
+        hand.location = start + HAND_DRAG * k / 3
+        bpy.context.view_layer.update()  # the handler solves here
+    assert live.drag_paused()
+    scene.npe.live = False
+    heads = _deform_heads(rig)
+    assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG)) < REACH_TOL
+
+
+def test_deform_bones_of_a_control_rig_are_reported(rigify_rig: bpy.types.Object) -> None:
+    """Mapped onto the DEF bones (the preset forced), Map Rig says they follow
+    constraints and what to map instead; a Solve reports the miss Blender shows."""
+    rig = rigify_rig
+    joints, missing, notes = rig_mapping.map_rig(rig, "rigify", bpy.context.view_layer)
+    assert joints is not None and not missing
+    assert any("follows constraints" in n and "map the controls (Rigify preset)" in n
+               for n in notes), notes
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    hand = _empty(rig, "l_hand")
+    hand.location = np.array(hand.location) + HAND_DRAG
+    bpy.context.view_layer.update()
+    outcome = edits.edit(bpy.context.scene, rig, bpy.context.evaluated_depsgraph_get())
+    miss_cm = float(outcome.message.rsplit("largest miss ", 1)[1].split(" cm")[0])
+    assert miss_cm > 0.8 * HAND_DRAG[2] * 100, outcome.message  # nothing visible moved
+
+
+@pytest.mark.parametrize("automatic_bone_orientation", [False, True])
+def test_fbx_character_maps_and_poses(scene: bpy.types.Scene, tmp_path: Path,
+                                      automatic_bone_orientation: bool) -> None:
+    """A Mixamo-named character in centimetres (object scale 0.01) through Blender's FBX
+    export and import: mapped by auto-detection, a hand dragged, the feet pinned."""
+    obj = fbx_character(tmp_path, automatic_bone_orientation)
+    assert any(b.name.startswith("mixamorig:") for b in obj.data.bones)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert mapped_rig.mapping_problems(obj.data) == []
+    assert obj.data.npe_mapping.source == "mixamo"
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="FEET")
+    for item in obj.npe.effectors:
+        item.pin = item.joint.endswith("foot")
+    lengths = rigs.bone_lengths(obj)
+    feet = {j: p for j, p in rigs.mapped_heads(obj).items() if j.endswith("foot")}
+    hand = _empty(obj, "r_hand")
+    target = np.array(hand.location) + FBX_HAND_MOVE
+    hand.location = target
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    heads = rigs.mapped_heads(obj)
+    assert np.linalg.norm(heads["r_hand"] - target) < REACH_TOL
+    for joint, place in feet.items():
+        assert np.linalg.norm(heads[joint] - place) < REACH_TOL
+    assert np.abs(rigs.bone_lengths(obj) - lengths).max() < 1e-4
+    assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert rig_keys.channelbag(obj) is not None
