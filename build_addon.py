@@ -1,7 +1,8 @@
 """Build the installable Blender extension zips, one per platform, into ``dist/``.
 
 ``python3 build_addon.py`` stages ``blender_addon/`` (the extension root, without caches and
-tests) with the default models from ``models/`` in its ``models/`` folder, downloads the
+tests) with the model sets from ``models/`` (the default set, and the sets in its
+sub-folders such as ``models/cmu-bandai/``) in its ``models/`` folder, downloads the
 onnxruntime wheel pinned for each platform in ``addon-wheels.txt`` (cached in
 ``build/wheels/``), writes the staged manifest's ``platforms`` and ``wheels``, and lets
 Blender's own extension CLI (``blender_ext.py``, from the bpy package in ``.venv-bpy45``,
@@ -246,10 +247,25 @@ def check_sources(addon_dir: Path, models_dir: Path) -> None:
     for reserved in (STAGED_MODELS, STAGED_WHEELS):
         if (addon_dir / reserved).exists():
             raise BuildError(f"{addon_dir / reserved} would clash with the build's {reserved}/")
+    shipped_sets(models_dir)
+
+
+def shipped_sets(models_dir: Path) -> list[str]:
+    """The model sets shipped: the default one (``models/`` itself) and every sub-folder
+    holding one (``models/cmu-bandai/``); a sub-folder with model files but no manifest
+    is a set copied half-way, and an error."""
+    sets = ["."]
+    for sub in sorted(p for p in models_dir.iterdir() if p.is_dir() and wanted(Path(p.name))):
+        if (sub / MODELS_MANIFEST).is_file():
+            sets.append(sub.name)
+        elif any(f.suffix == ".onnx" for f in sub.rglob("*")):
+            raise BuildError(f"{sub} holds models but no {MODELS_MANIFEST}: finish exporting "
+                             "that set or remove the folder")
+    return sets
 
 
 def stage_addon(addon_dir: Path, models_dir: Path, dest: Path) -> None:
-    """Copy the extension root and the model set (into ``models/``) to ``dest``."""
+    """Copy the extension root and the model sets (into ``models/``) to ``dest``."""
     check_sources(addon_dir, models_dir)
     copy_tree(addon_dir, dest)
     copy_tree(models_dir, dest / STAGED_MODELS)

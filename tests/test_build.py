@@ -77,6 +77,21 @@ def test_staging_the_real_addon_ships_sources_only(tmp_path: Path) -> None:
                 or f.startswith(("tests/", "wheels/"))]
 
 
+def test_staging_carries_every_shipped_model_set(tmp_path: Path) -> None:
+    """The default set (models/) and the sets in its sub-folders (models/cmu-bandai/)."""
+    addon, models = make_addon(tmp_path)
+    for rel in ("cmu-bandai/manifest.json", "cmu-bandai/encoder.onnx"):
+        (models / rel).parent.mkdir(parents=True, exist_ok=True)
+        (models / rel).write_text("{}")
+    assert build_addon.shipped_sets(models) == [".", "cmu-bandai"]
+    build_addon.stage_addon(addon, models, tmp_path / "stage")
+    assert build_addon.staged_files(tmp_path / "stage") == ADDON_FILES | {
+        "models/cmu-bandai/manifest.json", "models/cmu-bandai/encoder.onnx"}
+    (models / "cmu-bandai" / "manifest.json").unlink()
+    with pytest.raises(build_addon.BuildError, match=r"cmu-bandai.*manifest\.json"):
+        build_addon.stage_addon(addon, models, tmp_path / "stage2")
+
+
 def test_staging_needs_a_model_set(tmp_path: Path) -> None:
     addon, models = make_addon(tmp_path)
     (models / "manifest.json").unlink()

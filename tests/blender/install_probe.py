@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ REPO = "user_default"
 MODULE = f"bl_ext.{REPO}.{PKG_ID}"
 RESULT_PREFIX = "NPE_RESULT "
 NUM_JOINTS = 21
+USERPREF_FIXED = (4, 3, 0)  # bpy versions from which read_userpref works in the module
 # onnxruntime's declared dependencies that the build does not bundle (addon-wheels.txt).
 UNBUNDLED = ("coloredlogs", "flatbuffers", "google", "humanfriendly", "packaging", "sympy")
 
@@ -81,7 +83,14 @@ def step_install(zip_path: str) -> dict[str, Any]:
 
 def step_restart() -> dict[str, Any]:
     result: dict[str, Any] = {"onnxruntime_preloaded": "onnxruntime" in sys.modules}
-    bpy.ops.wm.read_userpref()  # a fresh `import bpy` starts from factory preferences
+    # A fresh `import bpy` starts from factory preferences; read_userpref restores the
+    # enabled extensions. The bpy 4.2 module crashes in read_userpref (SIGSEGV, even with
+    # nothing installed): there the add-on is enabled by hand instead.
+    result["restored_by_userpref"] = bpy.app.version >= USERPREF_FIXED
+    if result["restored_by_userpref"]:
+        bpy.ops.wm.read_userpref()
+    else:
+        bpy.ops.preferences.addon_enable(module=MODULE)
     result["after_restart"] = state()
     import onnxruntime as ort
 
@@ -109,6 +118,9 @@ def main() -> None:
     step, args = sys.argv[1], sys.argv[2:]
     result = step_install(*args) if step == "install" else step_restart()
     print(RESULT_PREFIX + json.dumps(result), flush=True)
+    if bpy.app.version < USERPREF_FIXED:  # the 4.2 module also crashes in its teardown
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -111,3 +111,56 @@ def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
     rigs.select_only(obj.npe.effectors[1].empty)  # an effector shows its armature
     assert any("21 joints mapped" in label for label in _draw_all())
     assert np.isfinite([m.measured for m in scene.npe.metrics]).all()
+
+
+def test_panel_defaults_are_the_engines(fresh_scene: bpy.types.Scene) -> None:
+    """What a user gets in the panel is what the engine's API (and its benchmarks) use."""
+    from dataclasses import fields
+
+    from blender_addon.core.pipeline import SolveOptions
+
+    rna = fresh_scene.npe.bl_rna.properties
+    engine = SolveOptions()
+    for f in fields(SolveOptions):
+        assert f.name in rna, f"no panel option for SolveOptions.{f.name}"
+        want = getattr(engine, f.name)
+        for got in (rna[f.name].default, getattr(fresh_scene.npe, f.name)):
+            assert got == (pytest.approx(want) if isinstance(want, float) else want), f.name
+
+
+def test_model_picker_lists_every_shipped_set_with_its_licence(
+        fresh_scene: bpy.types.Scene, models_dir: Any, tmp_path: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """models/ (the default set, here without an "about") and models/cmu-bandai/ (with
+    one): both in the picker with their licence in one line; the summary names the data."""
+    import json
+    import shutil
+
+    from blender_addon import model_sets
+
+    shipped = tmp_path / "models"
+    shutil.copytree(models_dir, shipped)
+    second = shipped / "cmu-bandai"
+    shutil.copytree(models_dir, second)
+    manifest = json.loads((second / "manifest.json").read_text())
+    manifest["about"] = {"name": "CMU + Bandai", "data": "CMU mocap + Bandai Namco",
+                         "licence": "CC BY-NC 4.0", "commercial_use": False,
+                         "credit": "The data used in this project was obtained from "
+                                   "mocap.cs.cmu.edu."}
+    (second / "manifest.json").write_text(json.dumps(manifest))
+    monkeypatch.setattr(model_sets, "default_models_dir", lambda: shipped)
+    model_sets.forget()
+    items = model_sets.items(bpy.context, "")
+    assert [i[1] for i in items] == ["Shipped · licence terms in its README",
+                                     "CMU + Bandai · CC BY-NC 4.0, non-commercial use only"]
+    assert "mocap.cs.cmu.edu" in items[1][2]
+    fresh_scene.npe.model_set = items[1][0]
+    assert fresh_scene.npe.model_path == "shipped:cmu-bandai"
+    assert model_sets.folder(fresh_scene) == second
+    summary = model_sets.summary(fresh_scene)
+    assert "Trained on: CMU mocap + Bandai Namco" in summary
+    assert "Licence: CC BY-NC 4.0, non-commercial use only" in summary
+    assert model_sets.load(fresh_scene).folder == second
+    fresh_scene.npe.model_set = items[0][0]
+    assert fresh_scene.npe.model_path == "" and model_sets.folder(fresh_scene) == shipped
+    model_sets.forget()
