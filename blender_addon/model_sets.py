@@ -27,6 +27,7 @@ DEFAULT_SET = "DEFAULT"  # the enum identifier of the default shipped set
 SHIPPED_PREFIX = "shipped:"  # model_path of another shipped set: this + its sub-folder
 
 _LOADED: dict[tuple[str, int], ModelSet] = {}
+_CHOSEN: dict[tuple[str, int], ModelSet] = {}  # (stored choice, threads) -> a loaded set
 # Blender keeps pointers into enum items' strings: every list handed out stays alive here.
 _ENUM_ITEMS: dict[tuple, list[tuple[str, str, str, int]]] = {}
 _SCANS: dict[tuple, list[Path]] = {}
@@ -167,6 +168,7 @@ def folder(scene: bpy.types.Scene) -> Path:
 def forget() -> None:
     """Drop loaded sets and what was read of the folders (Reload Models)."""
     _LOADED.clear()
+    _CHOSEN.clear()
     _SCANS.clear()
     _ABOUT.clear()
     _SUMMARIES.clear()
@@ -174,9 +176,15 @@ def forget() -> None:
 
 def load(scene: bpy.types.Scene) -> ModelSet:
     """The scene's model set, loaded once per folder and thread count (a thread count
-    changed in the preferences loads it again)."""
+    changed in the preferences loads it again). Once loaded, a dictionary lookup by the
+    stored choice: live updates call this and must not touch the disk."""
+    threads = preferences.threads()
+    chosen = (scene.npe.model_path, threads)
+    models = _CHOSEN.get(chosen)
+    if models is not None:
+        return models
     where = folder(scene)
-    key = (str(where), preferences.threads())
+    key = (str(where), threads)
     models = _LOADED.get(key)
     if models is None:
         if not where.is_dir():
@@ -193,6 +201,8 @@ def load(scene: bpy.types.Scene) -> ModelSet:
         for old in [k for k in _LOADED if k[0] == key[0]]:  # another thread count
             del _LOADED[old]
         _LOADED[key] = models
+    _CHOSEN.clear()
+    _CHOSEN[chosen] = models
     return models
 
 

@@ -16,6 +16,7 @@ from training.blender_side.rigs import (  # noqa: F401 - the builders, re-export
     build_armature,
     extract_bvh,
     import_bvh,
+    mapped_heads,
     mixamo,
     mixamo_bones,
     rigify,
@@ -26,14 +27,6 @@ from training.blender_side.rigs import (  # noqa: F401 - the builders, re-export
 # ------------------------------------------------------------------ what the tests measure
 # Blender's own evaluated pose (pose_bone.head/tail after a depsgraph update), never the
 # add-on's FK: the tests check the add-on against Blender.
-
-
-def mapped_heads(obj: bpy.types.Object) -> dict[str, np.ndarray]:
-    """World position of every mapped joint, read from Blender's evaluated pose."""
-    bpy.context.view_layer.update()
-    mw = obj.matrix_world
-    return {item.joint: np.array(mw @ obj.pose.bones[item.bone].head)
-            for item in obj.data.npe_mapping.joints if item.bone}
 
 
 def joint_distances(obj: bpy.types.Object) -> np.ndarray:

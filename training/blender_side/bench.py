@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -41,7 +42,7 @@ from blender_addon import (
 )
 from blender_addon.core import models as core_models
 from blender_addon.core.fileio import write_json
-from blender_addon.core.pipeline import PoseEditor
+from blender_addon.core.pipeline import PoseEditor, SolveOptions
 from blender_addon.core.skeleton import JOINT_INDEX, JOINTS
 from training.blender_side import host, rigs
 
@@ -53,7 +54,8 @@ PAIR_OFFSET = 20  # frames between x and x', as in the engine benchmark
 PROPAGATION_FRAMES = 1000
 PROPAGATION_CENTER = 500
 PROPAGATION_MOVE = np.array([0.0, 0.0, 0.10])  # m, world: the right hand raised
-DEFAULT_REFINE = 3  # the add-on's default Refinement (properties.DEFAULT_REFINE_STEPS)
+DEFAULT_REFINE = SolveOptions().refine_steps  # the add-on's default Refinement
+GENERATED_BLEND = Path(tempfile.gettempdir()) / "npe-bench-generated-rigify.blend"
 # Blender IK chains: joint -> the joint whose bone is the chain's last (topmost) bone.
 IK_CHAIN_TOP = {"l_hand": "l_clavicle", "r_hand": "r_clavicle", "l_foot": "l_thigh",
                 "r_foot": "r_thigh", "head": "spine"}
@@ -154,6 +156,7 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (rig_io, "joint_positions", "forward kinematics (numpy)", False),
     (PoseEditor, "solve", "pipeline: numpy (normalize, FABRIK, refinement)", False),
     (core_models.Module, "run", "pipeline: onnxruntime", False),
+    (core_models.Module, "run_all", "pipeline: onnxruntime", False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),
     (base_pose, "mark_written", "write pose", True),
@@ -201,9 +204,15 @@ def world_heads(obj: bpy.types.Object) -> np.ndarray:
 
 
 def setup_rig(kind: str, models: Path, bvh: Path | None) -> bpy.types.Object:
-    """A fresh scene with the rig mapped and effectors on hands, feet and head."""
-    host.new_scene(models)
-    obj = rigs.import_bvh(bvh) if kind == "bvh" else rigs.rigify(full=True)
+    """A fresh scene with the rig mapped and effectors on hands, feet and head. ``kind``:
+    "bvh" (the clip imported), "rigify" (a Rigify-size deform rig) or "generated" (a
+    Rigify rig generated from the human metarig, posed through its controls)."""
+    if kind == "generated":
+        obj = rigs.open_rigify(rigs.rigify_blend(GENERATED_BLEND))
+        host.use_models(bpy.context.scene, models)
+    else:
+        host.new_scene(models)
+        obj = rigs.import_bvh(bvh) if kind == "bvh" else rigs.rigify(full=True)
     rigs.select_only(obj)
     _op(bpy.ops.npe.map_rig, preset="auto")
     _op(bpy.ops.npe.add_effectors, preset="LIMBS")
@@ -239,7 +248,8 @@ def live_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray,
     and the evaluated hand's distance to its empty (m)."""
     view_layer = bpy.context.view_layer
     empty = effector_empty(obj, MOVED)
-    bone = obj.pose.bones[mapped_rig.mapping_dict(obj.data)[MOVED]]
+    info = mapped_rig.rig_for(obj)
+    bone = obj.pose.bones[info.names[info.shown[JOINT_INDEX[MOVED]]]]  # a deform bone
     mw = obj.matrix_world
     times, cpu, reach = [], [], []
     for target in path:
@@ -583,6 +593,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             *live_benchmark("bvh", f"BVH ({args.clips[0].name})", args.models, args.clips[0],
                             args.moves, args.profile_moves),
             *live_benchmark("rigify", "Rigify-size (79 bones, object scale 0.01)",
+                            args.models, None, args.moves, args.profile_moves),
+            *live_benchmark("generated", "generated Rigify rig (controls)",
                             args.models, None, args.moves, args.profile_moves)]
     if "ik" not in args.skip:
         result["ik"] = ik_comparison(args.models, args.clips, args.pairs, args.seed)

@@ -44,7 +44,11 @@ def start() -> None:
 def new_scene(models: Path) -> bpy.types.Scene:
     """An empty scene using the model set in ``models`` (the shipped one or any folder)."""
     bpy.ops.wm.read_homefile(use_empty=True)
-    scene = bpy.context.scene
+    return use_models(bpy.context.scene, models)
+
+
+def use_models(scene: bpy.types.Scene, models: Path) -> bpy.types.Scene:
+    """Make ``scene`` use the model set in ``models`` (the shipped one or any folder)."""
     prefs = preferences.get_preferences()
     if Path(models).resolve() == default_models_dir().resolve():
         prefs.model_folder = ""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import bpy
+import numpy as np
 from mathutils import Vector
 
 # (name, parent, head, tail): metres, Blender axes (character faces -Y, its left is +X)
@@ -214,6 +215,14 @@ def select_only(obj: bpy.types.Object) -> None:
         other.select_set(False)
     obj.select_set(True)
     bpy.context.view_layer.objects.active = obj
+
+
+def mapped_heads(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+    """World position of every mapped joint, read from Blender's evaluated pose."""
+    bpy.context.view_layer.update()
+    mw = obj.matrix_world
+    return {item.joint: np.array(mw @ obj.pose.bones[item.bone].head)
+            for item in obj.data.npe_mapping.joints if item.bone}
 
 
 # ------------------------------------------------------------------ production rigs
