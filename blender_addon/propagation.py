@@ -205,13 +205,12 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
 def _miss(obj: bpy.types.Object, info: rig_io.RigInfo, targets: list,
           matrix_world: np.ndarray, frame: int) -> str:
     """How far the moved effector joints are from their empties in the keyed pose now on
-    the rig (read back: what the user sees, after the exact-reach pass and key writing)."""
+    the rig, as Blender evaluates it (what the user sees, constraints included)."""
     moved = [t for t in targets if not t.pin]
     if not moved:
         return ""
-    pose = rig_io.read_pose(obj, info)
-    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
-    keyed = rig_io.armature_to_core(matrix_world, joints)
+    bpy.context.view_layer.update()
+    keyed = rig_io.armature_to_core(matrix_world, rig_io.evaluated_joints(obj, info))
     miss = max(float(np.linalg.norm(keyed[JOINT_INDEX[t.joint]] - t.target_core))
                for t in moved)
     return f"; largest effector miss at frame {frame}: {miss * 100:.1f} cm"

@@ -30,6 +30,7 @@ DEFAULT_DATA = "runs/poses.npz"
 DEFAULT_CLIPS = 8
 DEFAULT_TIMEOUT_S = 3600
 TARGET_LIVE_MS = 3.0  # interactive update, median, BVH rig
+TARGET_LIVE_GENERATED_MS = 5.0  # the same on a generated Rigify rig (706 bones, controls)
 TARGET_PROPAGATION_MS = 2000.0  # 1,000 frames with key writing
 # Test-split clips of dataset-1 in the seed-0 split of both Bandai archives (used when no
 # prepared dataset is at hand to read the split from).
@@ -94,8 +95,26 @@ def run(models: str, venv: str, data: str | None = DEFAULT_DATA, archive: Path =
     result["clips_source"] = f"{len(names)} clips of {archive.name}, {source}"
     result["machine"] = {**machine(), "load_avg_before": before["load_avg_1_5_15"]}
     result["targets"] = {"live_median_ms": TARGET_LIVE_MS,
+                         "live_generated_median_ms": TARGET_LIVE_GENERATED_MS,
                          "propagation_ms": TARGET_PROPAGATION_MS}
     return result
+
+
+def _target(row: dict[str, Any], targets: dict[str, float]) -> float:
+    generated = row["rig"].startswith("generated")
+    return targets.get("live_generated_median_ms", TARGET_LIVE_GENERATED_MS) if generated \
+        else targets["live_median_ms"]
+
+
+def _shares(row: dict[str, Any]) -> str:
+    """Blender's own evaluation against the add-on's part of an update (profiled pass)."""
+    profile = row.get("profile_cpu")
+    if not profile:
+        return ""
+    blender = profile.get("depsgraph evaluation (Blender)", 0.0)
+    addon = sum(v for k, v in profile.items() if k != "depsgraph evaluation (Blender)")
+    return f"; of an update's CPU time (profiled means), Blender's evaluation of the rig " \
+        f"takes {blender:.2f} ms and the add-on {addon:.2f} ms"
 
 
 def _verdict(value: float, target: float) -> str:
@@ -123,11 +142,13 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {r['rig']} | {r['setting']} | {r['median_ms']:.2f} | "
                          f"{r['p95_ms']:.2f} | {r['p10_ms']:.2f} | "
                          f"{r['ratio_to_baseline']:.0f} | {r['cpu_median_ms']:.2f} | {reach} |")
-        bvh = [r for r in live if r["live"] and r["rig"].startswith("BVH")]
-        lines += [""] + [f"Target < {result['targets']['live_median_ms']:g} ms median on the "
-                         f"BVH rig, {r['setting'].lower()}: "
-                         f"{_verdict(r['median_ms'], result['targets']['live_median_ms'])}."
-                         for r in bvh]
+        judged = [r for r in live if r["live"] and r["rig"].startswith(("BVH", "generated"))]
+        targets = result["targets"]
+        lines += [""] + [f"Target < {_target(r, targets):g} ms median on the "
+                         f"{r['rig'].split(' (')[0].removesuffix(' rig')} rig, "
+                         f"{r['setting'].lower()}: "
+                         f"{_verdict(r['median_ms'], _target(r, targets))}{_shares(r)}."
+                         for r in judged]
         profiled = [r for r in live if "profile" in r]
         stages = list(profiled[0]["profile"])
         lines += ["", f"**Where a live update's time goes**: mean ms per update over "
