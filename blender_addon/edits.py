@@ -23,6 +23,7 @@ from . import (
     mapped_rig,
     metric_requests,
     model_sets,
+    rig_controls,
     rig_io,
     rig_keys,
 )
@@ -46,9 +47,22 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     :mod:`.state`), measure nothing (the drag's pause does); operators build it afresh.
     ``refine``: False skips the latent refinement (a live drag).
     """
+    notes = [] if live else prepare_controls(obj)
     state = kept.get(scene, obj, fresh=not live)
-    return edit_with(scene, obj, state, empties.matrices(obj, depsgraph),
-                     allow_nothing=allow_nothing, live=live, refine=refine)
+    outcome = edit_with(scene, obj, state, empties.matrices(obj, depsgraph),
+                        allow_nothing=allow_nothing, live=live, refine=refine)
+    outcome.notes[:0] = notes
+    return outcome
+
+
+def prepare_controls(obj: bpy.types.Object) -> list[str]:
+    """Limbs whose mapped FK controls were switched back to IK since Map Rig go to FK
+    again (their controls first put where the limbs are); notes for the report."""
+    view_layer = bpy.context.view_layer
+    if view_layer is None:
+        return []
+    joints = mapped_rig.mapping_dict(obj.data)
+    return rig_controls.fk_note(rig_controls.switch_to_fk(obj, joints.values(), view_layer))
 
 
 def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:
@@ -255,7 +269,7 @@ def reset_edits(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
         message = f"Nothing to reset on {obj.name} at frame {frame}"
         notes.append(f"{why}: the pose shown is kept as the new base, and the effectors are "
                      "back on their joints")
-    empties.snap(obj, info, pose)
+    empties.snap(obj, info)
     with updates_suspended():
         for item in scene.npe.metrics:
             item.enabled = False

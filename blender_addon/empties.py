@@ -151,17 +151,24 @@ def collection(scene: bpy.types.Scene) -> bpy.types.Collection:
     return coll
 
 
-def _joint_frames(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose
+def _joint_frames(obj: bpy.types.Object, info: rig_io.RigInfo
                   ) -> tuple[np.ndarray, np.ndarray]:
-    """World location (21, 3) and world orientation (21, 3, 3) of each joint's bone."""
-    joints, world_r = rig_io.joint_positions(info, pose.quats, pose.locations)
+    """World location (21, 3) and world orientation (21, 3, 3) of each joint as Blender
+    shows it (evaluated: a control rig's constraints and stretch included): the place of
+    the bone that shows the joint, the orientation of its mapped bone."""
+    view_layer = bpy.context.view_layer
+    if view_layer is not None:
+        view_layer.update()
+    joints = rig_io.evaluated_joints(obj, info)
+    mats = rig_io.evaluated_matrices(obj, info)
     mw = rig_io.world_matrix(obj)
     obj_r = conversions.orthonormal(mw[:3, :3])
     locs = joints @ mw[:3, :3].T + mw[:3, 3]
     rots = np.empty((len(joints), 3, 3))
     for j, b in enumerate(info.joint_bones):
         bone = b if b is not None else info.toe_feet.get(j)
-        rots[j] = obj_r @ world_r[bone] if bone is not None else obj_r
+        rots[j] = obj_r @ conversions.orthonormal(mats[bone, :3, :3]) if bone is not None \
+            else obj_r
     return locs, rots
 
 
@@ -175,8 +182,7 @@ def _world_matrix(location: np.ndarray, rotation: np.ndarray) -> Matrix:
 def add(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
         joints: Sequence[str]) -> tuple[list[str], list[str]]:
     """Empties at ``joints`` (world place and bone orientation); returns (added, existing)."""
-    pose = rig_io.read_pose(obj, info)
-    locs, rots = _joint_frames(obj, info, pose)
+    locs, rots = _joint_frames(obj, info)
     height = float(np.ptp(locs[:, 2])) if len(locs) else 1.0
     size = max(SIZE_FRACTION * height, MIN_SIZE)
     have = {item.joint for item in obj.npe.effectors if not _lost(scene, item.empty)}
@@ -207,9 +213,9 @@ def add(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
     return added, existing
 
 
-def snap(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose) -> None:
-    """Move every effector empty back onto its joint (orientation too)."""
-    locs, rots = _joint_frames(obj, info, pose)
+def snap(obj: bpy.types.Object, info: rig_io.RigInfo) -> None:
+    """Move every effector empty back onto its joint as shown (orientation too)."""
+    locs, rots = _joint_frames(obj, info)
     for item in obj.npe.effectors:
         if item.empty is None or item.joint not in JOINT_INDEX:
             continue

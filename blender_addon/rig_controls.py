@@ -5,7 +5,8 @@ its rotation: :func:`driven_bones` finds such mapped bones so Map Rig can say so
 generated Rigify rig is posed through its FK controls (the ``rigify_controls`` preset);
 its limbs follow the FK controls only with their ``IK_FK`` switch at 1, so
 :func:`switch_to_fk` first puts the FK controls where the limbs are (matching the ORG
-bones, as Rigify's own IK→FK snap does) and then switches, so the pose shown is unchanged.
+bones, as Rigify's own IK→FK snap does, stretch included) and then switches, so the pose
+shown is unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import re
 from collections.abc import Iterable
 
 import bpy
-import numpy as np
 
 IK_FK = "IK_FK"  # Rigify's IK/FK switch (0: IK, 1: FK) on the limb's "<first>_parent" bone
 FK_SUFFIX = re.compile(r"^(?P<base>.+)_fk(?P<side>\.[LR](?:\.\d+)?)?$")
@@ -113,14 +113,9 @@ def switch_to_fk(obj: bpy.types.Object, names: Iterable[str],
     return changed
 
 
-def in_ik(obj: bpy.types.Object, names: Iterable[str]) -> list[str]:
-    """The IK/FK switches of mapped FK controls that are not fully FK."""
-    pbones = obj.pose.bones
-    return [h for h in _limb_switches(obj, names) if float(pbones[h][IK_FK]) < 1.0]
-
-
-def heads(obj: bpy.types.Object) -> np.ndarray:
-    """Every pose bone's evaluated head (armature space), for before/after checks."""
-    out = np.empty(len(obj.pose.bones) * 3, dtype=np.float32)
-    obj.pose.bones.foreach_get("head", out)
-    return out.reshape(-1, 3)
+def fk_note(switched: list[str]) -> list[str]:
+    """The report line for limbs :func:`switch_to_fk` switched (none when empty)."""
+    if not switched:
+        return []
+    return [f"switched {', '.join(switched)} to FK (IK_FK = 1) so the FK controls pose the "
+            "limbs; the pose shown is unchanged"]

@@ -336,6 +336,15 @@ def evaluated_joints(obj: bpy.types.Object, info: RigInfo) -> np.ndarray:
     return out
 
 
+def evaluated_matrices(obj: bpy.types.Object, info: RigInfo) -> np.ndarray:
+    """Every bone's evaluated pose matrix ``(B, 4, 4)`` (armature space, ``RigInfo``
+    order); the caller updates the depsgraph first."""
+    pbones = obj.pose.bones
+    flat = np.empty(len(pbones) * 16, dtype=np.float32)
+    pbones.foreach_get("matrix", flat)
+    return flat.reshape(-1, 4, 4).transpose(0, 2, 1)[info.pose_order].astype(np.float64)
+
+
 # ---------------------------------------------------------------------------- spaces
 
 

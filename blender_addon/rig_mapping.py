@@ -83,11 +83,7 @@ def prepare(obj: bpy.types.Object, joints: dict[str, str],
             view_layer: bpy.types.ViewLayer) -> list[str]:
     """Make the mapped bones movable where the rig allows it (limbs to FK) and say which
     mapped bones Blender still poses by itself; returns notes for the report."""
-    notes = []
-    switched = rig_controls.switch_to_fk(obj, joints.values(), view_layer)
-    if switched:
-        notes.append(f"switched {', '.join(switched)} to FK (IK_FK = 1) so the FK controls "
-                     "pose the limbs; the pose shown is unchanged")
+    notes = rig_controls.fk_note(rig_controls.switch_to_fk(obj, joints.values(), view_layer))
     driven = rig_controls.driven_bones(obj, joints.values())
     if driven:
         names, parents = bones_and_parents(obj.data)

@@ -28,12 +28,13 @@ class NPE_OT_add_effectors(bpy.types.Operator):
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import base_pose, empties, mapped_rig
+        from .. import base_pose, edits, empties, mapped_rig
         from ..errors import EditError, Outcome
 
         def action() -> Outcome:
             scene = context.scene
             obj = mapped_rig.armature_from_context(context)
+            notes = edits.prepare_controls(obj)  # empties where the limbs are shown
             info = mapped_rig.rig_for(obj)
             if self.preset == "SELECTED":
                 joints, strangers = empties.selected_joints(obj, info)
@@ -48,7 +49,7 @@ class NPE_OT_add_effectors(bpy.types.Operator):
             msg = f"Added effectors: {', '.join(added)}" if added else "No effector added"
             if existing:
                 msg += f" (already there: {', '.join(existing)})"
-            return Outcome(msg)
+            return Outcome(msg, notes)
 
         return common.run(self, action)
 

@@ -147,3 +147,21 @@ def test_fbx_character_maps_and_poses(scene: bpy.types.Scene, tmp_path: Path,
     assert np.abs(rigs.bone_lengths(obj) - lengths).max() < 1e-4
     assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
     assert rig_keys.channelbag(obj) is not None
+
+
+def test_a_limb_switched_back_to_ik_is_switched_again(rigify_rig: bpy.types.Object) -> None:
+    """The user puts the left arm back in IK and moves its IK hand after Map Rig: adding
+    effectors switches it to FK again without moving anything, and the empty appears on
+    the hand the user sees."""
+    rig = rigify_rig
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 0.0
+    rig.pose.bones["hand_ik.L"].location = (0.04, -0.06, 0.05)
+    rig.update_tag()
+    before = _deform_heads(rig)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0
+    after = _deform_heads(rig)
+    assert max(np.linalg.norm(after[n] - before[n]) for n in before) < SNAP_TOL
+    empty = np.array(_empty(rig, "l_hand").matrix_world.translation)
+    assert np.linalg.norm(empty - after["DEF-hand.L"]) < SNAP_TOL
