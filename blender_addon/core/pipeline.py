@@ -49,6 +49,7 @@ SOLVERS = ("universal", "chained", "classic")
 CHAIN_ORDER = ("hands", "feet", "head")  # the 2021 paper's order for chained solvers
 MAX_REFINE_STEPS = 10
 DEFAULT_REFINE_STEPS = 3
+METRIC_STEPS = 8  # at least this many steps when metrics are requested (slider sweep)
 DEFAULT_BODY_FOLLOW = 0.75  # chosen by the drag and pair benchmarks (README)
 # A foot touches the floor when its toe or ankle is this low (model space, canonical metres;
 # the training actor's toe rests at 4.3 cm and ankle at 11.7 cm).
@@ -242,10 +243,15 @@ class PoseEditor:
         offset = model - unmoved if options.keep_details else np.zeros_like(model)
         pose = offset + edited
         if options.refine_steps:
-            rows = _metric_rows(requests, self._metrics, mask, t_model, model)
+            moving = ((mask > 0) & (np.abs(t_model - model).max(axis=-1) > 1e-9)).any(axis=1)
+            rows = _metric_rows(requests, self._metrics, moving, model)
+            # Body follow is how much the body joins a drag; a slider-only edit keeps the
+            # rest of the pose (and takes more steps: metric rows are strongly curved).
+            follow = np.where(moving, options.body_follow, 0.0)
+            steps = options.refine_steps if rows is None else max(options.refine_steps,
+                                                                  METRIC_STEPS)
             z_new, pose, shift = refine.refine(self.models, z_new, offset, model, t_model, w,
-                                               rows, options.body_follow,
-                                               options.refine_steps, shift)
+                                               rows, follow, steps, shift)
             pose = pose - _shift3(shift)[:, None]
         move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
@@ -471,13 +477,12 @@ def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np
 
 
 def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
-                 modules: dict[str, Module], mask: np.ndarray, t_model: np.ndarray,
-                 model: np.ndarray) -> refine.MetricRows | None:
-    """Requested metrics at their values; during a metric-only edit, the other metrics held
-    where they are."""
+                 modules: dict[str, Module], moving: np.ndarray, model: np.ndarray
+                 ) -> refine.MetricRows | None:
+    """Requested metrics at their values; where no effector moves (a slider edit), the other
+    metrics held where they are."""
     if not requests:
         return None
-    moving = ((mask > 0) & (np.abs(t_model - model).max(axis=-1) > 1e-9)).any(axis=1)
     rows = refine.MetricRows([], [], [])
     for name, module in modules.items():
         if name in requests:

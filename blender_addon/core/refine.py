@@ -95,7 +95,7 @@ def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.nd
 
 def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
            targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
-           body_follow: float, steps: int, shift: np.ndarray
+           body_follow: np.ndarray, steps: int, shift: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
@@ -115,7 +115,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     # towards the input pose (body_follow 0) or the networks' own pose (1), or between.
     asked = weights.repeat(3, axis=1) > 0
     row_w = np.where(asked, weights.repeat(3, axis=1) * EFFECTOR_WEIGHT, LEAST_CHANGE)
-    keep = (1.0 - body_follow) * base.reshape(b, -1) + body_follow * pose.reshape(b, -1)
+    follow = np.broadcast_to(np.asarray(body_follow, dtype=np.float64), (b,))[:, None]
+    keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)
     goal = np.where(asked, targets.reshape(b, -1), keep)
     prior = np.r_[np.full(latent, LEARNED_PRIOR + DAMPING), np.full(2, SHIFT_PRIOR)]
     cost = _cost(pose, v, v_net, goal, row_w, metrics, prior)
