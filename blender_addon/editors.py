@@ -31,7 +31,7 @@ def editor_for(obj: bpy.types.Object, info: rig_io.RigInfo, models: ModelSet | N
     key = (info.key, None if models is None else str(models.folder), id(models), scale)
     editor = _EDITORS.get(key)
     if editor is None:
-        nb = info.rig.num_bones
+        nb = len(info.names)
         rest, _ = rig_io.joint_positions(info, np.tile([1.0, 0.0, 0.0, 0.0], (nb, 1)),
                                          np.zeros((nb, 3)))
         lengths = skeleton.bone_lengths(rig_io.armature_to_core(mw, rest))

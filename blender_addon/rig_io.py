@@ -48,26 +48,21 @@ class RigInfo:
 
     key: tuple  # what it was built from; a different key rebuilds it
     names: tuple[str, ...]  # bone names, in ``armature.bones`` order
-    mapped_rig: reach.MappedRig  # rest pose, hierarchy, and the bone of each joint
+    # The rig the arithmetic runs on: the ``needed`` bones only (a control rig has hundreds
+    # of others no joint depends on), indexed in ``needed`` order.
+    mapped_rig: reach.MappedRig
     mapped: tuple[int, ...]  # the mapped bones, ascending: the only ones an edit writes
     roots: tuple[int, ...]  # mapped bones with no mapped ancestor: their location is written
     needed: tuple[int, ...]  # mapped bones and their ancestors: what a joint depends on
     pose_order: np.ndarray  # (B,) each bone's index in ``obj.pose.bones`` (may differ)
     shown: tuple[int | None, ...]  # 21: the bone the user sees at each joint (a deform bone)
+    joint_bones: tuple[int | None, ...]  # 21: the bone index of each joint, or None
+    toe_feet: Mapping[int, int]  # boneless toe joint -> its foot bone
 
     @property
     def rig(self) -> rotations.Rig:
+        """The arithmetic's rig (the ``needed`` bones)."""
         return self.mapped_rig.rig
-
-    @property
-    def joint_bones(self) -> tuple[int | None, ...]:
-        """21 entries: the bone index of each joint, or None."""
-        return self.mapped_rig.joint_bones
-
-    @property
-    def toe_feet(self) -> Mapping[int, int]:
-        """Boneless toe joint -> its foot bone."""
-        return self.mapped_rig.toe_feet
 
 
 _RIGS: dict[str, RigInfo] = {}
@@ -137,7 +132,6 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
     bones.foreach_get("use_deform", deform)
     lengths = np.empty(len(bones), dtype=np.float32)
     bones.foreach_get("length", lengths)
-    rig = rotations.Rig.from_rest_matrices(list(names), parents, mats.astype(np.float64))
     pose_index = {pb.name: i for i, pb in enumerate(obj.pose.bones)}
     if len(pose_index) != len(names) or any(n not in pose_index for n in names):
         raise RigError(f"{obj.name}: the pose is out of date with the bones; leave Edit Mode")
@@ -159,12 +153,21 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
             needed.add(b)
             b = int(parents[b])
     toe_feet = {JOINT_INDEX[t]: index[joints[f]] for t, f in TOE_FOOT.items() if t not in joints}
-    info = RigInfo(key, names,
-                   reach.MappedRig(rig, joint_bones, toe_feet, lengths.astype(np.float64)),
+    sub = sorted(needed)  # ascending keeps parents before children, as in the armature
+    local = {b: i for i, b in enumerate(sub)}
+    rig = rotations.Rig.from_rest_matrices(
+        [names[b] for b in sub],
+        np.array([local[int(parents[b])] if parents[b] >= 0 else -1 for b in sub],
+                 dtype=np.int64),
+        mats[sub].astype(np.float64))
+    model = reach.MappedRig(rig, tuple(None if b is None else local[b] for b in joint_bones),
+                            {j: local[b] for j, b in toe_feet.items()},
+                            lengths[sub].astype(np.float64))
+    info = RigInfo(key, names, model,
                    tuple(mapped), tuple(b for b in mapped if not has_mapped_ancestor(b)),
-                   tuple(sorted(needed)),
-                   np.array([pose_index[n] for n in names], dtype=np.int64),
-                   _shown_bones(joint_bones, mats.astype(np.float64), deform))
+                   tuple(sub), np.array([pose_index[n] for n in names], dtype=np.int64),
+                   _shown_bones(joint_bones, mats.astype(np.float64), deform),
+                   joint_bones, toe_feet)
     _RIGS[obj.name] = info
     return info
 
@@ -299,19 +302,28 @@ def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
 
 def joint_positions(info: RigInfo, quats: np.ndarray,
                     locations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Armature-space joints ``(..., 21, 3)`` and bone rotations ``(..., B, 3, 3)`` of a pose
-    (frames may lead); see :func:`.core.reach.joint_positions`."""
-    return reach.joint_positions(info.mapped_rig, quats, locations)
+    """Armature-space joints ``(..., 21, 3)`` of a pose given for every bone (``(..., B,
+    4)`` and ``(..., B, 3)``, frames may lead), and the world rotations of the ``needed``
+    bones ``(..., N, 3, 3)``; see :func:`.core.reach.joint_positions`."""
+    sub = list(info.needed)
+    return reach.joint_positions(info.mapped_rig, quats[..., sub, :], locations[..., sub, :])
 
 
 def solve_rotations(info: RigInfo, quats: np.ndarray, locations: np.ndarray,
                     targets: np.ndarray, goals: Mapping[int, np.ndarray] | None = None,
                     orientations: Mapping[int, np.ndarray] | None = None
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Local rotations (and root locations) putting the joints on ``targets`` (..., 21, 3),
-    armature space, and effector joints exactly on their ``goals``: see
+    """Local rotations and locations of every bone (the given pose, ``(..., B, 4)`` and
+    ``(..., B, 3)``, with the needed bones solved) putting the joints on ``targets``
+    (..., 21, 3), armature space, and effector joints exactly on their ``goals``: see
     :func:`.core.reach.solve`."""
-    return reach.solve(info.mapped_rig, quats, locations, targets, goals, orientations)
+    sub = list(info.needed)
+    q, loc = reach.solve(info.mapped_rig, quats[..., sub, :], locations[..., sub, :],
+                         targets, goals, orientations)
+    new_q, new_l = quats.copy(), locations.copy()
+    new_q[..., sub, :] = q
+    new_l[..., sub, :] = loc
+    return new_q, new_l
 
 
 def evaluated_joints(obj: bpy.types.Object, info: RigInfo) -> np.ndarray:
