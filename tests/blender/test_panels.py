@@ -106,6 +106,11 @@ def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
     assert any("21 joints mapped" in label for label in labels)
     assert any(label.startswith("Models: ") for label in labels)
     assert any(label.endswith("°") for label in labels)  # measured metric values
+    knee = next(m for m in scene.npe.metrics if m.name == "l_knee_bend")
+    knee.enabled = True  # a request shows the range the models know on this rig
+    assert knee.range_min < knee.measured < knee.range_max
+    assert any("models know" in label and "°" in label for label in _draw_all())
+    knee.enabled = False
     bpy.data.objects.remove(obj.npe.effectors[0].empty)
     assert any("empty deleted" in label for label in _draw_all())
     rigs.select_only(obj.npe.effectors[1].empty)  # an effector shows its armature
