@@ -206,6 +206,26 @@ def test_metric_slider_moves_the_metric(mixamo_rig: bpy.types.Object) -> None:
     assert bpy.ops.npe.apply_metrics("EXEC_DEFAULT", True) == {"FINISHED"}
 
 
+def test_distance_metrics_are_in_the_rigs_own_units(scene: bpy.types.Scene) -> None:
+    """A giant (the Mixamo rig at object scale 2): feet distance and hands height are
+    measured in its world metres, and a distance request asks for world metres too."""
+    obj = rigs.mixamo(scale=2.0)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    heads = rigs.mapped_heads(obj)
+    values = metric_requests.measure(scene, obj)
+    feet = float(np.linalg.norm(heads["l_foot"] - heads["r_foot"]))
+    assert values["feet_distance"] == pytest.approx(feet, rel=1e-3)
+    item = scene.npe.metrics["feet_distance"]
+    item.enabled = True
+    wanted = feet + 0.30  # 30 cm wider, in the giant's world metres
+    setattr(item, item.value_prop, wanted)
+    assert "metrics" not in errors.STATUS or "clamped" in errors.STATUS["metrics"]
+    heads = rigs.mapped_heads(obj)
+    now = float(np.linalg.norm(heads["l_foot"] - heads["r_foot"]))
+    assert abs(now - wanted) < (1.0 - METRIC_PROGRESS) * abs(feet - wanted)
+
+
 def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
     obj = mixamo_rig
     scene = bpy.context.scene
