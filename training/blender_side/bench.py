@@ -55,7 +55,9 @@ PROPAGATION_FRAMES = 1000
 PROPAGATION_CENTER = 500
 PROPAGATION_MOVE = np.array([0.0, 0.0, 0.10])  # m, world: the right hand raised
 DEFAULT_REFINE = SolveOptions().refine_steps  # the add-on's default Refinement
-GENERATED_BLEND = Path(tempfile.gettempdir()) / "npe-bench-generated-rigify.blend"
+# The generated Rigify rig, made once per Blender version (generating takes seconds).
+GENERATED_BLEND = Path(tempfile.gettempdir()) / (
+    f"npe-bench-generated-rigify-{'.'.join(map(str, bpy.app.version))}.blend")
 # Blender IK chains: joint -> the joint whose bone is the chain's last (topmost) bone.
 IK_CHAIN_TOP = {"l_hand": "l_clavicle", "r_hand": "r_clavicle", "l_foot": "l_thigh",
                 "r_foot": "r_thigh", "head": "spine"}
