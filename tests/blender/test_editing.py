@@ -226,6 +226,17 @@ def test_distance_metrics_are_in_the_rigs_own_units(scene: bpy.types.Scene) -> N
     assert abs(now - wanted) < (1.0 - METRIC_PROGRESS) * abs(feet - wanted)
 
 
+def test_a_request_beyond_what_the_models_know_is_clamped_and_said(
+        mixamo_rig: bpy.types.Object) -> None:
+    scene = bpy.context.scene
+    item = scene.npe.metrics["l_knee_bend"]
+    item.enabled = True
+    assert item.range_max > item.range_min
+    setattr(item, item.value_prop, item.range_max + 60.0)
+    assert "clamped" in errors.STATUS.get("metrics", ""), errors.STATUS
+    assert bpy.ops.npe.apply_metrics("EXEC_DEFAULT", True) == {"FINISHED"}
+
+
 def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
     obj = mixamo_rig
     scene = bpy.context.scene
