@@ -9,7 +9,8 @@ solve" check (stored in the effectors, so an undo restores it with the pose) kee
 from looping.
 An update of an armature in Edit Mode drops its caches (its bones may change).
 
-A drag solves without latent refinement (fast); once it pauses
+A drag solves without latent refinement (fast; unless *Refine While Dragging* is on); once
+it pauses
 (:data:`PAUSE_DELAY_S`), a timer solves again with it, corrects the write from the
 evaluated rig and measures the metrics for the panel (:func:`drag_paused`).
 
@@ -71,7 +72,7 @@ def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
             return
         # A drag solves without latent refinement (fast); the pause adds it.
         outcome = edits.edit_with(scene, obj, state, empty_matrices, allow_nothing=True,
-                                  live=True, refine=not moved_only)
+                                  live=True, refine=not moved_only or scene.npe.live_refine)
         if outcome.deferred:
             pause_later(scene, obj)
     except EditError as exc:

@@ -174,6 +174,7 @@ class NPE_PT_solve(_Panel, bpy.types.Panel):
         sub.active = settings.solver != "classic"
         sub.prop(settings, "combine")
         sub.prop(settings, "refine_steps")
+        sub.prop(settings, "live_refine")
         sub.prop(settings, "body_follow", slider=True)
         sub.prop(settings, "keep_planted_feet")
         sub.prop(settings, "keep_details")

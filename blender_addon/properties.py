@@ -348,6 +348,12 @@ class NPE_SceneSettings(PropertyGroup):
         min=0,
         max=MAX_REFINE_STEPS,
     )
+    live_refine: BoolProperty(
+        name="Refine While Dragging",
+        description="Live mode refines every update while an empty is dragged (slower); "
+        "off, it refines once the drag pauses",
+        default=False,
+    )
     fix_lengths: BoolProperty(
         name="Fix Lengths",
         description="Keep the rig's exact bone lengths between the mapped joints",

@@ -100,6 +100,12 @@ def run(models: str, venv: str, data: str | None = DEFAULT_DATA, archive: Path =
     return result
 
 
+def _refine_label(row: dict[str, Any]) -> str:
+    """How a live setting refined: "refine 0", "refine 3" (at the pause), "refine 3 each"."""
+    every = " each" if row.get("refine_every_update") else ""
+    return f"refine {row['refine_steps']}{every}"
+
+
 def _target(row: dict[str, Any], targets: dict[str, float]) -> float:
     generated = row["rig"].startswith("generated")
     return targets.get("live_generated_median_ms", TARGET_LIVE_GENERATED_MS) if generated \
@@ -155,8 +161,8 @@ def markdown(result: dict[str, Any]) -> str:
                   f"{profiled[0]['profile_moves']} instrumented moves, exclusive times, CPU time "
                   "of the main thread (wall-clock totals below; the depsgraph's CPU time "
                   "leaves out its worker threads):", "",
-                  "| stage | " + " | ".join(f"{r['rig'].split(' (')[0]}, refine "
-                                           f"{r['refine_steps']}" for r in profiled) + " |",
+                  "| stage | " + " | ".join(f"{r['rig'].split(' (')[0]}, {_refine_label(r)}"
+                                           for r in profiled) + " |",
                   "|---|" + "---|" * len(profiled)]
         for s in stages:
             lines.append(f"| {s} | " + " | ".join(f"{r['profile_cpu'][s]:.3f}"
@@ -216,7 +222,7 @@ def plot_profile(result: dict[str, Any], path: Path) -> Path | None:
     import matplotlib.pyplot as plt
 
     stages = list(profiled[0]["profile_cpu"])
-    labels = [f"{r['rig'].split(' (')[0]}\nrefine {r['refine_steps']}" for r in profiled]
+    labels = [f"{r['rig'].split(' (')[0]}\n{_refine_label(r)}" for r in profiled]
     fig, ax = plt.subplots(figsize=(8.5, 3.2))
     left = np.zeros(len(profiled))
     colors = plt.get_cmap("tab20")(np.linspace(0, 1, len(stages)))

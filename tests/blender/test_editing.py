@@ -317,6 +317,24 @@ def test_reset_after_a_frame_change_keeps_that_frames_pose(mixamo_rig: bpy.types
     assert np.allclose(rigs.pose_matrices(obj), at_61, atol=1e-6)
 
 
+def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Object) -> None:
+    """With Refine While Dragging on, every live update is the refined solve: the pose
+    after a drag step equals Solve's from the same empties, no pause needed."""
+    obj = mixamo_rig
+    scene = bpy.context.scene
+    _setup_hands_and_pinned_feet(obj)
+    scene.npe.live_refine = True
+    scene.npe.live = True
+    hand = _empty(obj, "r_hand")
+    hand.location = np.array(hand.location) + HAND_MOVE
+    bpy.context.view_layer.update()  # the handler solves here, refined
+    assert errors.STATUS.get(obj.name) is None
+    dragged = rigs.pose_matrices(obj)
+    scene.npe.live = False
+    assert _solve() == {"FINISHED"}
+    assert np.allclose(rigs.pose_matrices(obj), dragged, atol=1e-5)
+
+
 def test_rest_pose_changed_in_edit_mode_is_read_again(mixamo_rig: bpy.types.Object) -> None:
     """A forearm made 10 cm longer in Edit Mode between two live drags: every cache of
     the armature is dropped (the rig's key covers the rest matrices), the next drag

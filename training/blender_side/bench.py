@@ -279,18 +279,22 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
     empty = effector_empty(obj, MOVED)
     path = drag_path(np.array(empty.location), moves)
     rows = []
-    settings = (("Live off: no solve (baseline)", False, 0),
-                ("Live, refinement off", True, 0),
-                (f"Live, refinement {DEFAULT_REFINE} steps (default)", True, DEFAULT_REFINE))
-    for setting, on, refine in settings:
+    settings = (("Live off: no solve (baseline)", False, 0, False),
+                ("Live, refinement off", True, 0, False),
+                (f"Live, refinement {DEFAULT_REFINE} steps (default: when the drag pauses)",
+                 True, DEFAULT_REFINE, False),
+                (f"Live, refinement {DEFAULT_REFINE} steps on every update", True,
+                 DEFAULT_REFINE, True))
+    for setting, on, refine, every in settings:
         host.progress(f"live updates: {label}, {setting} ({moves} moves)")
         scene.npe.refine_steps = refine
+        scene.npe.live_refine = every
         scene.npe.live = on
         live_loop(scene, obj, path[:WARMUP_MOVES])
         times, cpu, reach = live_loop(scene, obj, path)
         cpu_stats = summary(cpu)
         row = {"rig": label, "bones": len(obj.data.bones), "setting": setting, "live": on,
-               "refine_steps": refine, **summary(times),
+               "refine_steps": refine, "refine_every_update": every, **summary(times),
                "cpu_median_ms": cpu_stats["median_ms"], "cpu_p95_ms": cpu_stats["p95_ms"],
                "cpu_p10_ms": cpu_stats["p10_ms"],
                "reach_median_mm": float(np.median(reach) * MM),
