@@ -343,7 +343,8 @@ class NPE_SceneSettings(PropertyGroup):
     refine_steps: IntProperty(
         name="Refinement",
         description="Extra steps bringing joints closer to their effectors (0 = off). "
-                    "In Live mode, applied when a drag pauses",
+                    "In Live mode, applied when a drag pauses (or on every update with "
+                    "Refine While Dragging)",
         default=_SOLVE.refine_steps,
         min=0,
         max=MAX_REFINE_STEPS,
