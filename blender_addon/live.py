@@ -9,8 +9,8 @@ solve" check (stored in the effectors, so an undo restores it with the pose) kee
 from looping.
 An update of an armature in Edit Mode drops its caches (its bones may change).
 
-A drag solves without latent refinement (fast; unless *Refine While Dragging* is on); once
-it pauses
+A drag update solves with latent refinement (*Refine While Dragging*, on by default; off,
+without it: faster); once it pauses
 (:data:`PAUSE_DELAY_S`), a timer solves again with it, corrects the write from the
 evaluated rig and measures the metrics for the panel (:func:`drag_paused`).
 
@@ -70,7 +70,7 @@ def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
         empty_matrices = empties.matrices(obj, depsgraph)
         if moved_only and not empties.moved(empty_matrices, state.solved):
             return
-        # A drag solves without latent refinement (fast); the pause adds it.
+        # Refine While Dragging off: a drag skips latent refinement, the pause adds it.
         outcome = edits.edit_with(scene, obj, state, empty_matrices, allow_nothing=True,
                                   live=True, refine=not moved_only or scene.npe.live_refine)
         if outcome.deferred:

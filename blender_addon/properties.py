@@ -351,9 +351,9 @@ class NPE_SceneSettings(PropertyGroup):
     )
     live_refine: BoolProperty(
         name="Refine While Dragging",
-        description="Live mode refines every update while an empty is dragged (slower); "
-        "off, it refines once the drag pauses",
-        default=False,
+        description="Live mode refines every update while an empty is dragged; off, "
+        "drag updates skip refinement (faster) and the pose is refined once the drag pauses",
+        default=True,
     )
     fix_lengths: BoolProperty(
         name="Fix Lengths",

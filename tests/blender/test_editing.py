@@ -323,7 +323,7 @@ def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Obje
     obj = mixamo_rig
     scene = bpy.context.scene
     _setup_hands_and_pinned_feet(obj)
-    scene.npe.live_refine = True
+    assert scene.npe.live_refine  # the default
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     hand.location = np.array(hand.location) + HAND_MOVE
@@ -435,13 +435,16 @@ def test_live_mode_leaves_the_disk_and_the_metrics_for_later(
 
 
 def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object) -> None:
-    """A drag solves without latent refinement (fast); the pause (a timer: called here
-    directly) solves again with it, giving what Solve gives."""
+    """With Refine While Dragging off, a drag solves without latent refinement (faster);
+    the pause (a timer: called here directly) solves again with it, giving what Solve
+    gives."""
     obj = mixamo_rig
     scene = bpy.context.scene
     _setup_hands_and_pinned_feet(obj)
     steps = scene.npe.refine_steps
     assert steps > 0
+    assert scene.npe.live_refine  # the default: refined on every update
+    scene.npe.live_refine = False
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     target = np.array(hand.location) + HAND_MOVE
