@@ -128,8 +128,8 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
         return Outcome(f"Solved {obj.name}", notes, deferred=True)
     seen = _settle(obj, state, (quats, locs, solved_arm, goals, orientations), mw)
     final_core = rig_io.armature_to_core(mw, seen)
-    if models is not None:
-        metric_requests.measure_pose(scene, obj, info, state.pose)
+    if models is not None:  # what the user sees
+        metric_requests.measure_joints(scene, obj, info, seen)
     parts = []
     if targets:
         parts.append(f"{len(targets)} effector(s), largest miss "

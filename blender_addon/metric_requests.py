@@ -65,12 +65,19 @@ def store_measured(scene: bpy.types.Scene, models: ModelSet, editor: PoseEditor,
 def measure_pose(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
                  pose: rig_io.Pose) -> None:
     """:func:`store_measured` on a pose of the armature (no-op without models)."""
+    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    measure_joints(scene, obj, info, joints)
+
+
+def measure_joints(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+                   joints: np.ndarray) -> None:
+    """:func:`store_measured` on the armature's joints (21, 3), armature space (no-op
+    without models)."""
     try:
         models = model_sets.load(scene)
     except EditError:
         return
     mw = rig_io.world_matrix(obj)
-    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
     store_measured(scene, models, editors.editor_for(obj, info, models, mw),
                    rig_io.armature_to_core(mw, joints))
 
