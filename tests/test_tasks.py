@@ -135,3 +135,15 @@ def test_metric_reach_reports_every_metric(tiny_set) -> None:
     assert any(c is not None for row in result["metrics"].values()
                for c in (row[f"{d:+g}"] for d in DELTAS))
     assert markdown(result).count("\n") == len(DEFAULT_METRICS) + 1
+
+
+def test_solver_check_reports_drags_and_null_edits(tiny_set) -> None:
+    from training.solver_check import solver_check
+
+    result = solver_check(tiny_set.runs, tiny_set.data, n=64, split="train")
+    figures = {k: v for k, v in result.items() if k.endswith(("_mm", "_cm", "_cm_mean"))}
+    assert len(figures) == 12
+    flat = [v for f in figures.values() for v in (f if isinstance(f, list) else [f])]
+    assert all(np.isfinite(v) and v >= 0 for v in flat)
+    lo, hi = result["null_hands_max_joint_mm"]
+    assert lo <= hi
