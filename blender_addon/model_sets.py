@@ -14,6 +14,8 @@ nothing on disk is looked at between a choice and the next Reload Models.
 
 from __future__ import annotations
 
+import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,9 @@ from .errors import EditError
 
 DEFAULT_SET = "DEFAULT"  # the enum identifier of the default shipped set
 SHIPPED_PREFIX = "shipped:"  # model_path of another shipped set: this + its sub-folder
+SHORT_LICENCE = 32  # characters: a longer licence text stays out of the picker's line
+SUMMARY_WIDTH = 44  # characters per line of the panel's summary (labels do not wrap)
+DETAILS = re.compile(r"[:;]")  # the data's name ends before its details
 
 _LOADED: dict[tuple[str, int], ModelSet] = {}
 _CHOSEN: dict[tuple[str, int], ModelSet] = {}  # (stored choice, threads) -> a loaded set
@@ -46,10 +51,13 @@ class About:
     credit: str
 
     def licence_line(self) -> str:
-        """One line for the picker: the licence and whether commercial use is allowed."""
+        """One line for the picker: the licence (when it is a short name such as "CC
+        BY-NC 4.0"; the tooltip and the summary carry a longer text) and whether
+        commercial use is allowed."""
         use = {True: "commercial use allowed", False: "non-commercial use only",
                None: "licence terms in its README"}[self.commercial_use]
-        return f"{self.licence}, {use}" if self.licence else use
+        short = self.licence and len(self.licence) <= SHORT_LICENCE
+        return f"{self.licence}, {use}" if short else use
 
 
 def _mtime(path: Path) -> float:
@@ -113,6 +121,7 @@ def about(folder: Path) -> About:
 def _item(identifier: str, folder: Path) -> tuple[str, str, str]:
     a = about(folder)
     tip = " ".join(part for part in (f"Trained on {a.data}." if a.data else "",
+                                     f"Licence: {a.licence}." if a.licence else "",
                                      a.credit, f"({folder})") if part)
     return identifier, f"{a.name} · {a.licence_line()}", tip
 
@@ -225,10 +234,12 @@ def _summary(where: Path) -> list[str]:
     a = about(where)
     sk = manifest.get("skeleton", {})
     data = a.data or Path(str(manifest.get("training", {}).get("data") or "unknown data")).name
+    data = DETAILS.split(data, maxsplit=1)[0].strip()  # the name; the tooltip has it all
     return [
         f"Models: {a.name}",
-        f"Trained on: {data}",
-        f"Licence: {a.licence_line()}",
+        *textwrap.wrap(f"Trained on: {data}", SUMMARY_WIDTH, subsequent_indent="  "),
+        *textwrap.wrap(f"Licence: {a.licence_line()}", SUMMARY_WIDTH,
+                       subsequent_indent="  "),
         f"Skeleton: {len(sk.get('joints', ()))} joints, {sk.get('units', 'm')}, "
         f"{sk.get('up', '+Y')} up",
         f"Metrics: {len(manifest.get('metrics', ()))}",
