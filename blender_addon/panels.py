@@ -83,6 +83,10 @@ class NPE_PT_rig(_Panel, bpy.types.Panel):
             n = len(mapped_rig.mapping_dict(obj.data))
             col.label(text=f"{obj.name}: {n} joints mapped ({mapping.source})",
                       icon="CHECKMARK")
+        if mapping.warning:
+            warn = layout.column(align=True)
+            warn.alert = True
+            warn.label(text=mapping.warning, icon="ERROR")
         row = layout.row(align=True)
         row.operator("npe.map_rig", text="Map Rig", icon="ARMATURE_DATA").preset = "auto"
         row.operator_menu_enum("npe.map_rig", "preset", text="", icon="DOWNARROW_HLT")

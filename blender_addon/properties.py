@@ -116,6 +116,11 @@ class NPE_RigMapping(PropertyGroup):
         description="How the mapping was made: a preset, auto-detection, a JSON file, or "
         "edited by hand",
     )
+    warning: StringProperty(
+        name="Warning",
+        description="What Map Rig found the add-on cannot move: mapped bones that Blender "
+        "poses by itself (constraints, IK chains, drivers), and what to map instead",
+    )
 
 
 # --------------------------------------------------------------------------- effectors

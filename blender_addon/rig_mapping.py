@@ -85,6 +85,7 @@ def prepare(obj: bpy.types.Object, joints: dict[str, str],
     mapped bones Blender still poses by itself; returns notes for the report."""
     notes = rig_controls.fk_note(rig_controls.switch_to_fk(obj, joints.values(), view_layer))
     driven = rig_controls.driven_bones(obj, joints.values())
+    obj.data.npe_mapping.warning = ""
     if driven:
         names, parents = bones_and_parents(obj.data)
         try:
@@ -96,6 +97,9 @@ def prepare(obj: bpy.types.Object, joints: dict[str, str],
         more = f" and {len(driven) - SHOWN_DRIVEN} more" if len(driven) > SHOWN_DRIVEN else ""
         notes.append(f"{'; '.join(shown)}{more}: the add-on cannot move "
                      f"{'it' if len(driven) == 1 else 'them'}: {hint}")
+        first = next(iter(driven))
+        others = f" and {len(driven) - 1} more" if len(driven) > 1 else ""
+        obj.data.npe_mapping.warning = f"{first}{others} Blender poses itself: {hint}"
     return notes
 
 

@@ -122,3 +122,4 @@ def mapping_changed(armature: bpy.types.Armature) -> None:
             invalidate(obj.name)
     if not is_suspended():
         armature.npe_mapping.source = "edited"
+        armature.npe_mapping.warning = ""  # Map Rig's finding may no longer hold

@@ -106,6 +106,9 @@ def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
     assert any("21 joints mapped" in label for label in labels)
     assert any(label.startswith("Models: ") for label in labels)
     assert any(label.endswith("°") for label in labels)  # measured metric values
+    obj.data.npe_mapping.warning = "hand Blender poses itself: map the controls"
+    assert "hand Blender poses itself: map the controls" in _draw_all()
+    obj.data.npe_mapping.warning = ""
     knee = next(m for m in scene.npe.metrics if m.name == "l_knee_bend")
     knee.enabled = True  # a request shows the range the models know on this rig
     assert knee.range_min < knee.measured < knee.range_max

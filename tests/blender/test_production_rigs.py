@@ -44,6 +44,7 @@ def test_generated_rigify_maps_to_its_controls_without_changing_the_pose(
     before = _deform_heads(rig)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     assert rig.data.npe_mapping.source == "rigify_controls"
+    assert rig.data.npe_mapping.warning == ""  # the controls are free to move
     joints = mapped_rig.mapping_dict(rig.data)
     assert joints["l_hand"] == "hand_fk.L" and joints["pelvis"] == "torso"
     assert all(rig.pose.bones[h]["IK_FK"] == 1.0 for h in IK_SWITCHES)
@@ -111,6 +112,7 @@ def test_deform_bones_of_a_control_rig_are_reported(rigify_rig: bpy.types.Object
     assert joints is not None and not missing
     assert any("follows constraints" in n and "map the controls (Rigify preset)" in n
                for n in notes), notes
+    assert "map the controls (Rigify preset)" in rig.data.npe_mapping.warning  # the panel
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
     hand = _empty(rig, "l_hand")
     hand.location = np.array(hand.location) + HAND_DRAG
