@@ -167,3 +167,25 @@ def test_a_limb_switched_back_to_ik_is_switched_again(rigify_rig: bpy.types.Obje
     assert max(np.linalg.norm(after[n] - before[n]) for n in before) < SNAP_TOL
     empty = np.array(_empty(rig, "l_hand").matrix_world.translation)
     assert np.linalg.norm(empty - after["DEF-hand.L"]) < SNAP_TOL
+
+
+def test_fbx_animation_propagates(scene: bpy.types.Scene, tmp_path: Path) -> None:
+    """An animated FBX character (the exporter's baked keys, imported as an action): an
+    edit at frame 11 propagates over frames 6-16, reached at 11, frames outside kept."""
+    obj = fbx_character(tmp_path, automatic_bone_orientation=True, frames=21)
+    assert rig_keys.channelbag(obj) is not None
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.frame_set(1)
+    first = rigs.mapped_heads(obj)
+    scene.frame_set(11)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    hand = _empty(obj, "r_hand")
+    target = np.array(hand.location) + FBX_HAND_MOVE
+    hand.location = target
+    scene.npe.propagation.radius = 5
+    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.frame_set(11)
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
+    scene.frame_set(1)
+    now = rigs.mapped_heads(obj)
+    assert max(np.linalg.norm(now[j] - first[j]) for j in first) < 1e-4

@@ -231,6 +231,7 @@ REPO = Path(__file__).resolve().parents[2]
 RIGIFY_RIG = "rig"  # the name rigify_generate gives the generated rig
 GENERATE_TIMEOUT_S = 600
 FBX_NAME = "character.fbx"
+SWING_RAD = 0.5  # the FBX test animation's arm swing amplitude
 
 
 def generate_rigify() -> bpy.types.Object:
@@ -266,17 +267,22 @@ def open_rigify(path: Path) -> bpy.types.Object:
     return rig
 
 
-def fbx_character(folder: Path, automatic_bone_orientation: bool) -> bpy.types.Object:
+def fbx_character(folder: Path, automatic_bone_orientation: bool,
+                  frames: int = 0) -> bpy.types.Object:
     """The Mixamo-named rig (``mixamorig:`` names) authored in centimetres with the object
     at scale 0.01, exported and imported again through Blender's own FBX add-on (bone
-    axes as its importer makes them, "Automatic Bone Orientation" on or off)."""
+    axes as its importer makes them, "Automatic Bone Orientation" on or off). ``frames``:
+    with an animation of that many frames (the arms swing), baked by the exporter."""
     bpy.ops.preferences.addon_enable(module="io_scene_fbx")
     src = build_armature("Character", mixamo_bones(), scale=0.01, unit=100.0)
     select_only(src)
+    if frames:
+        _swing_arms(src, frames)
     path = folder / FBX_NAME
     bpy.ops.export_scene.fbx(filepath=str(path), use_selection=True,
                              object_types={"ARMATURE"}, add_leaf_bones=False,
-                             bake_anim=False)
+                             bake_anim=bool(frames), bake_anim_use_nla_strips=False,
+                             bake_anim_use_all_actions=False)
     data = src.data
     bpy.data.objects.remove(src)
     bpy.data.armatures.remove(data)
@@ -285,6 +291,21 @@ def fbx_character(folder: Path, automatic_bone_orientation: bool) -> bpy.types.O
     obj = next(o for o in bpy.context.selected_objects if o.type == "ARMATURE")
     select_only(obj)
     return obj
+
+
+def _swing_arms(obj: bpy.types.Object, frames: int) -> None:
+    """Key frames 1..``frames``: both upper arms swing forward and back (keyframe_insert:
+    a test rig's few keys)."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = 1, frames
+    for f in range(1, frames + 1):
+        angle = SWING_RAD * np.sin(2.0 * np.pi * (f - 1) / max(frames - 1, 1))
+        for side in ("Left", "Right"):
+            pb = obj.pose.bones[f"mixamorig:{side}Arm"]
+            pb.rotation_mode = "QUATERNION"
+            pb.rotation_quaternion = (np.cos(angle / 2), np.sin(angle / 2), 0.0, 0.0)
+            pb.keyframe_insert("rotation_quaternion", frame=f)
+    scene.frame_set(1)
 
 
 if __name__ == "__main__":  # python -m training.blender_side.rigs rigify OUT.blend
