@@ -128,9 +128,10 @@ def drag_paused() -> bool:
         try:
             with busy():
                 if kept.is_kept(name):  # not dropped by an undo
+                    switched = edits.prepare_controls(obj)  # a limb put back in IK
                     depsgraph = bpy.context.evaluated_depsgraph_get() \
                         if bpy.context.scene == scene else None
-                    edits.edit_with(scene, obj, kept.get(scene, obj, fresh=False),
+                    edits.edit_with(scene, obj, kept.get(scene, obj, fresh=bool(switched)),
                                     empties.matrices(obj, depsgraph), allow_nothing=True,
                                     live=False)
                 else:

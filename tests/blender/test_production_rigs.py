@@ -87,7 +87,8 @@ def test_generated_rigify_follows_a_hand_drag(rigify_rig: bpy.types.Object) -> N
 
 
 def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> None:
-    """Live mode on the generated rig: the drag's pause leaves DEF-hand.L on its empty."""
+    """Live mode on the generated rig: the drag's pause leaves DEF-hand.L on its empty,
+    even when the arm was switched to IK meanwhile."""
     scene = bpy.context.scene
     rig = rigify_rig
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -98,7 +99,9 @@ def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> 
     for k in range(1, 4):
         hand.location = start + HAND_DRAG * k / 3
         bpy.context.view_layer.update()  # the handler solves here
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 0.0  # the user flips the arm to IK
     assert live.drag_paused()
+    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0  # back to FK for the edit
     scene.npe.live = False
     heads = _deform_heads(rig)
     assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG)) < REACH_TOL
