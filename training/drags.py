@@ -139,6 +139,7 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: Angl
     x = sample_poses(clips, n, rng)
     result: dict[str, Any] = {
         "data": description, "poses": n, "seed": seed, "models": models_dir, "cases": {},
+        "angles_left_out": ranges.left_out,
         "start_poses": {"out_of_range_pct": float(ranges.outside(x).mean() * 100.0),
                         "manifold_median_cm": float(np.median(manifold_distance(models, x))
                                                     * CM)},
@@ -268,7 +269,9 @@ def summary(result: dict[str, Any]) -> str:
                          f"{r['manifold_median_cm']:.2f} |")
     every = result["null_edit_every_pose"]
     lines += ["", f"{result['poses']} start poses ({result['data']}); start poses with an "
-              f"angle out of range: {result['start_poses']['out_of_range_pct']:.1f} %. "
+              f"angle out of range: {result['start_poses']['out_of_range_pct']:.1f} % (angles "
+              f"that barely vary in the training data left out: "
+              f"{', '.join(result['angles_left_out']) or 'none'}). "
               f"Null edit (effectors on their joints, default options) over all "
               f"{every['frames']:,} frames: largest joint displacement "
               + ", ".join(f"{k} {every[k]:.2g} mm" for k in NULL_SETS) + "."]

@@ -5,7 +5,9 @@ Angles are measured on positions only: the bend at every joint with one child (k
 elbows, ankles, spine, neck, ...: the angle between the bone into the joint and the bone out
 of it) and the torso twist (the shoulder line against the hip line, about the vertical).
 A pose is out of range when any angle lies outside the 0.1-99.9 percentile range of the
-training split.
+training split. Angles that barely vary in the training data (under
+:data:`MIN_SPREAD_DEG` between those percentiles: a skeleton whose collar bones were never
+animated, as in CMU) say nothing about plausibility and are left out (listed in the report).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
 
 LOW_PERCENTILE, HIGH_PERCENTILE = 0.1, 99.9
+MIN_SPREAD_DEG = 5.0
 # Joints whose bend is measured: those with exactly one child (the chain's middle joints).
 BEND_JOINTS = tuple(j for j in range(1, skeleton.NUM_JOINTS)
                     if int((skeleton.PARENTS == j).sum()) == 1)
@@ -50,20 +53,26 @@ def joint_angles(poses: np.ndarray) -> np.ndarray:
 
 @dataclass
 class AngleRanges:
-    """Per-angle bounds from training poses."""
+    """Per-angle bounds from training poses, and which angles are judged."""
     low: np.ndarray
     high: np.ndarray
+    judged: np.ndarray  # (K,) bool: the angle varies enough in the data to be judged
 
     @classmethod
     def fit(cls, poses: np.ndarray) -> AngleRanges:
         angles = joint_angles(poses)
-        return cls(np.percentile(angles, LOW_PERCENTILE, axis=0),
-                   np.percentile(angles, HIGH_PERCENTILE, axis=0))
+        low = np.percentile(angles, LOW_PERCENTILE, axis=0)
+        high = np.percentile(angles, HIGH_PERCENTILE, axis=0)
+        return cls(low, high, (high - low) >= MIN_SPREAD_DEG)
+
+    @property
+    def left_out(self) -> list[str]:
+        return [n for n, j in zip(ANGLE_NAMES, self.judged, strict=True) if not j]
 
     def outside(self, poses: np.ndarray) -> np.ndarray:
-        """(B,) True where any angle of the pose lies outside the range."""
+        """(B,) True where any judged angle of the pose lies outside the range."""
         a = joint_angles(poses)
-        return ((a < self.low) | (a > self.high)).any(axis=1)
+        return (((a < self.low) | (a > self.high)) & self.judged).any(axis=1)
 
 
 def manifold_distance(models: ModelSet, poses: np.ndarray) -> np.ndarray:

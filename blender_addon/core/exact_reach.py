@@ -72,6 +72,7 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     err = np.where(goals, _norm(p - targets), 0.0)
     if err.max(initial=0.0) <= tolerance:
         return p
+    start = p.copy()
     rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tolerance))
     if rows.size:
         _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths)
@@ -84,6 +85,8 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     err = np.where(goals, _norm(p - targets), 0.0)
     left = np.flatnonzero(err.max(axis=1) > tolerance)
     if left.size:
-        p[left] = fabrik.solve(p[left], goals[left], targets[left], lengths[left],
+        # From the pose before the re-aim: a limb pulled straight towards a target out of
+        # its reach would stay straight through FABRIK; the refined bend carries over.
+        p[left] = fabrik.solve(start[left], goals[left], targets[left], lengths[left],
                                FABRIK_ITERATIONS, tolerance)
     return p

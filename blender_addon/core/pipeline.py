@@ -39,6 +39,7 @@ from .normalize import (
     from_model_space,
     from_model_space_unchecked,
     leg_scale,
+    set_bone_lengths,
     to_model_space,
     to_model_space_unchecked,
     yaw_matrix,
@@ -50,7 +51,7 @@ CHAIN_ORDER = ("hands", "feet", "head")  # the 2021 paper's order for chained so
 MAX_REFINE_STEPS = 10
 DEFAULT_REFINE_STEPS = 3
 METRIC_STEPS = 8  # at least this many steps when metrics are requested (slider sweep)
-DEFAULT_BODY_FOLLOW = 0.75  # chosen by the drag and pair benchmarks (README)
+DEFAULT_BODY_FOLLOW = 1.0  # chosen by the drag and pair benchmarks (README)
 # A foot touches the floor when its toe or ankle is this low (model space, canonical metres;
 # the training actor's toe rests at 4.3 cm and ankle at 11.7 cm).
 PLANTED_TOE_HEIGHT = 0.08
@@ -243,15 +244,21 @@ class PoseEditor:
         offset = model - unmoved if options.keep_details else np.zeros_like(model)
         pose = offset + edited
         if options.refine_steps:
-            moving = ((mask > 0) & (np.abs(t_model - model).max(axis=-1) > 1e-9)).any(axis=1)
-            rows = _metric_rows(requests, self._metrics, moving, model)
+            # Refinement works on the rig's own proportions (in model units), where its
+            # targets are exact: a canonical-length pose put on a rig with shorter arms
+            # would leave the hand short of its target.
+            rig_lengths = frame.lengths * np.asarray(frame.scale)[:, None]
+            rig_model = set_bone_lengths(model, rig_lengths)
+            t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
+            moving = ((mask > 0) & (np.abs(t_rig - rig_model).max(axis=-1) > 1e-9)).any(axis=1)
+            rows = _metric_rows(requests, self._metrics, moving, rig_model)
             # Body follow is how much the body joins a drag; a slider-only edit keeps the
             # rest of the pose (and takes more steps: metric rows are strongly curved).
             follow = np.where(moving, options.body_follow, 0.0)
             steps = options.refine_steps if rows is None else max(options.refine_steps,
                                                                   METRIC_STEPS)
-            z_new, pose, shift = refine.refine(self.models, z_new, offset, model, t_model, w,
-                                               rows, follow, steps, shift)
+            z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig,
+                                               w, rows, follow, steps, shift, rig_lengths)
             pose = pose - _shift3(shift)[:, None]
         move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
@@ -477,18 +484,20 @@ def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np
 
 
 def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
-                 modules: dict[str, Module], moving: np.ndarray, model: np.ndarray
+                 modules: dict[str, Module], moving: np.ndarray, rig_model: np.ndarray
                  ) -> refine.MetricRows | None:
-    """Requested metrics at their values; where no effector moves (a slider edit), the other
-    metrics held where they are."""
+    """Requested metrics changed as asked; where no effector moves (a slider edit), the
+    other metrics held where they are. Targets are on the rig's proportions (model units):
+    its own value plus the requested change."""
     if not requests:
         return None
     rows = refine.MetricRows([], [], [])
     for name, module in modules.items():
+        target = evaluate_metric(rig_model, module.metric)
         if name in requests:
-            target, weight = requests[name][0], np.full(len(model), refine.METRIC_WEIGHT)
+            want, now = requests[name]
+            target, weight = target + want - now, np.full(len(target), refine.METRIC_WEIGHT)
         else:
-            target = evaluate_metric(model, module.metric)
             weight = np.where(moving, 0.0, refine.HOLD_WEIGHT)
         rows.specs.append(module.metric)
         rows.targets.append(target)

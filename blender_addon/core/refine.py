@@ -1,10 +1,11 @@
 """Latent refinement: Gauss-Newton on what the user asked, with the rest of the body kept.
 
 After the networks propose a latent ``z_net``, the pose ``x + D(z) - D(z_base)`` (the
-input plus the decoded *change*, so an unmoved request changes nothing), given the
-canonical bone lengths along its bones' directions (what the rig will take: a decoded
-change that stretched a forearm to raise a hand would be undone there), is refined over
-``z`` to minimise, in model space (canonical metres):
+input plus the decoded *change*, so an unmoved request changes nothing), given the rig's
+bone lengths along its bones' directions (what the rig will show: a decoded change that
+stretched a forearm to raise a hand would be undone there, and a rig with shorter arms than
+the models' body would fall short), is refined over ``z`` to minimise, in model space
+(facing +Z, scaled to the models' leg length):
 
 - **requests**: effector and pin errors (weight ``w`` each), and metric errors in the
   metric's unit times :data:`METRIC_UNIT_M` (1 degree counts as 1 cm);
@@ -42,15 +43,14 @@ FD_STEP = 1e-4  # metres: the metric gradient's finite-difference step
 _POSE_DIM = skeleton.NUM_JOINTS * 3
 _BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
 _PARENTS = skeleton.PARENTS[1:]
-_CANONICAL = skeleton.BONE_LENGTHS
 
 
-def _fixed(pose: np.ndarray, jac: np.ndarray | None = None
+def _fixed(pose: np.ndarray, lengths: np.ndarray, jac: np.ndarray | None = None
            ) -> tuple[np.ndarray, np.ndarray | None]:
-    """The pose with canonical bone lengths (directions kept) and, given the pose's
+    """The pose with these bone lengths (B, 21) (directions kept) and, given the pose's
     Jacobian (B, 63, L), the fixed pose's: each bone's change loses its component along
     the bone and is scaled by length / |bone|, then summed down the tree."""
-    out = set_bone_lengths(pose, _CANONICAL)
+    out = set_bone_lengths(pose, lengths)
     if jac is None:
         return out, None
     b, latent = jac.shape[0], jac.shape[-1]
@@ -60,7 +60,7 @@ def _fixed(pose: np.ndarray, jac: np.ndarray | None = None
     unit = vec / norm[..., None]
     dvec = j[:, 1:] - j[:, _PARENTS]  # (B, 20, 3, L)
     along = np.einsum("bjc,bjcl->bjl", unit, dvec)
-    dbone = (dvec - unit[..., None] * along[:, :, None]) * (_CANONICAL[1:] / norm)[..., None, None]
+    dbone = (dvec - unit[..., None] * along[:, :, None]) * (lengths[:, 1:] / norm)[..., None, None]
     djoint = j[:, :1] + np.einsum("kj,bjcl->bkcl", _BONE_SUMS, dbone)
     return out, djoint.reshape(b, _POSE_DIM, latent)
 _EYE_POSE = np.eye(_POSE_DIM).reshape(_POSE_DIM, skeleton.NUM_JOINTS, 3) * FD_STEP
@@ -95,22 +95,23 @@ def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.nd
 
 def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
            targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
-           body_follow: np.ndarray, steps: int, shift: np.ndarray
+           body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
     ``offset``: what is added to the decoded pose (``x - D(z_base)``, or 0); ``base``: the
     input pose the least-change term keeps; ``targets``/``weights``: per-joint requests
-    (weight 0 where none). Besides the latent, the refinement moves the whole body along
-    the floor (``shift``, x and z, starting from the given one): model space keeps the
-    pelvis over its origin, so a hip shift towards a far target, or a dragged pelvis, is
-    this translation with the legs re-posed by the latent. Rows with nothing requested
-    come back unchanged.
+    (weight 0 where none); ``lengths`` (B, 21): the bone lengths the decoded pose takes
+    (the rig's, in model units), so residuals are measured on what the rig will show.
+    Besides the latent, the refinement moves the whole body along the floor (``shift``,
+    x and z, starting from the given one): model space keeps the pelvis over its origin,
+    so a hip shift towards a far target, or a dragged pelvis, is this translation with the
+    legs re-posed by the latent. Rows with nothing requested come back unchanged.
     """
     b, latent = z_net.shape
     v_net = np.concatenate([z_net.astype(np.float64), shift], axis=1)
     v = v_net.copy()
-    pose, jac = _linearize(models, v, offset)
+    pose, jac = _linearize(models, v, offset, lengths)
     # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere,
     # towards the input pose (body_follow 0) or the networks' own pose (1), or between.
     asked = weights.repeat(3, axis=1) > 0
@@ -142,7 +143,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
             mres, mgrad = _metric_block(pose, metrics)
             grad += (mres[:, None, :] @ (mgrad @ jac))[:, 0]
         v_try = v - (inverse @ grad[..., None])[..., 0]
-        pose_try = _pose(models, v_try, offset)
+        pose_try = _pose(models, v_try, offset, lengths)
         cost_try = _cost(pose_try, v_try, v_net, goal, row_w, metrics, prior)
         better = cost_try < cost
         damping = np.where(better, damping * LM_DOWN, damping * LM_UP)
@@ -151,7 +152,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
         v = np.where(better[:, None], v_try, v)
         cost = np.where(better, cost_try, cost)
         if metrics is not None and better.any():
-            pose, jac = _linearize(models, v, offset)
+            pose, jac = _linearize(models, v, offset, lengths)
         else:
             pose = np.where(better[:, None, None], pose_try, pose)
     return v[:, :latent].astype(np.float32), pose, v[:, latent:]
@@ -166,13 +167,14 @@ def _shifted(pose: np.ndarray, v: np.ndarray) -> np.ndarray:
     return pose + (v[:, -2:] @ _SHIFT_JAC.T).reshape(pose.shape)
 
 
-def _pose(models: ModelSet, v: np.ndarray, offset: np.ndarray) -> np.ndarray:
+def _pose(models: ModelSet, v: np.ndarray, offset: np.ndarray, lengths: np.ndarray
+          ) -> np.ndarray:
     """The length-fixed, shifted pose of variables ``v`` (latent, shift)."""
     decoded = models.decode(v[:, :-2].astype(np.float32)).astype(np.float64)
-    return _shifted(_fixed(offset + decoded)[0], v)
+    return _shifted(_fixed(offset + decoded, lengths)[0], v)
 
 
-def _linearize(models: ModelSet, v: np.ndarray, offset: np.ndarray
+def _linearize(models: ModelSet, v: np.ndarray, offset: np.ndarray, lengths: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray]:
     """The pose of variables ``v`` and its Jacobian (B, 63, L + 2)."""
     z = v[:, :-2].astype(np.float32)
@@ -182,7 +184,7 @@ def _linearize(models: ModelSet, v: np.ndarray, offset: np.ndarray
         jac = jac.astype(np.float64)
     else:  # a set exported before the Jacobian graph: a forward difference, one call
         decoded, jac = _fd_jacobian(models, z)
-    pose, jac = _fixed(offset + decoded.astype(np.float64), jac)
+    pose, jac = _fixed(offset + decoded.astype(np.float64), lengths, jac)
     shift = np.broadcast_to(_SHIFT_JAC, (len(v), *_SHIFT_JAC.shape))
     return _shifted(pose, v), np.concatenate([jac, shift], axis=2)
 
