@@ -50,10 +50,11 @@ def test_propagation_weights(shipped_models, manifold_clip: np.ndarray) -> None:
     out = propagate(editor, clip, CENTER, w, effs, request)
     np.testing.assert_array_equal(out[w == 0], clip[w == 0])  # bit-identical
     single = editor.solve(clip[CENTER], effs, request).positions[0]
-    np.testing.assert_allclose(out[CENTER], single, atol=1e-9)
+    # The same solve, batched with the other frames: float noise only (1 micrometre).
+    np.testing.assert_allclose(out[CENTER], single, atol=1e-6)
     moved = np.linalg.norm(out - clip, axis=-1).mean(axis=1)
     inside = w > 0
-    assert np.corrcoef(moved[inside], w[inside])[0, 1] > 0.9
+    assert np.corrcoef(moved[inside], w[inside])[0, 1] > 0.95
     np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(clip), atol=1e-9)
 
 
