@@ -9,8 +9,8 @@ solve" check (stored in the effectors, so an undo restores it with the pose) kee
 from looping.
 An update of an armature in Edit Mode drops its caches (its bones may change).
 
-A drag update solves with latent refinement (*Refine While Dragging*, on by default; off,
-without it: faster); once it pauses
+A drag update solves without latent refinement (fast; with it when *Refine While
+Dragging* is on); once it pauses
 (:data:`PAUSE_DELAY_S`), a timer solves again with it, corrects the write from the
 evaluated rig and measures the metrics for the panel (:func:`drag_paused`).
 

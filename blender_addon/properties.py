@@ -356,9 +356,9 @@ class NPE_SceneSettings(PropertyGroup):
     )
     live_refine: BoolProperty(
         name="Refine While Dragging",
-        description="Live mode refines every update while an empty is dragged; off, "
-        "drag updates skip refinement (faster) and the pose is refined once the drag pauses",
-        default=True,
+        description="Live mode refines every update while an empty is dragged (slower); "
+        "off, drag updates skip refinement and the pose is refined once the drag pauses",
+        default=False,
     )
     fix_lengths: BoolProperty(
         name="Fix Lengths",

@@ -323,7 +323,7 @@ def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Obje
     obj = mixamo_rig
     scene = bpy.context.scene
     _setup_hands_and_pinned_feet(obj)
-    assert scene.npe.live_refine  # the default
+    scene.npe.live_refine = True
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     hand.location = np.array(hand.location) + HAND_MOVE
@@ -443,8 +443,7 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
     _setup_hands_and_pinned_feet(obj)
     steps = scene.npe.refine_steps
     assert steps > 0
-    assert scene.npe.live_refine  # the default: refined on every update
-    scene.npe.live_refine = False
+    assert not scene.npe.live_refine  # the default: refined when the drag pauses
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     target = np.array(hand.location) + HAND_MOVE

@@ -281,9 +281,9 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
     rows = []
     settings = (("Live off: no solve (baseline)", False, 0, False),
                 ("Live, refinement off", True, 0, False),
-                (f"Live, refinement {DEFAULT_REFINE} steps when the drag pauses", True,
-                 DEFAULT_REFINE, False),
-                (f"Live, refinement {DEFAULT_REFINE} steps on every update (default)", True,
+                (f"Live, refinement {DEFAULT_REFINE} steps when the drag pauses (default)",
+                 True, DEFAULT_REFINE, False),
+                (f"Live, refinement {DEFAULT_REFINE} steps on every update", True,
                  DEFAULT_REFINE, True))
     for setting, on, refine, every in settings:
         host.progress(f"live updates: {label}, {setting} ({moves} moves)")
