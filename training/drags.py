@@ -111,7 +111,10 @@ def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarra
     moved = np.linalg.norm(out - x, axis=-1)
     reach = np.linalg.norm(out - targets, axis=-1)[dragged]
     ours = reached(out, targets, dragged)
-    feet = planted_feet(x) & ~dragged
+    # A foot counts when neither its ankle nor its toe is dragged.
+    feet = planted_feet(x)
+    for joints in _FEET.values():
+        feet[:, joints] &= ~dragged[:, joints].any(axis=1, keepdims=True)
     drift = moved[feet] if feet.any() else np.zeros(1)
     pelvis = moved[:, skeleton.ROOT][~dragged[:, skeleton.ROOT]]
     return {
