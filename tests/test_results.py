@@ -100,3 +100,15 @@ def test_datasets_named_by_results_exist() -> None:
     for result in RESULTS.values():
         for data in result.data:
             assert data in DATASETS and data in DATA_FILES
+
+
+def test_benchmark_bvh_runs_end_to_end(tmp_path: Path) -> None:
+    """Our reader against bvhio on two small synthetic clips: the JSON names both."""
+    from tests.synth import synthetic_bvh
+
+    for i in range(2):
+        (tmp_path / f"clip_{i}.bvh").write_text(synthetic_bvh(frames=20, seed=i))
+    out = tmp_path / "bvh.json"
+    assert main(["benchmark-bvh", "--bvh", str(tmp_path), "--clips", "2",
+                 "--json", str(out)]) == 0
+    assert out.is_file() and json.loads(out.read_text())
