@@ -18,6 +18,7 @@ the default options with refinement, the 2021 paper's chained solvers, classic F
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -193,6 +194,7 @@ def null_edit_every_pose(editor: PoseEditor, clips: list[np.ndarray]) -> dict[st
 
 
 HEADLINE = "one hand, 10-25 cm"
+LABEL_WIDTH = 12  # characters per line of a bar label
 
 
 def plot(result: dict[str, Any], path: str) -> None:
@@ -214,7 +216,7 @@ def plot(result: dict[str, Any], path: str) -> None:
         values = [row[m][key] for m in methods]
         ax.bar(range(len(methods)), values, color=colors[:len(methods)])
         ax.set_xticks(range(len(methods)))
-        ax.set_xticklabels([m.replace(" (", "\n(") for m in methods], fontsize=7)
+        ax.set_xticklabels([textwrap.fill(m, LABEL_WIDTH) for m in methods], fontsize=7)
         ax.set_title(title, fontsize=9)
         for k, v in enumerate(values):
             ax.text(k, v, f"{v:.2g}", ha="center", va="bottom", fontsize=7)
