@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 
-DEFAULT_DATA = "runs/poses.npz"
+DEFAULT_DATA = "runs/cmu.npz"  # the default models' data (see `prepare` in the README)
 
 
 class CliError(Exception):
