@@ -65,8 +65,9 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
-          tolerance: float) -> np.ndarray:
-    """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept."""
+          tolerance: float, fallback: bool = True) -> np.ndarray:
+    """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept.
+    ``fallback=False``: the analytic re-aim only (no FABRIK for what it leaves)."""
     p = np.array(pose, dtype=np.float64)
     lengths = np.broadcast_to(lengths, goals.shape)
     err = np.where(goals, _norm(p - targets), 0.0)
@@ -82,6 +83,8 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
             aim = targets[rows, toe] - p[rows, ankle]
             p[rows, toe] = p[rows, ankle] + aim * (lengths[rows, toe]
                                                    / np.maximum(_norm(aim), _EPS))[:, None]
+    if not fallback:
+        return p
     err = np.where(goals, _norm(p - targets), 0.0)
     left = np.flatnonzero(err.max(axis=1) > tolerance)
     if left.size:

@@ -197,8 +197,13 @@ class PoseEditor:
     def solve_arrays(self, positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
                      weights: np.ndarray | None = None,
                      metrics: dict[str, np.ndarray] | None = None,
-                     options: SolveOptions | None = None) -> EditResult:
-        """Batched edit. positions/targets (B, 21, 3), mask/weights (B, 21), metric values (B,)."""
+                     options: SolveOptions | None = None, each_pose: bool = True
+                     ) -> EditResult:
+        """Batched edit. positions/targets (B, 21, 3), mask/weights (B, 21), metric values (B,).
+
+        ``each_pose=False`` (clip propagation): metric requests keep one Jacobian and the
+        option's step count, instead of re-linearizing as a single pose does (ten times
+        cheaper on a long clip; effectors are exact either way)."""
         options = options or SolveOptions()
         options.check()
         p = _check_positions(positions)
@@ -206,10 +211,11 @@ class PoseEditor:
         t = _check_positions(np.where(mask[..., None] > 0, targets, p), "targets")
         w = mask if weights is None else np.asarray(weights, dtype=np.float64) * mask
         metrics = self.check_metrics(metrics or {}, len(p))
-        return self._solve(p, mask, t, w, metrics, options)
+        return self._solve(p, mask, t, w, metrics, options, each_pose)
 
     def _solve(self, p: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
-               metrics: dict[str, np.ndarray], options: SolveOptions) -> EditResult:
+               metrics: dict[str, np.ndarray], options: SolveOptions, each_pose: bool = True
+               ) -> EditResult:
         """The edit on checked float64 arrays: targets equal the pose off the effectors and
         weights are 0 there; metric requests are in the rig's units."""
         if options.solver == "classic":
@@ -255,10 +261,12 @@ class PoseEditor:
             # Body follow is how much the body joins a drag; a slider-only edit keeps the
             # rest of the pose (and takes more steps: metric rows are strongly curved).
             follow = np.where(moving, options.body_follow, 0.0)
-            steps = options.refine_steps if rows is None else max(options.refine_steps,
-                                                                  METRIC_STEPS)
+            relinearize = rows is not None and each_pose
+            steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
+                else options.refine_steps
             z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig,
-                                               w, rows, follow, steps, shift, rig_lengths)
+                                               w, rows, follow, steps, shift, rig_lengths,
+                                               relinearize)
             pose = pose - _shift3(shift)[:, None]
         move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
@@ -272,7 +280,7 @@ class PoseEditor:
             reached = from_model_space_unchecked(pose, frame, False, turn) + move
             full = (mask > 0) & (w >= 1.0)
             out = exact_reach.solve(out, full, np.where(full[..., None], reached, out),
-                                    frame.lengths, REACH_TOLERANCE)
+                                    frame.lengths, REACH_TOLERANCE, fallback=False)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,

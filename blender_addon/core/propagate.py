@@ -110,5 +110,5 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
             values[name] = now[name] + w[live] * (goal - now[name])
     mask = np.repeat(mask1, len(live), axis=0)
     out[live] = editor.solve_arrays(poses, mask, targets, np.repeat(weights1, len(live), 0),
-                                    values, options).positions
+                                    values, options, each_pose=False).positions
     return out

@@ -83,9 +83,12 @@ def metric_gradient(pose: np.ndarray, spec: MetricSpec) -> tuple[np.ndarray, np.
 
 
 def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted metric residuals (B, M) and their pose gradients (B, M, 63)."""
+    """Weighted metric residuals (B, M) and their pose gradients (B, M, 63); rows weighted
+    0 for every pose are skipped."""
     res, grads = [], []
     for spec, target, weight in zip(rows.specs, rows.targets, rows.weights, strict=True):
+        if not weight.any():
+            continue
         value, grad = metric_gradient(pose, spec)
         s = np.sqrt(weight) * METRIC_UNIT_M[spec.unit]
         res.append((value - target) * s)
@@ -95,8 +98,8 @@ def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.nd
 
 def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
            targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
-           body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray,
+           relinearize: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
     ``offset``: what is added to the decoded pose (``x - D(z_base)``, or 0); ``base``: the
@@ -107,6 +110,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     x and z, starting from the given one): model space keeps the pelvis over its origin,
     so a hip shift towards a far target, or a dragged pelvis, is this translation with the
     legs re-posed by the latent. Rows with nothing requested come back unchanged.
+    ``relinearize``: a new Jacobian every accepted step (metric requests on single poses).
     """
     b, latent = z_net.shape
     v_net = np.concatenate([z_net.astype(np.float64), shift], axis=1)
@@ -126,10 +130,10 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     inverse = None
     eye = np.eye(latent + 2)
     for _ in range(steps):
-        # Metric rows are strongly curved: re-linearize (and re-damp) every step.
-        # Effector-only edits keep the first Jacobian and its factorization (a chord
-        # method; the exact-reach pass after refinement removes what is left).
-        if inverse is None or metrics is not None:
+        # Metric rows are strongly curved: a single pose's metric request re-linearizes
+        # (and re-damps) every step. Otherwise the first Jacobian and its factorization
+        # serve every step (a chord method; the exact-reach pass removes what is left).
+        if inverse is None or relinearize:
             hess = jac.transpose(0, 2, 1) @ (jac * row_w[:, :, None])
             if metrics is not None:
                 _, mgrad = _metric_block(pose, metrics)
@@ -147,11 +151,11 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
         cost_try = _cost(pose_try, v_try, v_net, goal, row_w, metrics, prior)
         better = cost_try < cost
         damping = np.where(better, damping * LM_DOWN, damping * LM_UP)
-        if metrics is None and not better.any():
+        if not relinearize and not better.any():
             break
         v = np.where(better[:, None], v_try, v)
         cost = np.where(better, cost_try, cost)
-        if metrics is not None and better.any():
+        if relinearize and better.any():
             pose, jac = _linearize(models, v, offset, lengths)
         else:
             pose = np.where(better[:, None, None], pose_try, pose)
@@ -196,6 +200,8 @@ def _cost(pose: np.ndarray, v: np.ndarray, v_net: np.ndarray, goal: np.ndarray,
     if metrics is not None:
         for spec, target, weight in zip(metrics.specs, metrics.targets, metrics.weights,
                                         strict=True):
+            if not weight.any():
+                continue
             err = (evaluate_metric(pose, spec) - target) * METRIC_UNIT_M[spec.unit]
             cost += weight * err * err
     return cost
