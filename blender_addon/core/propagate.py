@@ -109,6 +109,13 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
                 else np.full(len(live), value[0])
             values[name] = now[name] + w[live] * (goal - now[name])
     mask = np.repeat(mask1, len(live), axis=0)
-    out[live] = editor.solve_arrays(poses, mask, targets, np.repeat(weights1, len(live), 0),
-                                    values, options, each_pose=False).positions
+    weights = np.repeat(weights1, len(live), 0)
+    # The edited frame is solved exactly as a single pose; the others share one batch.
+    edited = live == frame
+    for rows, each_pose in ((edited, True), (~edited, False)):
+        if rows.any():
+            out[live[rows]] = editor.solve_arrays(
+                poses[rows], mask[rows], targets[rows], weights[rows],
+                {k: v[rows] for k, v in values.items()}, options, each_pose=each_pose
+            ).positions
     return out
