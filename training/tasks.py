@@ -14,11 +14,10 @@ from torch import nn
 from blender_addon.core import skeleton
 from blender_addon.core.metrics import MetricSpec, evaluate_metric, metric_formula
 from training.data import PoseData
+from training.pairs import METRIC_PAIR_OFFSET, SOLVER_PAIR_OFFSET
 from training.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
 from training.rest_poses import rest_poses
 
-SOLVER_PAIR_OFFSET = 20  # frames: x' drawn from the same clip within +-20 frames of x
-METRIC_PAIR_OFFSET = 10  # frames, the 2023 paper's n in [-10, 10]
 OTHER_JOINTS_WEIGHT = 0.01  # k in the 2021 paper's loss
 
 # The universal solver learns user drags as well as real motion. Each sample's targets
