@@ -272,15 +272,6 @@ class PoseEditor:
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
         if options.refine_steps and options.fix_lengths:
             out = _reach_exactly(out, p, mask, t, w, frame.lengths)
-        elif options.fix_lengths and mask.any():
-            # Without refinement the backward pass keeps what the networks reached: the
-            # rig's lengths from the pelvis out would carry a hand the decoder placed with
-            # a longer arm away from it, so the effector limbs are re-aimed at where the
-            # decoded pose put them.
-            reached = from_model_space_unchecked(pose, frame, False, turn) + move
-            full = (mask > 0) & (w >= 1.0)
-            out = exact_reach.solve(out, full, np.where(full[..., None], reached, out),
-                                    frame.lengths, REACH_TOLERANCE, fallback=False)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
