@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from blender_addon.core import skeleton
-from blender_addon.core.pipeline import Effector, PoseEditor, metric_values
+from blender_addon.core.pipeline import Effector, PoseEditor
 from blender_addon.core.propagate import propagate, weight_curve
 
 CENTER, RADIUS = 45, 20
@@ -45,7 +45,7 @@ def test_propagation_weights(shipped_models, manifold_clip: np.ndarray) -> None:
     hand = skeleton.JOINT_INDEX["l_hand"]
     effs = [Effector("l_hand", clip[CENTER, hand] + [0.0, 0.2, 0.1])]
     metric = "spine_flexion"
-    request = {metric: float(metric_values(clip[CENTER:CENTER + 1], shipped_models)[metric][0])
+    request = {metric: float(editor.metric_values(clip[CENTER:CENTER + 1])[metric][0])
                + SPINE_FLEXION_CHANGE_DEG}
     out = propagate(editor, clip, CENTER, w, effs, request)
     np.testing.assert_array_equal(out[w == 0], clip[w == 0])  # bit-identical

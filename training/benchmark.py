@@ -121,15 +121,13 @@ def rss_bytes() -> int:
 
 
 def model_memory(models_dir: str) -> dict[str, float]:
-    import onnx
+    from training.jacobian import initializer_count
 
     before = rss_bytes()
     models = ModelSet(models_dir)
     after = rss_bytes()
-    weights = 0
-    for m in models.manifest["modules"]:
-        graph = onnx.load(str(Path(models.folder) / m["file"])).graph
-        weights += sum(int(np.prod(t.dims)) * 4 for t in graph.initializer)
+    weights = sum(initializer_count((Path(models.folder) / m["file"]).read_bytes()) * 4
+                  for m in models.manifest["modules"])
     return {"rss_increase_mb": (after - before) / 2**20, "weights_mb": weights / 2**20,
             "files_mb": sum((Path(models.folder) / m["file"]).stat().st_size
                             for m in models.manifest["modules"]) / 2**20}

@@ -24,15 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from blender_addon.core import skeleton
+from blender_addon.core import pipeline, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
-from blender_addon.core.pipeline import (
-    PLANTED_ANKLE_HEIGHT,
-    PLANTED_TOE_HEIGHT,
-    PoseEditor,
-    SolveOptions,
-)
+from blender_addon.core.pipeline import FOOT_JOINTS, PoseEditor, SolveOptions
 from training.plausibility import AngleRanges, manifold_distance
 
 CM, MM = 100.0, 1000.0
@@ -53,8 +48,6 @@ METHODS: dict[str, SolveOptions] = {
     "classic FABRIK": SolveOptions(solver="classic"),
 }
 FABRIK = "classic FABRIK"
-_FEET = {"l": skeleton.joint_indices(["l_foot", "l_toe"]),
-         "r": skeleton.joint_indices(["r_foot", "r_toe"])}
 
 
 def sample_poses(clips: list[np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
@@ -87,12 +80,7 @@ def drag_requests(poses: np.ndarray, joints: tuple[str, ...], span: tuple[float,
 def planted_feet(poses: np.ndarray) -> np.ndarray:
     """(B, 21) True on the ankle and toe of each foot that touches the floor (the engine's
     own test, in model space)."""
-    model, _ = to_model_space(poses)
-    out = np.zeros(poses.shape[:2], dtype=bool)
-    for ankle, toe in _FEET.values():
-        low = (model[:, toe, 1] < PLANTED_TOE_HEIGHT) | (model[:, ankle, 1] < PLANTED_ANKLE_HEIGHT)
-        out[:, [ankle, toe]] = low[:, None]
-    return out
+    return pipeline.planted_feet(to_model_space(poses)[0])
 
 
 REACHED_M = 1e-3  # a target within 1 mm is reached
@@ -114,7 +102,7 @@ def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarra
     ours = reached(out, targets, dragged)
     # A foot counts when neither its ankle nor its toe is dragged.
     feet = planted_feet(x)
-    for joints in _FEET.values():
+    for joints in FOOT_JOINTS.values():
         feet[:, joints] &= ~dragged[:, joints].any(axis=1, keepdims=True)
     drift = moved[feet] if feet.any() else np.zeros(1)
     pelvis = moved[:, skeleton.ROOT][~dragged[:, skeleton.ROOT]]

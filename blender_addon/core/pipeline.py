@@ -11,11 +11,11 @@ The modules run twice in one batch, on the requests and on the same requests unm
 (effectors at their joints, metrics at their values), and the edit is the input pose plus
 the decoded *difference*: a null edit changes nothing. Feet on the floor that carry no
 effector are pinned (``keep_planted_feet``). Then latent refinement (:mod:`.refine`:
-Gauss-Newton on effector and metric errors with a least-change term weighted by
-``1 - body_follow``), the rig's bone lengths, and a few FABRIK iterations that put the
-full-weight effectors exactly on their targets. ``solver="classic"`` runs plain full-body
-FABRIK instead (:mod:`.fabrik`). Metric requests and measurements are in the rig's units
-(:meth:`PoseEditor.metric_values`).
+Levenberg-Marquardt on effector and metric errors, with a least-change term towards a blend
+of the input and the networks' answer set by ``body_follow``), the rig's bone lengths, and
+the exact-reach pass (:mod:`.exact_reach`) that puts full-weight effectors on their targets.
+``solver="classic"`` runs plain full-body FABRIK instead (:mod:`.fabrik`). Metric requests
+and measurements are in the rig's units (:meth:`PoseEditor.metric_values`).
 
 The add-on's call, :meth:`PoseEditor.solve` with effectors only, is latency-bound: inputs
 are checked once, the rest runs on checked arrays (``*_unchecked`` normalization), and a set
@@ -243,8 +243,8 @@ class PoseEditor:
         # floor is a shift of the whole body, and the networks see the targets without it.
         shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (mask[:, ROOT:ROOT + 1] > 0)
         t_net = t_model - _shift3(shift)[:, None]
-        z_new, _, edited, unmoved = self._networks(model, mask, t_net, w, requests, options,
-                                                   notes)
+        z_new, edited, unmoved = self._networks(model, mask, t_net, w, requests, options,
+                                                notes)
         # The decoded change on top of the input (or the decoded pose alone): requests that
         # ask for nothing new change nothing.
         offset = model - unmoved if options.keep_details else np.zeros_like(model)
@@ -277,9 +277,9 @@ class PoseEditor:
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
                   w: np.ndarray, requests: dict[str, tuple[np.ndarray, np.ndarray]],
                   options: SolveOptions, notes: list[str]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The modules on the requests and on the same requests left unmoved, in one batch:
-        latents and decoded poses of both."""
+        the edited latent and the decoded poses of both."""
         b = len(model)
         both = lambda a, c: np.concatenate([a, c])  # noqa: E731 - local shorthand
         if not requests and options.solver == "universal" and self._fused is not None:
@@ -294,7 +294,7 @@ class PoseEditor:
             notes.extend(dict.fromkeys(more))
             edited = self.models.decode(latents)
         edited = edited.astype(np.float64)
-        return latents[:b], latents[b:], edited[:b], edited[b:]
+        return latents[:b], edited[:b], edited[b:]
 
     def _metric_requests(self, p: np.ndarray, model: np.ndarray, frame: BodyFrame,
                          metrics: dict[str, np.ndarray], notes: list[str]
@@ -442,12 +442,6 @@ class PoseEditor:
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
 
 
-def metric_values(positions: np.ndarray, models: ModelSet) -> dict[str, np.ndarray]:
-    """Every metric of the model set measured on rig poses (B, 21, 3), in model space."""
-    model, _ = to_model_space(_check_positions(positions))
-    return {name: evaluate_metric(model, m.metric) for name, m in models.metrics.items()}
-
-
 def _shift3(shift: np.ndarray) -> np.ndarray:
     """(B, 2) floor shifts (x, z) -> (B, 3) vectors."""
     return np.stack([shift[:, 0], np.zeros(len(shift)), shift[:, 1]], axis=1)
@@ -474,21 +468,27 @@ def _moves_legs(spec: MetricSpec) -> bool:
     return bool(_LEG_JOINTS.intersection(spec.joints))
 
 
+def planted_feet(model: np.ndarray) -> np.ndarray:
+    """(B, 21) True on the ankle and toe of each foot that touches the floor, from model-space
+    poses (B, 21, 3)."""
+    out = np.zeros(model.shape[:2], dtype=bool)
+    for ankle, toe in FOOT_JOINTS.values():
+        low = (model[:, toe, 1] < PLANTED_TOE_HEIGHT) | (model[:, ankle, 1] < PLANTED_ANKLE_HEIGHT)
+        out[:, [ankle, toe]] = low[:, None]
+    return out
+
+
 def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np.ndarray,
                        w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pins on the ankle and toe of every foot that touches the floor and carries no
     effector (each pose decides for itself)."""
-    mask, t, w = mask.copy(), t.copy(), w.copy()
+    plant = planted_feet(model)
     for joints in FOOT_JOINTS.values():
-        ankle, toe = joints
-        low = (model[:, toe, 1] < PLANTED_TOE_HEIGHT) | (model[:, ankle, 1] < PLANTED_ANKLE_HEIGHT)
-        plant = low & ~(mask[:, joints] > 0).any(axis=1)
-        if plant.any():
-            rows = np.flatnonzero(plant)[:, None]
-            mask[rows, joints] = 1.0
-            w[rows, joints] = 1.0
-            t[rows, joints] = p[rows, joints]
-    return mask, t, w
+        plant[:, joints] &= ~(mask[:, joints] > 0).any(axis=1, keepdims=True)
+    if not plant.any():
+        return mask, t, w
+    mask, w = np.where(plant, 1.0, mask), np.where(plant, 1.0, w)
+    return mask, np.where(plant[..., None], p, t), w
 
 
 def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
