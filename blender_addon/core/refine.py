@@ -34,7 +34,7 @@ METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of 
 EFFECTOR_WEIGHT = 1.0  # per unit of effector weight: the drag benchmark found no gain above
 METRIC_WEIGHT = 100.0  # a requested metric: 1 degree off costs like a 10 cm effector miss
 HOLD_WEIGHT = 1.0  # metrics nobody asked about, during a metric-only edit
-LEAST_CHANGE = 0.5  # per non-requested joint coordinate, at body_follow = 0 (drag benchmark)
+LEAST_CHANGE = 0.5  # per non-requested joint coordinate (drag benchmark)
 LEARNED_PRIOR = 1e-4  # m^2 per latent unit^2: stay near the networks' latent
 SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
 DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
