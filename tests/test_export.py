@@ -21,6 +21,7 @@ from training.cli import main
 from training.data import PoseData
 from training.evaluate import EFFECTOR_SETS
 from training.export import PARITY_TOLERANCE, collect
+from training.jacobian import basis_poses
 from training.tasks import EFFECTOR_GROUPS
 
 BATCH_SIZES = (1, 5)
@@ -105,8 +106,8 @@ def test_every_module_runs_with_a_dynamic_batch(models: ModelSet, batch: int) ->
     for module in models.modules.values():
         inputs = _random_inputs(module.role, latent, len(module.joints), batch, mean_pose, rng)
         outs = module.run_all(*inputs)
-        want = [[batch, *o["shape"][1:]]
-                for o in module_io(module.role, latent, len(module.joints))["outputs"]]
+        io = module_io(module.role, latent, len(module.joints), len(models.jacobian_basis))
+        want = [[batch if d == "B" else d for d in o["shape"]] for o in io["outputs"]]
         assert [list(o.shape) for o in outs] == want, module.name
         for out in outs:
             assert out.dtype == np.float32, module.name
@@ -115,9 +116,9 @@ def test_every_module_runs_with_a_dynamic_batch(models: ModelSet, batch: int) ->
 
 def test_onnx_matches_torch_on_random_and_real_inputs(tiny_set: TinySet,
                                                       models: ModelSet) -> None:
-    nets, info = collect(tiny_set.runs)
-    assert {n.name for n in nets} == set(models.modules)
     data = PoseData.load(tiny_set.data)
+    nets, info = collect(tiny_set.runs, basis_poses(data))
+    assert {n.name for n in nets} == set(models.modules)
     rng = np.random.default_rng(0)
     pick = rng.integers(len(data.poses), size=(2, PARITY_BATCH))
     x, x2 = data.poses[pick[0]].astype(np.float32), data.poses[pick[1]].astype(np.float32)
@@ -184,7 +185,9 @@ def test_manifest_keys_types_and_module_io(tiny_set: TinySet,
             assert [o["name"] for o in m["outputs"]] == \
                 ["edited_pose", "reconstruction", "edited_latent"]
             assert [i["name"] for i in m["inputs"]] == ["pose", "mask", "targets", "weights"]
-        io = module_io(m["role"], latent, group)
+        io = module_io(m["role"], latent, group, m["config"].get("rank"))
+        if m["role"] == "decoder_jacobian":  # refined along fewer directions than the latent
+            assert 0 < m["config"]["rank"] < latent
         assert m["inputs"] == io["inputs"] and m["outputs"] == io["outputs"], m["name"]
         if m["role"] == "ik_group":
             assert m["joints"] == list(EFFECTOR_GROUPS[m["name"].removeprefix("ik_")])

@@ -249,13 +249,15 @@ def _add_export_jacobian(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export-jacobian", help="give an exported model set the decoder's "
                        "exact Jacobian graph (refinement in one call per step)")
     p.add_argument("--models", default="models", help="model folder (default %(default)s)")
+    p.add_argument("--data", default=None, help="prepared .npz whose training poses choose "
+                   "the refined latent directions (default: every latent axis)")
     p.set_defaults(run=_run_export_jacobian)
 
 
 def _run_export_jacobian(args: argparse.Namespace) -> int:
     from training.jacobian import add_to_folder
 
-    entry = add_to_folder(args.models)
+    entry = add_to_folder(args.models, args.data)
     print(f"wrote {args.models}/{entry['file']} ({entry['bytes'] / 1024:.0f} KiB, "
           f"relative parity error {entry['parity_relative_error']:.1e})")
     return 0

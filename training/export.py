@@ -7,7 +7,6 @@ against torch on random and real inputs and the export fails if they differ by m
 
 from __future__ import annotations
 
-import io
 import json
 import warnings
 from dataclasses import dataclass
@@ -22,7 +21,13 @@ from blender_addon.core import models as core_models
 from blender_addon.core import skeleton
 from blender_addon.core.fileio import atomic_open, write_json
 from training.data import PoseData
-from training.jacobian import DecoderJacobian, initializer_count
+from training.jacobian import (
+    BASIS_POSES,
+    DecoderJacobian,
+    basis_poses,
+    initializer_count,
+    jacobian_basis,
+)
 from training.nets import (
     Decoder,
     Encoder,
@@ -31,11 +36,11 @@ from training.nets import (
     MetricNet,
     UniversalSolver,
 )
+from training.onnx_io import onnx_bytes
 from training.recipes import load_autoencoder
 from training.tasks import EFFECTOR_GROUPS
 from training.train import load_checkpoint
 
-OPSET = 17
 PARITY_TOLERANCE = 1e-5
 PARITY_BATCH = 64
 
@@ -47,18 +52,6 @@ class Exported:
     net: nn.Module
     example: tuple[torch.Tensor, ...]
     extra: dict[str, Any]
-
-
-def _onnx_bytes(net: nn.Module, example: tuple[torch.Tensor, ...], role: str) -> bytes:
-    inputs = [n for n, _ in core_models.ROLE_INPUTS[role]]
-    outputs = [n for n, _ in core_models.ROLE_OUTPUTS[role]]
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript-based exporter's deprecation note
-        torch.onnx.export(net, example, buf, input_names=inputs, output_names=outputs,
-                          dynamic_axes={n: {0: "batch"} for n in [*inputs, *outputs]},
-                          opset_version=OPSET, dynamo=False)
-    return buf.getvalue()
 
 
 def _examples(role: str, latent: int, group: int, poses: torch.Tensor, gen: torch.Generator
@@ -79,14 +72,22 @@ def _examples(role: str, latent: int, group: int, poses: torch.Tensor, gen: torc
     return z, torch.randn(n, 1, generator=gen) * 20
 
 
-def collect(runs: Path) -> tuple[list[Exported], dict[str, Any]]:
-    """Every trained network in ``runs`` with its export wrapper and manifest extras."""
+def collect(runs: Path, basis_from: torch.Tensor | None = None
+            ) -> tuple[list[Exported], dict[str, Any]]:
+    """Every trained network in ``runs`` with its export wrapper and manifest extras;
+    ``basis_from`` (training poses) choose the Jacobian graph's latent directions (without
+    them: poses around the mean pose)."""
     ae = load_autoencoder(runs / "ae.pt").eval()
     latent = ae.latent_size
+    if basis_from is None:
+        gen = torch.Generator().manual_seed(0)
+        mean = ae.norm.mean.reshape(1, -1, 3)
+        basis_from = mean + 0.05 * torch.randn((BASIS_POSES, *mean.shape[1:]), generator=gen)
+    basis = jacobian_basis(ae, basis_from)
     nets = [Exported("encoder", "encoder", Encoder(ae), (), {"config": ae.config}),
             Exported("decoder", "decoder", Decoder(ae), (), {"config": ae.config}),
-            Exported("decoder_jacobian", "decoder_jacobian", DecoderJacobian(ae), (),
-                     {"config": ae.config})]
+            Exported("decoder_jacobian", "decoder_jacobian", DecoderJacobian(ae, basis), (),
+                     {"config": ae.config | {"rank": len(basis)}})]
     mean, std = ae.norm.mean, ae.norm.std
     paths = sorted(runs.glob("solver_*.pt")) + sorted(runs.glob("metric_*.pt"))
     for path in paths:
@@ -128,10 +129,10 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
     import onnxruntime as ort
 
     runs, out = Path(runs), Path(out)
-    nets, info = collect(runs)
+    pd = PoseData.load(data) if data is not None else None
+    nets, info = collect(runs, basis_poses(pd, seed) if pd is not None else None)
     gen = torch.Generator().manual_seed(seed)
-    if data is not None:
-        pd = PoseData.load(data)
+    if pd is not None:
         pick = torch.randint(len(pd.poses), (PARITY_BATCH,), generator=gen)
         real = torch.from_numpy(pd.poses[pick.numpy()].astype(np.float32))
     else:
@@ -147,7 +148,7 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
         if item.role in ("ik_universal", "metric", "decoder", "decoder_jacobian"):
             z = info["ae"].encode(real).detach()
             example = (z, *example[1:])
-        blob = _onnx_bytes(item.net, example, item.role)
+        blob = onnx_bytes(item.net, example, item.role)
         file = f"{item.name}.onnx"
         with atomic_open(out / file) as fh:
             fh.write(blob)
@@ -169,7 +170,8 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
                     torch.jit.save(torch.jit.trace(item.net, example), fh)
         entry = {"name": item.name, "role": item.role, "file": file,
                  "parameters": initializer_count(blob), "bytes": len(blob),
-                 **core_models.module_io(item.role, latent, group)}
+                 **core_models.module_io(item.role, latent, group,
+                                         item.extra["config"].get("rank"))}
         for key in ("joints", "metric", "range"):
             if key in item.extra:
                 entry[key] = item.extra[key]

@@ -7,6 +7,7 @@ shapes — and reports the file at fault. Only JSON and ONNX are read: nothing i
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from dataclasses import dataclass, field
@@ -35,8 +36,10 @@ MANIFEST_TYPES: dict[str, tuple[type, str]] = {
 # one session call instead of three. It also decodes the input's own latent (the
 # reconstruction D(E(x)) that keep_details needs) and returns the edited latent.
 # ``decoder_jacobian`` (optional) decodes latents and gives the decoder's exact Jacobian
-# d pose / d latent, ``(B, 63, L)`` with the pose flattened joint-major: the refinement's
-# Gauss-Newton steps need it, one call per step.
+# along the K latent directions the refinement moves in, ``(B, 63, K)`` with the pose
+# flattened joint-major, and those directions, ``(K, L)`` orthonormal rows: the
+# refinement's Gauss-Newton steps need it. A graph made before the directions has only the
+# first two outputs, along every latent axis (K = L).
 ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("pose", ("B", skeleton.NUM_JOINTS, 3)),),
     "decoder": (("latent", ("B", "L")),),
@@ -61,8 +64,11 @@ ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
                            ("reconstruction", ("B", skeleton.NUM_JOINTS, 3)),
                            ("edited_latent", ("B", "L"))),
     "decoder_jacobian": (("pose", ("B", skeleton.NUM_JOINTS, 3)),
-                         ("jacobian", ("B", skeleton.NUM_JOINTS * 3, "L"))),
+                         ("jacobian", ("B", skeleton.NUM_JOINTS * 3, "K")),
+                         ("basis", ("K", "L"))),
 }
+# Trailing outputs a graph of the role may lack (older exports): role -> how many.
+OPTIONAL_OUTPUTS = {"decoder_jacobian": 1}
 # Roles a set must have exactly one of; every other role is optional.
 REQUIRED_ROLES = ("encoder", "decoder")
 
@@ -155,14 +161,17 @@ def default_models_dir() -> Path:
     return here.parent / "models"
 
 
-def _resolve_shape(shape: tuple[str | int, ...], latent: int, group: int) -> list[str | int]:
-    return [latent if d == "L" else group if d == "G" else d for d in shape]
+def _resolve_shape(shape: tuple[str | int, ...], sizes: dict[str, int]) -> list[str | int]:
+    return [sizes.get(d, d) if isinstance(d, str) else d for d in shape]
 
 
-def module_io(role: str, latent: int, group: int = 0) -> dict[str, list[dict[str, Any]]]:
-    """The manifest's ``inputs``/``outputs`` entries for a module of ``role``."""
+def module_io(role: str, latent: int, group: int = 0, rank: int | None = None
+              ) -> dict[str, list[dict[str, Any]]]:
+    """The manifest's ``inputs``/``outputs`` entries for a module of ``role`` (``rank``: the
+    Jacobian graph's number of latent directions, K)."""
+    sizes = {"L": latent, "G": group, "K": latent if rank is None else rank}
     return {
-        key: [{"name": n, "shape": _resolve_shape(s, latent, group), "dtype": "float32"}
+        key: [{"name": n, "shape": _resolve_shape(s, sizes), "dtype": "float32"}
               for n, s in table[role]]
         for key, table in (("inputs", ROLE_INPUTS), ("outputs", ROLE_OUTPUTS))
     }
@@ -239,7 +248,9 @@ def _check_io(module: Module, path: Path, latent: int) -> None:
             raise ModelError(f"{path}: input {got.name!r} has shape {got.shape}, expected "
                              f"{exp['shape']}")
     got_out = [o.name for o in module.session.get_outputs()]
-    if got_out != [o["name"] for o in want["outputs"]]:  # the engine reads them by position
+    names = [o["name"] for o in want["outputs"]]
+    least = len(names) - OPTIONAL_OUTPUTS.get(module.role, 0)
+    if got_out != names[:max(least, len(got_out))]:  # the engine reads them by position
         raise ModelError(f"{path}: outputs {got_out} do not match role {module.role!r} "
                          f"{[o['name'] for o in want['outputs']]}")
 
@@ -288,6 +299,16 @@ class ModelSet:
     @property
     def groups(self) -> dict[str, Module]:
         return {m.name.removeprefix("ik_"): m for m in self.by_role("ik_group")}
+
+    @functools.cached_property
+    def jacobian_basis(self) -> np.ndarray:
+        """(K, L) orthonormal latent directions the refinement moves along: the Jacobian
+        graph's, or every latent axis."""
+        graph = next(iter(self.by_role("decoder_jacobian")), None)
+        if graph is None or len(graph.output_names) < len(ROLE_OUTPUTS["decoder_jacobian"]):
+            return np.eye(self.latent_size)
+        zero = np.zeros((1, self.latent_size), dtype=np.float32)
+        return graph.run_all(zero)[2].astype(np.float64)
 
     def encode(self, poses: np.ndarray) -> np.ndarray:
         return self.encoder.run(poses)
