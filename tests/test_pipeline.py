@@ -16,6 +16,7 @@ HANDS = skeleton.joint_indices(["l_hand", "r_hand"])
 ENDS = skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"])
 PIN_TOLERANCE = 0.01  # m
 OFFSET = 15  # frames between x and x'
+NETWORK_HAND_KEPT_M = 1e-6  # refinement off: the networks' hand, when in reach (was 6 cm off)
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +55,22 @@ def test_refinement_lowers_effector_error(editor: PoseEditor, pairs) -> None:
     refined = editor.solve_arrays(x, mask, x2, options=SolveOptions(refine_steps=3)).positions
     assert np.median(_effector_error(refined, x2, HANDS)) < \
         0.5 * np.median(_effector_error(plain, x2, HANDS))
+
+
+def test_without_refinement_the_hand_stays_where_the_networks_put_it(
+        editor: PoseEditor, manifold_clip: np.ndarray) -> None:
+    """Refinement off: giving the rig its bone lengths back keeps the networks' hand (the arm
+    is re-aimed there) instead of pulling it back along the bones the change stretched."""
+    x = manifold_clip[::3]
+    mask = _mask(HANDS, len(x))
+    targets = x.copy()
+    targets[:, HANDS] += np.array([0.05, 0.1, -0.04])  # a drag of 12 cm, within reach
+    fixed = editor.solve_arrays(x, mask, targets, options=SolveOptions(refine_steps=0)).positions
+    raw = editor.solve_arrays(x, mask, targets, options=SolveOptions(
+        refine_steps=0, fix_lengths=False)).positions
+    np.testing.assert_allclose(skeleton.bone_lengths(fixed), skeleton.bone_lengths(x), atol=1e-9)
+    kept = np.linalg.norm(fixed[:, HANDS] - raw[:, HANDS], axis=-1)
+    assert kept.max() < NETWORK_HAND_KEPT_M, kept.max()
 
 
 def test_pins_hold_while_hands_move(editor: PoseEditor, manifold_clip: np.ndarray) -> None:

@@ -193,6 +193,12 @@ def set_bone_lengths(positions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     lengths = np.asarray(lengths, dtype=np.float64)
     if lengths.shape[-1:] != (NUM_JOINTS,):
         raise ValueError(f"lengths must have shape (..., {NUM_JOINTS}), got {lengths.shape}")
+    return set_bone_lengths_unchecked(p, lengths)
+
+
+def set_bone_lengths_unchecked(p: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`set_bone_lengths` for float64 poses and lengths the caller has checked (the
+    refinement's inner loop)."""
     vec, norm = _bone_vectors(p)
     if _has_zero_bone(norm):
         return _set_bone_lengths_sweep(p, lengths)

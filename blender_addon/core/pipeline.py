@@ -270,8 +270,16 @@ class PoseEditor:
             pose = pose - _shift3(shift)[:, None]
         move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
-        if options.refine_steps and options.fix_lengths:
+        if options.fix_lengths and options.refine_steps:
             out = _reach_exactly(out, p, mask, t, w, frame.lengths)
+        elif options.fix_lengths:
+            # The networks' own answer for each limb end, in the rig's units: restoring the
+            # bone lengths (directions kept) would pull a hand the decoded change stretched
+            # an arm to reach back by centimetres; the limbs are re-aimed there instead.
+            answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
+                          ) @ turn.swapaxes(-1, -2) + move
+            out = exact_reach.solve(out, mask > 0, answer, frame.lengths, REACH_TOLERANCE,
+                                    fallback=False)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,

@@ -24,6 +24,7 @@ same formula the sliders use). Everything is batched over poses.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from . import skeleton
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet
-from .normalize import set_bone_lengths
+from .normalize import set_bone_lengths_unchecked
 
 METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
 # Per unit of effector weight. Measured (300 drags, 500 real pairs, CMU test split): from 1
@@ -58,7 +59,7 @@ def _fixed(pose: np.ndarray, lengths: np.ndarray, jac: np.ndarray | None = None
     """The pose with these bone lengths (B, 21) (directions kept) and, given the pose's
     Jacobian (B, 63, L), the fixed pose's: each bone's change loses its component along
     the bone and is scaled by length / |bone|, then summed down the tree."""
-    out = set_bone_lengths(pose, lengths)
+    out = set_bone_lengths_unchecked(pose, lengths)
     if jac is None:
         return out, None
     b, latent = jac.shape[0], jac.shape[-1]
@@ -134,16 +135,18 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     follow = np.broadcast_to(np.asarray(body_follow, dtype=np.float64), (b,))[:, None]
     keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)
     goal = np.where(asked, targets.reshape(b, -1), keep)
-    prior = np.r_[np.full(rank, LEARNED_PRIOR + DAMPING), np.full(2, SHIFT_PRIOR)]
+    prior = _prior(rank)
     cost = _cost(pose, v, v_net, goal, row_w, metrics, prior)
-    # Levenberg-Marquardt damping per pose, relative to the Gauss-Newton diagonal.
+    # Levenberg-Marquardt damping per pose, relative to the Gauss-Newton diagonal: raised
+    # where a step fails (and lowered again where a re-linearized one succeeds).
     damping = np.full(b, LM_START)
-    hess = None
+    hess = inverse = None
     eye = np.eye(rank + 2)
     for _ in range(steps):
         # Metric rows are strongly curved: a single pose's metric request re-linearizes
-        # (and re-damps) every step. Otherwise the first Jacobian serves every step (a
-        # chord method; the exact-reach pass removes what is left).
+        # every step. Otherwise the first Jacobian, and its factorization while no step
+        # fails, serve every step (a chord method; the exact-reach pass removes what is
+        # left).
         if hess is None or relinearize:
             hess = jac.transpose(0, 2, 1) @ (jac * row_w[:, :, None])
             if metrics is not None:
@@ -152,17 +155,23 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
                 hess += mjac.transpose(0, 2, 1) @ mjac
             scale = np.einsum("bii->b", hess) / (rank + 2)
             hess += prior * eye
+            inverse = None
+        if inverse is None:
+            inverse = np.linalg.inv(hess + (damping * scale)[:, None, None] * eye)
         grad = (((pose.reshape(b, -1) - goal) * row_w)[:, None, :] @ jac)[:, 0]
         grad += prior * (v - v_net)
         if metrics is not None:
             mres, mgrad = _metric_block(pose, metrics)
             grad += (mres[:, None, :] @ (mgrad @ jac))[:, 0]
-        damped = hess + (damping * scale)[:, None, None] * eye
-        v_try = v - np.linalg.solve(damped, grad[..., None])[..., 0]
+        v_try = v - (inverse @ grad[..., None])[..., 0]
         pose_try = point.pose(v_try)
         cost_try = _cost(pose_try, v_try, v_net, goal, row_w, metrics, prior)
         better = cost_try < cost
-        damping = np.where(better, damping * LM_DOWN, damping * LM_UP)
+        if not better.all():
+            damping = np.where(better, damping, damping * LM_UP)
+            inverse = None
+        elif relinearize:
+            damping = damping * LM_DOWN
         if not relinearize and not better.any():
             break
         v = np.where(better[:, None], v_try, v)
@@ -177,10 +186,19 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
 _SHIFT_JAC = np.zeros((_POSE_DIM, 2))  # d pose / d shift: x and z of every joint
 _SHIFT_JAC[0::3, 0] = 1.0
 _SHIFT_JAC[2::3, 1] = 1.0
+_XZ = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # a shift (x, z) as a vector
+
+
+@functools.cache
+def _prior(rank: int) -> np.ndarray:
+    """Per-variable prior weights: the latent's moves, then the body's shift."""
+    out = np.r_[np.full(rank, LEARNED_PRIOR + DAMPING), np.full(2, SHIFT_PRIOR)]
+    out.flags.writeable = False
+    return out
 
 
 def _shifted(pose: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return pose + (v[:, -2:] @ _SHIFT_JAC.T).reshape(pose.shape)
+    return pose + (v[:, -2:] @ _XZ)[:, None]
 
 
 class _Point:
