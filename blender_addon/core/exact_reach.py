@@ -4,7 +4,9 @@ refinement has brought within reach, keeping every bone length.
 Hands, ankles and the head are placed by an analytic two-bone re-aim of the two bones above
 them (upper arm and forearm, thigh and shin, neck and head) from where the limb starts,
 bending in the limb's current plane; a toe is turned about its ankle; what hangs below a
-moved joint follows it rigidly. Poses where a goal is still off (another effector joint: a
+moved joint follows it rigidly. A head goal beyond the neck's reach from the chest (necks
+are nearly straight) first bends the trunk at the chest, the same way one level down.
+Poses where a goal is still off (another effector joint: a
 pelvis, a spine, an elbow; or a limb end beyond its limb's reach) take a few full-body
 FABRIK iterations (:mod:`.fabrik`) from there, those poses only.
 Everything is batched over poses; the loop runs over the few limb types.
@@ -15,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import fabrik
-from .skeleton import JOINT_INDEX, PARENTS
+from .skeleton import ANCESTORS, JOINT_INDEX, PARENTS
 
 FABRIK_ITERATIONS = 30
 _EPS = 1e-12
@@ -31,6 +33,10 @@ _END = np.array(_LIMB_ENDS)
 _MID = PARENTS[_END]
 _START = PARENTS[_MID]
 _TOE = np.array([_TOE_OF.get(int(e), -1) for e in _END])  # the toe below an ankle, or -1
+_PELVIS, _CHEST, _NECK, _HEAD = (JOINT_INDEX[j] for j in ("pelvis", "chest", "neck", "head"))
+_TRUNK = np.flatnonzero(ANCESTORS[:, JOINT_INDEX["spine"]] > 0)  # the spine and above it
+_NECK_UP = np.flatnonzero(ANCESTORS[:, _NECK] > 0)  # the neck and the head
+_REACH_MARGIN = 1e-6  # m: a goal this close to the neck's full reach counts as beyond it
 
 
 def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndarray,
@@ -64,6 +70,59 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
         p[rows[below], toe[below]] += (new_g - g)[below]
 
 
+def _rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(B, 3, 3) rotations taking the directions of ``a`` to those of ``b`` (B, 3), about
+    their common normal (Rodrigues; identity where they are parallel)."""
+    a = a / np.maximum(_norm(a), _EPS)[:, None]
+    b = b / np.maximum(_norm(b), _EPS)[:, None]
+    axis = np.cross(a, b)
+    sin = _norm(axis)
+    cos = (a * b).sum(-1)
+    k = axis / np.maximum(sin, _EPS)[:, None]
+    kx = np.zeros((len(a), 3, 3))
+    kx[:, 0, 1], kx[:, 0, 2], kx[:, 1, 2] = -k[:, 2], k[:, 1], -k[:, 0]
+    kx -= kx.transpose(0, 2, 1)
+    return np.eye(3) + sin[:, None, None] * kx + (1.0 - cos)[:, None, None] * (kx @ kx)
+
+
+def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                        lengths: np.ndarray) -> None:
+    """Where the head's goal lies beyond the neck's reach from the chest (a neck is nearly
+    straight), bend the trunk at the chest, in place: the pelvis -> chest and chest -> head
+    segments, each rigid, re-aimed as a two-bone limb from the pelvis (the trunk and all it
+    carries turn about the pelvis, the neck and head about the chest). The two-bone re-aim
+    of the neck then has the last millimetres to do."""
+    rows = np.flatnonzero(goals[:, _HEAD])
+    if not rows.size:
+        return
+    pelvis, chest, head = p[rows, _PELVIS], p[rows, _CHEST], p[rows, _HEAD]
+    goal = targets[rows, _HEAD]
+    reach = lengths[rows, _NECK] + lengths[rows, _HEAD]
+    far = _norm(goal - chest) > reach - _REACH_MARGIN
+    neck = _norm(head - chest)
+    if not far.any():
+        return
+    rows, pelvis, chest, head, goal, neck = (a[far] for a in (rows, pelvis, chest, head, goal,
+                                                              neck))
+    trunk = _norm(chest - pelvis)
+    to_t = goal - pelvis
+    d = _norm(to_t)
+    u = to_t / np.maximum(d, _EPS)[:, None]
+    d = np.clip(d, np.abs(trunk - neck) + 1e-9, trunk + neck - 1e-9)
+    side = (chest - pelvis) - u * ((chest - pelvis) * u).sum(-1, keepdims=True)
+    side /= np.maximum(_norm(side), _EPS)[:, None]
+    cos_a = np.clip((trunk * trunk + d * d - neck * neck) / (2.0 * trunk * d), -1.0, 1.0)
+    new_chest = pelvis + trunk[:, None] * (cos_a[:, None] * u
+                                           + np.sqrt(1.0 - cos_a * cos_a)[:, None] * side)
+    turn = _rotation(chest - pelvis, new_chest - pelvis)
+    upper = p[rows][:, _TRUNK] - pelvis[:, None]
+    p[rows[:, None], _TRUNK[None]] = pelvis[:, None] + upper @ turn.transpose(0, 2, 1)
+    chest, head = p[rows, _CHEST], p[rows, _HEAD]
+    turn = _rotation(head - chest, goal - chest)
+    top = p[rows][:, _NECK_UP] - chest[:, None]
+    p[rows[:, None], _NECK_UP[None]] = chest[:, None] + top @ turn.transpose(0, 2, 1)
+
+
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
           tolerance: float, fallback: bool = True) -> np.ndarray:
     """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept.
@@ -74,6 +133,8 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     if err.max(initial=0.0) <= tolerance:
         return p
     start = p.copy()
+    _bend_spine_to_head(p, goals, targets, lengths)
+    err = np.where(goals, _norm(p - targets), 0.0)
     rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tolerance))
     if rows.size:
         _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths)
