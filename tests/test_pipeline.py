@@ -16,6 +16,7 @@ HANDS = skeleton.joint_indices(["l_hand", "r_hand"])
 ENDS = skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"])
 PIN_TOLERANCE = 0.01  # m
 OFFSET = 15  # frames between x and x'
+SAME_EDIT_M = 1e-6  # m: one edit in two units, to rounding
 NETWORK_HAND_KEPT_M = 1e-6  # refinement off: the networks' hand, when in reach (was 6 cm off)
 
 
@@ -211,3 +212,20 @@ def test_metric_requests_and_no_effectors_skip_the_fused_module(fused_and_separa
     for args in ((effs, {metric: 20.0}), ((), None)):
         np.testing.assert_array_equal(fused.solve(pose, *args).positions,
                                       separate.solve(pose, *args).positions)
+
+
+@pytest.mark.parametrize("rig_scale", [0.01, 100.0])
+@pytest.mark.parametrize("options", [SolveOptions(), SolveOptions(refine_steps=0),
+                                     SolveOptions(fix_lengths=False)],
+                         ids=["default", "network alone", "model lengths"])
+def test_the_edit_does_not_depend_on_the_rigs_units(editor: PoseEditor, pairs,
+                                                    rig_scale: float,
+                                                    options: SolveOptions) -> None:
+    """A rig in centimetres (or in units of 10 m) gets the metre rig's edit, scaled: every
+    tolerance and offset is on the models' body, not in the rig's units."""
+    x, x2 = pairs
+    mask = _mask(ENDS, len(x))
+    metres = editor.solve_arrays(x, mask, x2, options=options).positions
+    scaled = editor.solve_arrays(x * rig_scale, mask, x2 * rig_scale,
+                                 options=options).positions
+    np.testing.assert_allclose(scaled / rig_scale, metres, atol=SAME_EDIT_M)

@@ -21,6 +21,7 @@ from .skeleton import ANCESTORS, JOINT_INDEX, PARENTS
 
 FABRIK_ITERATIONS = 30
 _EPS = 1e-12
+_SLACK = 1e-9  # of a limb's length: how far from fully straight or folded a limb stays
 _LIMB_ENDS = tuple(JOINT_INDEX[j] for j in ("l_hand", "r_hand", "l_foot", "r_foot", "head"))
 _TOE_OF = {JOINT_INDEX["l_foot"]: JOINT_INDEX["l_toe"], JOINT_INDEX["r_foot"]: JOINT_INDEX["r_toe"]}
 
@@ -49,12 +50,12 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
     to_t = target - s
     d = _norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
-    d = np.clip(d, np.abs(l1 - l2) + 1e-9, l1 + l2 - 1e-9)
+    d = np.clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2), (l1 + l2) * (1.0 - _SLACK))
     # The bend direction: the middle joint's offset from the start-target line (any
     # perpendicular when the limb is straight along it).
     side = (a - s) - u * ((a - s) * u).sum(-1, keepdims=True)
     side_n = _norm(side)
-    straight = side_n < 1e-9
+    straight = side_n < _SLACK * l1
     if straight.any():
         side[straight] = np.stack([np.zeros(straight.sum()), u[straight, 2], -u[straight, 1]], 1)
         side_n = _norm(side)
@@ -108,7 +109,8 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     to_t = goal - pelvis
     d = _norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
-    d = np.clip(d, np.abs(trunk - neck) + 1e-9, trunk + neck - 1e-9)
+    d = np.clip(d, np.abs(trunk - neck) + _SLACK * (trunk + neck),
+                (trunk + neck) * (1.0 - _SLACK))
     side = (chest - pelvis) - u * ((chest - pelvis) * u).sum(-1, keepdims=True)
     side /= np.maximum(_norm(side), _EPS)[:, None]
     cos_a = np.clip((trunk * trunk + d * d - neck * neck) / (2.0 * trunk * d), -1.0, 1.0)
@@ -124,18 +126,19 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
-          tolerance: float, fallback: bool = True) -> np.ndarray:
+          tolerance: float | np.ndarray, fallback: bool = True) -> np.ndarray:
     """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept.
     ``fallback=False``: the analytic re-aim only (no FABRIK for what it leaves)."""
     p = np.array(pose, dtype=np.float64)
     lengths = np.broadcast_to(lengths, goals.shape)
+    tol = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
     err = np.where(goals, _norm(p - targets), 0.0)
-    if err.max(initial=0.0) <= tolerance:
+    if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
     start = p.copy()
     _bend_spine_to_head(p, goals, targets, lengths)
     err = np.where(goals, _norm(p - targets), 0.0)
-    rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tolerance))
+    rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tol[:, None]))
     if rows.size:
         _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths)
     for ankle, toe in _TOE_OF.items():
@@ -147,10 +150,10 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     if not fallback:
         return p
     err = np.where(goals, _norm(p - targets), 0.0)
-    left = np.flatnonzero(err.max(axis=1) > tolerance)
+    left = np.flatnonzero(err.max(axis=1) > tol)
     if left.size:
         # From the pose before the re-aim: a limb pulled straight towards a target out of
         # its reach would stay straight through FABRIK; the refined bend carries over.
         p[left] = fabrik.solve(start[left], goals[left], targets[left], lengths[left],
-                               FABRIK_ITERATIONS, tolerance)
+                               FABRIK_ITERATIONS, tol[left])
     return p

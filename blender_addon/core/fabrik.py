@@ -48,10 +48,11 @@ def _pull(child: np.ndarray, joint: np.ndarray, length: np.ndarray) -> np.ndarra
 
 def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
           lengths: np.ndarray | None = None, iterations: int = DEFAULT_ITERATIONS,
-          tolerance: float = DEFAULT_TOLERANCE) -> np.ndarray:
+          tolerance: float | np.ndarray = DEFAULT_TOLERANCE) -> np.ndarray:
     """Move ``positions`` (..., 21, 3) so that joints with ``mask`` reach ``targets``.
 
     ``lengths`` (21,) or (..., 21) default to the input's bone lengths; the pelvis stays.
+    ``tolerance``: metres, or one per pose (...,).
     """
     p = np.array(positions, dtype=np.float64)
     batch = p.shape[:-2]

@@ -300,7 +300,8 @@ def from_model_space(
 
     ``lengths`` default to ``frame.lengths`` (and the pelvis height is divided by
     ``frame.scale``); other lengths given here also set the pelvis-height scale
-    (canonical leg / their leg). ``fix_lengths=False`` keeps the model's bone lengths.
+    (canonical leg / their leg). ``fix_lengths=False`` keeps the model's bones, scaled to the
+    rig's size (its leg length).
     """
     m = _as_positions(model, "model")
     if lengths is None:
@@ -324,9 +325,10 @@ def from_model_space_unchecked(m: np.ndarray, frame: BodyFrame, fix_lengths: boo
     ``yaw_matrix(frame.yaw)`` when the caller has it (from :func:`to_model_space_unchecked`).
     """
     rel = (_relative_with_lengths(m, frame.lengths) if fix_lengths
-           else m - m[..., ROOT:ROOT + 1, :])
-    pelvis = m[..., ROOT, :].copy()
-    pelvis[..., 1] /= frame.scale  # the model's pelvis height back to the rig's
+           else (m - m[..., ROOT:ROOT + 1, :]) / np.asarray(frame.scale)[..., None, None])
+    # The model's pelvis (its height, and any move along the floor an edit made) back in
+    # the rig's units.
+    pelvis = m[..., ROOT, :] / np.asarray(frame.scale)[..., None]
     turn_back = yaw_matrix(-frame.yaw) if turn is None else turn.swapaxes(-1, -2)
     return (rel + pelvis[..., None, :]) @ turn_back + frame.root[..., None, :]
 

@@ -59,7 +59,8 @@ PLANTED_ANKLE_HEIGHT = 0.15
 ROOT = skeleton.ROOT
 FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
                for side in ("l", "r")}
-REACH_TOLERANCE = 1e-4  # m
+REACH_TOLERANCE = 1e-4  # m on the models' body: 0.1 mm on a 1.7 m rig, 0.01 units in cm
+CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in reach tolerances
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 
 
@@ -270,15 +271,16 @@ class PoseEditor:
             pose = pose - _shift3(shift)[:, None]
         move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
+        tolerance = REACH_TOLERANCE / np.asarray(frame.scale)  # in the rig's units
         if options.fix_lengths and options.refine_steps:
-            out = _reach_exactly(out, p, mask, t, w, frame.lengths)
+            out = _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance)
         elif options.fix_lengths:
             # The networks' own answer for each limb end, in the rig's units: restoring the
             # bone lengths (directions kept) would pull a hand the decoded change stretched
             # an arm to reach back by centimetres; the limbs are re-aimed there instead.
             answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
                           ) @ turn.swapaxes(-1, -2) + move
-            out = exact_reach.solve(out, mask > 0, answer, frame.lengths, REACH_TOLERANCE,
+            out = exact_reach.solve(out, mask > 0, answer, frame.lengths, tolerance,
                                     fallback=False)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
@@ -522,20 +524,21 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
 
 
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
-                   w: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The full-weight effectors and pins exactly on their targets (to
-    :data:`REACH_TOLERANCE`) from the refined pose, keeping the rig's bone lengths. A pose
-    whose goals stay out of reach from there takes classic FABRIK's answer from the start
-    pose when that reaches closer: the edit never reaches less than classic IK."""
+                   w: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+    """The full-weight effectors and pins exactly on their targets (to ``tolerance`` (B,),
+    in rig units) from the refined pose, keeping the rig's bone lengths. A pose whose goals
+    stay out of reach from there takes classic FABRIK's answer from the start pose when
+    that reaches closer: the edit never reaches less than classic IK."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
-    out = exact_reach.solve(out, full, t, lengths, REACH_TOLERANCE)
+    out = exact_reach.solve(out, full, t, lengths, tolerance)
     err = np.where(full, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
-    stuck = np.flatnonzero(err > REACH_TOLERANCE)
+    stuck = np.flatnonzero(err > tolerance)
     if stuck.size:
         lengths = np.broadcast_to(lengths, mask.shape)
-        classic = fabrik.solve(start[stuck], full[stuck], t[stuck], lengths[stuck])
+        classic = fabrik.solve(start[stuck], full[stuck], t[stuck], lengths[stuck],
+                               tolerance=tolerance[stuck] * CLASSIC_TOLERANCE)
         classic_err = np.where(full[stuck], np.linalg.norm(classic - t[stuck], axis=-1),
                                0.0).max(axis=1)
         better = classic_err < err[stuck]
