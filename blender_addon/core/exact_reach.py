@@ -30,6 +30,11 @@ def _norm(v: np.ndarray) -> np.ndarray:
     return np.sqrt((v * v).sum(-1))
 
 
+def _clip(v: np.ndarray, low: np.ndarray | float, high: np.ndarray | float) -> np.ndarray:
+    """np.clip without its overhead (a few microseconds a call on these small arrays)."""
+    return np.minimum(np.maximum(v, low), high)
+
+
 _END = np.array(_LIMB_ENDS)
 _MID = PARENTS[_END]
 _START = PARENTS[_MID]
@@ -37,6 +42,7 @@ _TOE = np.array([_TOE_OF.get(int(e), -1) for e in _END])  # the toe below an ank
 _PELVIS, _CHEST, _NECK, _HEAD = (JOINT_INDEX[j] for j in ("pelvis", "chest", "neck", "head"))
 _TRUNK = np.flatnonzero(ANCESTORS[:, JOINT_INDEX["spine"]] > 0)  # the spine and above it
 _NECK_UP = np.flatnonzero(ANCESTORS[:, _NECK] > 0)  # the neck and the head
+_YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])  # cross products by index
 _REACH_MARGIN = 1e-6  # m: a goal this close to the neck's full reach counts as beyond it
 
 
@@ -50,7 +56,7 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
     to_t = target - s
     d = _norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
-    d = np.clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2), (l1 + l2) * (1.0 - _SLACK))
+    d = _clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2), (l1 + l2) * (1.0 - _SLACK))
     # The bend direction: the middle joint's offset from the start-target line (any
     # perpendicular when the limb is straight along it).
     side = (a - s) - u * ((a - s) * u).sum(-1, keepdims=True)
@@ -60,7 +66,7 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
         side[straight] = np.stack([np.zeros(straight.sum()), u[straight, 2], -u[straight, 1]], 1)
         side_n = _norm(side)
     side /= np.maximum(side_n, _EPS)[:, None]
-    cos_a = np.clip((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0, 1.0)
+    cos_a = _clip((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0, 1.0)
     new_a = s + l1[:, None] * (cos_a[:, None] * u + np.sqrt(1.0 - cos_a * cos_a)[:, None] * side)
     new_g = s + u * d[:, None]
     p[rows, mid] = new_a
@@ -72,18 +78,17 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
 
 
 def _rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(B, 3, 3) rotations taking the directions of ``a`` to those of ``b`` (B, 3), about
-    their common normal (Rodrigues; identity where they are parallel)."""
+    """(B, 3, 3) the smallest rotations taking the directions of ``a`` to those of ``b``
+    (B, 3): ``I + [v]x + [v]x^2 / (1 + c)`` with ``v = a x b``, ``c = a . b`` (the turns
+    here are small; opposite directions would have no smallest one)."""
     a = a / np.maximum(_norm(a), _EPS)[:, None]
     b = b / np.maximum(_norm(b), _EPS)[:, None]
-    axis = np.cross(a, b)
-    sin = _norm(axis)
+    cross = a[:, _YZX] * b[:, _ZXY] - a[:, _ZXY] * b[:, _YZX]
+    skew = np.zeros((len(a), 3, 3))  # [v]x
+    skew[:, _ZXY, _YZX] = cross
+    skew[:, _YZX, _ZXY] = -cross
     cos = (a * b).sum(-1)
-    k = axis / np.maximum(sin, _EPS)[:, None]
-    kx = np.zeros((len(a), 3, 3))
-    kx[:, 0, 1], kx[:, 0, 2], kx[:, 1, 2] = -k[:, 2], k[:, 1], -k[:, 0]
-    kx -= kx.transpose(0, 2, 1)
-    return np.eye(3) + sin[:, None, None] * kx + (1.0 - cos)[:, None, None] * (kx @ kx)
+    return np.eye(3) + skew + (skew @ skew) / np.maximum(1.0 + cos, _EPS)[:, None, None]
 
 
 def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
@@ -109,11 +114,11 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     to_t = goal - pelvis
     d = _norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
-    d = np.clip(d, np.abs(trunk - neck) + _SLACK * (trunk + neck),
-                (trunk + neck) * (1.0 - _SLACK))
+    d = _clip(d, np.abs(trunk - neck) + _SLACK * (trunk + neck),
+              (trunk + neck) * (1.0 - _SLACK))
     side = (chest - pelvis) - u * ((chest - pelvis) * u).sum(-1, keepdims=True)
     side /= np.maximum(_norm(side), _EPS)[:, None]
-    cos_a = np.clip((trunk * trunk + d * d - neck * neck) / (2.0 * trunk * d), -1.0, 1.0)
+    cos_a = _clip((trunk * trunk + d * d - neck * neck) / (2.0 * trunk * d), -1.0, 1.0)
     new_chest = pelvis + trunk[:, None] * (cos_a[:, None] * u
                                            + np.sqrt(1.0 - cos_a * cos_a)[:, None] * side)
     turn = _rotation(chest - pelvis, new_chest - pelvis)
