@@ -30,6 +30,16 @@ def run(op: bpy.types.Operator, action: Callable[[], object]) -> set[str]:
         op.report({"WARNING"}, note)
     return {"FINISHED"}
 
+def run_on_armature(op: bpy.types.Operator, context: bpy.types.Context,
+                    action: Callable[[bpy.types.Object], object]) -> set[str]:
+    """:func:`run` of ``action(armature)`` on the armature the context points at (the active
+    armature, or the one the active empty belongs to); finding none is reported like any
+    other error."""
+    from ..mapped_rig import armature_from_context
+
+    return run(op, lambda: action(armature_from_context(context)))
+
+
 # bl_options of operators: those that change Blender data push one undo step.
 UNDOABLE = {"REGISTER", "UNDO"}
 NOT_UNDOABLE = {"REGISTER"}

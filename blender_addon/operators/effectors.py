@@ -31,9 +31,8 @@ class NPE_OT_add_effectors(bpy.types.Operator):
         from .. import base_pose, edits, empties, mapped_rig
         from ..errors import EditError, Outcome
 
-        def action() -> Outcome:
+        def action(obj: bpy.types.Object) -> Outcome:
             scene = context.scene
-            obj = mapped_rig.armature_from_context(context)
             notes = edits.prepare_controls(obj)  # empties where the limbs are shown
             info = mapped_rig.rig_for(obj)
             if self.preset == "SELECTED":
@@ -51,7 +50,7 @@ class NPE_OT_add_effectors(bpy.types.Operator):
                 msg += f" (already there: {', '.join(existing)})"
             return Outcome(msg, notes)
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 class NPE_OT_remove_effectors(bpy.types.Operator):
@@ -67,11 +66,10 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
                       description="Remove every effector")
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import empties, mapped_rig
+        from .. import empties
         from ..errors import EditError, Outcome
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
+        def action(obj: bpy.types.Object) -> Outcome:
             items = obj.npe.effectors
             if not items:
                 raise EditError(f"{obj.name} has no effectors")
@@ -82,7 +80,7 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
             n = empties.remove(obj, index)
             return Outcome(f"Removed {n} effector(s)")
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 CLASSES = (NPE_OT_add_effectors, NPE_OT_remove_effectors)

@@ -35,11 +35,10 @@ class NPE_OT_map_rig(bpy.types.Operator):
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import mapped_rig, metric_requests, rig_mapping
+        from .. import metric_requests, rig_mapping
         from ..errors import EditError, Outcome
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
+        def action(obj: bpy.types.Object) -> Outcome:
             joint_map, missing, notes = rig_mapping.map_rig(obj, self.preset,
                                                             context.view_layer)
             if missing:
@@ -55,7 +54,7 @@ class NPE_OT_map_rig(bpy.types.Operator):
             return Outcome(f"Mapped {obj.name} ({joint_map.source}): "
                            f"{len(joint_map.joints)} joints{toes}", notes)
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
@@ -76,15 +75,14 @@ class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
         return ExportHelper.invoke(self, context, event)
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import mapped_rig, rig_mapping
+        from .. import rig_mapping
         from ..errors import Outcome
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
+        def action(obj: bpy.types.Object) -> Outcome:
             rig_mapping.save(obj.data, self.filepath)
             return Outcome(f"Saved the mapping of {obj.name} to {self.filepath}")
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 class NPE_OT_load_mapping(bpy.types.Operator, ImportHelper):
@@ -99,15 +97,14 @@ class NPE_OT_load_mapping(bpy.types.Operator, ImportHelper):
                                 description="File name filter")
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import mapped_rig, rig_mapping
+        from .. import rig_mapping
         from ..errors import Outcome
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
+        def action(obj: bpy.types.Object) -> Outcome:
             notes = rig_mapping.load(obj, self.filepath, context.view_layer)
             return Outcome(f"Loaded the mapping of {obj.name} from {self.filepath}", notes)
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 CLASSES = (NPE_OT_map_rig, NPE_OT_save_mapping, NPE_OT_load_mapping)

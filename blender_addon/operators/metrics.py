@@ -14,16 +14,15 @@ class NPE_OT_apply_metrics(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import edits, mapped_rig
+        from .. import edits
         from ..errors import EditError, Outcome
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
+        def action(obj: bpy.types.Object) -> Outcome:
             if not any(m.enabled for m in context.scene.npe.metrics):
                 raise EditError("No metric request is enabled: tick one in Metrics")
             return edits.edit(context.scene, obj, context.evaluated_depsgraph_get())
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 class NPE_OT_measure(bpy.types.Operator):
@@ -34,15 +33,14 @@ class NPE_OT_measure(bpy.types.Operator):
     bl_options = common.NOT_UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import mapped_rig, metric_requests
+        from .. import metric_requests
         from ..errors import Outcome
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
+        def action(obj: bpy.types.Object) -> Outcome:
             values = metric_requests.measure(context.scene, obj)
             return Outcome(f"Measured {len(values)} metrics on {obj.name}")
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 class NPE_OT_load_models(bpy.types.Operator):

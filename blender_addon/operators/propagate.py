@@ -14,13 +14,12 @@ class NPE_OT_propagate(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import mapped_rig, propagation
+        from .. import propagation
         from ..errors import Outcome
 
         wm = context.window_manager
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
+        def action(obj: bpy.types.Object) -> Outcome:
             wm.progress_begin(0, propagation.STEPS)
             try:
                 return propagation.propagate_edit(
@@ -28,7 +27,7 @@ class NPE_OT_propagate(bpy.types.Operator):
             finally:
                 wm.progress_end()
 
-        return common.run(self, action)
+        return common.run_on_armature(self, context, action)
 
 
 class NPE_OT_weight_curve(bpy.types.Operator):

@@ -13,14 +13,10 @@ class NPE_OT_solve(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import edits, mapped_rig
-        from ..errors import Outcome
+        from .. import edits
 
-        def action() -> Outcome:
-            obj = mapped_rig.armature_from_context(context)
-            return edits.edit(context.scene, obj, context.evaluated_depsgraph_get())
-
-        return common.run(self, action)
+        return common.run_on_armature(self, context, lambda obj: edits.edit(
+            context.scene, obj, context.evaluated_depsgraph_get()))
 
 
 class NPE_OT_clean_pose(bpy.types.Operator):
@@ -32,13 +28,10 @@ class NPE_OT_clean_pose(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import edits, mapped_rig
-        from ..errors import Outcome
+        from .. import edits
 
-        def action() -> Outcome:
-            return edits.clean_pose(context.scene, mapped_rig.armature_from_context(context))
-
-        return common.run(self, action)
+        return common.run_on_armature(self, context,
+                                      lambda obj: edits.clean_pose(context.scene, obj))
 
 
 class NPE_OT_reset_edits(bpy.types.Operator):
@@ -50,13 +43,10 @@ class NPE_OT_reset_edits(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import edits, mapped_rig
-        from ..errors import Outcome
+        from .. import edits
 
-        def action() -> Outcome:
-            return edits.reset_edits(context.scene, mapped_rig.armature_from_context(context))
-
-        return common.run(self, action)
+        return common.run_on_armature(self, context,
+                                      lambda obj: edits.reset_edits(context.scene, obj))
 
 
 class NPE_OT_insert_keyframe(bpy.types.Operator):
@@ -67,14 +57,10 @@ class NPE_OT_insert_keyframe(bpy.types.Operator):
     bl_options = common.UNDOABLE
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import edits, mapped_rig
-        from ..errors import Outcome
+        from .. import edits
 
-        def action() -> Outcome:
-            return edits.insert_keyframe(context.scene,
-                                         mapped_rig.armature_from_context(context))
-
-        return common.run(self, action)
+        return common.run_on_armature(self, context,
+                                      lambda obj: edits.insert_keyframe(context.scene, obj))
 
 
 CLASSES = (NPE_OT_solve, NPE_OT_clean_pose, NPE_OT_reset_edits, NPE_OT_insert_keyframe)
