@@ -16,10 +16,13 @@ from training.results import (
     README,
     REPO,
     RESULTS,
+    SOLVER_CHECK_SETS,
     readme_blocks,
     render_readme,
 )
 
+# The solver check's figures from the same networks on the same poses: float noise only.
+SOLVER_CHECK_TOLERANCE = 0.05  # mm or cm
 # Committed figures vs a fresh run of the same command on the same data and models: the
 # same code path, so only float noise (other BLAS kernels) may differ.
 ABS_TOLERANCE = {"mm": 0.05, "cm": 0.02, "pct": 1.0}
@@ -48,14 +51,24 @@ def test_results_record_their_command() -> None:
 
 @pytest.fixture(scope="module")
 def cmu_dataset(tmp_path_factory) -> Path:
+    """``prepare-cmu``'s command, into a temporary folder; its summary must match the
+    committed one (same clips, frames and split: the split is seeded)."""
     source = REPO.parent / "shared" / "data" / "cmu"
     if not source.is_dir():
         pytest.skip(f"real mocap not found at {source} (needs ../shared beside the repo)")
-    out = tmp_path_factory.mktemp("cmu") / "cmu.npz"
+    folder = tmp_path_factory.mktemp("cmu")
+    out, summary = folder / "cmu.npz", folder / "prepare-cmu.json"
     argv = list(DATASETS["cmu"])
-    argv[argv.index("--out") + 1] = str(out)
-    argv[argv.index("--bvh") + 1] = str(source)
+    for option, value in (("--out", out), ("--bvh", source), ("--json", summary)):
+        argv[argv.index(option) + 1] = str(value)
     assert main(argv) == 0
+    fresh = json.loads(summary.read_text())
+    committed = json.loads((REPO / RESULTS["prepare-cmu"].json).read_text())
+    for key in ("clips", "frames", "split_clips", "split_frames", "skipped"):
+        got = fresh[key] if key != "skipped" else [s.split(": ", 1)[1] for s in fresh[key]]
+        want = committed[key] if key != "skipped" else \
+            [s.split(": ", 1)[1] for s in committed[key]]
+        assert got == want, f"prepare-cmu {key} differs from the committed summary"
     return out
 
 
@@ -103,7 +116,8 @@ def test_datasets_named_by_results_exist() -> None:
 
 
 def test_benchmark_bvh_runs_end_to_end(tmp_path: Path) -> None:
-    """Our reader against bvhio on two small synthetic clips: the JSON names both."""
+    """Our reader against bvhio on two small synthetic clips: the JSON names both, the
+    table shows both."""
     from tests.synth import synthetic_bvh
 
     for i in range(2):
@@ -111,4 +125,75 @@ def test_benchmark_bvh_runs_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "bvh.json"
     assert main(["benchmark-bvh", "--bvh", str(tmp_path), "--clips", "2",
                  "--json", str(out)]) == 0
-    assert out.is_file() and json.loads(out.read_text())
+    result = json.loads(out.read_text())
+    assert result["clips"] == 2 and result["frames"] == 40
+    assert result["max_abs_diff_m"] < 1e-5  # the two readers agree on the positions
+    table = out.with_suffix(".md").read_text()
+    assert "bvhio" in table and "ours" in table
+
+
+def test_prepare_summary_makes_the_datasets_table(tmp_path: Path) -> None:
+    """``prepare --json`` on a few synthetic clips (one too short), then ``describe-data``:
+    the table row shows what the summary counted."""
+    from tests.synth import synthetic_bvh
+
+    bvh = tmp_path / "bvh"
+    bvh.mkdir()
+    for i in range(5):
+        (bvh / f"clip_{i}.bvh").write_text(synthetic_bvh(frames=40 if i else 5, seed=i))
+    summary, table = tmp_path / "prepare.json", tmp_path / "datasets.json"
+    assert main(["prepare", "--bvh", str(bvh), "--out", str(tmp_path / "d.npz"), "--workers",
+                 "1", "--json", str(summary)]) == 0
+    result = json.loads(summary.read_text())
+    assert result["clips"] == 4 and len(result["skipped"]) == 1
+    assert sum(result["split_clips"].values()) == 4
+    assert result["command"].startswith("python -m training prepare ")
+    assert main(["describe-data", str(summary), "--json", str(table)]) == 0
+    rows = table.with_suffix(".md").read_text().splitlines()
+    assert len(rows) == 3 and "(1 too short)" in rows[2] and f"{result['frames']:,}" in rows[2]
+
+
+@pytest.mark.parametrize("name", ["datasets", "model-sets"])
+def test_described_tables_come_out_again(tmp_path: Path, monkeypatch, name: str) -> None:
+    """The datasets and model-set tables are made from committed files (prepare summaries,
+    manifests): remade now, they equal the committed ones."""
+    result = RESULTS[name]
+    argv = list(result.argv)
+    argv[argv.index("--json") + 1] = str(tmp_path / "out.json")
+    monkeypatch.chdir(REPO)  # the command names repository-relative files
+    assert main(argv) == 0
+    fresh = json.loads((tmp_path / "out.json").read_text())
+    committed = json.loads((REPO / result.json).read_text())
+    assert fresh["rows"] == committed["rows"]
+    assert (tmp_path / "out.md").read_text() == (REPO / result.json).with_suffix(".md") \
+        .read_text()
+
+
+def test_solver_check_runs_on_an_exported_set(tiny_set, tmp_path: Path) -> None:
+    """``solver-check`` through onnxruntime on the tiny exported set and through the
+    checkpoints it came from: same networks, same figures; the table has a column each."""
+    out = tmp_path / "check.json"
+    assert main(["solver-check", "--set", str(tiny_set.models), str(tiny_set.data),
+                 "--set", str(tiny_set.runs), str(tiny_set.data), "--split", "train",
+                 "--poses", "64", "--json", str(out)]) == 0
+    onnx, torch_ = json.loads(out.read_text())["columns"]
+    for key, value in onnx.items():
+        if key.endswith(("_mm", "_cm", "_cm_mean")):
+            assert value == pytest.approx(torch_[key], abs=SOLVER_CHECK_TOLERANCE), key
+    table = out.with_suffix(".md").read_text().splitlines()
+    assert len(table) == 9 and table[0].count("|") == 4
+
+
+def test_committed_solver_check_comes_out_again(cmu_dataset: Path, tmp_path: Path) -> None:
+    """The shipped CMU set on the freshly prepared CMU validation split: the committed
+    column again (float noise only)."""
+    models, data = SOLVER_CHECK_SETS[0]
+    assert data == "cmu"
+    committed = json.loads((REPO / RESULTS["solver-check"].json).read_text())["columns"][0]
+    out = tmp_path / "check.json"
+    assert main(["solver-check", "--set", str(REPO / models), str(cmu_dataset),
+                 "--json", str(out)]) == 0
+    fresh = json.loads(out.read_text())["columns"][0]
+    for key, want in committed.items():
+        if key.endswith(("_mm", "_cm", "_cm_mean")):
+            assert fresh[key] == pytest.approx(want, abs=SOLVER_CHECK_TOLERANCE), key

@@ -39,6 +39,8 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
                    "(CMU's Daz-friendly BVH), always, never (default auto)")
     p.add_argument("--workers", type=int, default=None,
                    help="parser processes (default: one per core)")
+    p.add_argument("--json", default=None, help="also write the summary (counts, split, time, "
+                   "skipped clips with their reasons) to this JSON file")
     p.set_defaults(run=_run_prepare)
 
 
@@ -62,6 +64,11 @@ def _run_prepare(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print("source bone lengths (m): " + json.dumps(summary["bone_lengths"]))
     print(f"wrote {summary['out']}")
+    if args.json:
+        from blender_addon.core.fileio import write_json
+
+        write_json(args.json, {"command": args.command_line, **summary})
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -70,7 +77,8 @@ def _add_benchmark_bvh(sub: argparse._SubParsersAction) -> None:
                        "same clips, same run")
     p.add_argument("--bvh", nargs="+", required=True, metavar="PATH")
     p.add_argument("--clips", type=int, default=20, help="clips to time (default 20)")
-    p.add_argument("--json", default=None, help="also write the figures to this JSON file")
+    p.add_argument("--json", default=None, help="also write the figures to this JSON file, "
+                   "and their table beside it (.md)")
     p.set_defaults(run=_run_benchmark_bvh)
 
 
@@ -79,9 +87,78 @@ def _run_benchmark_bvh(args: argparse.Namespace) -> int:
 
     result = benchmark_bvh_readers(args.bvh, max_clips=args.clips)
     if args.json:
-        from blender_addon.core.fileio import write_json
+        from pathlib import Path
 
+        from blender_addon.core.fileio import atomic_open, write_json
+        from training.bench_bvh import markdown
+
+        write_json(args.json, {"command": args.command_line, **result})
+        with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
+            fh.write(markdown(result))
+    return 0
+
+
+def _add_describe(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("describe-data", help="the datasets table from prepare --json summaries")
+    p.add_argument("summaries", nargs="+", metavar="SUMMARY.json")
+    p.add_argument("--json", required=True, help="output JSON (its table beside it, .md)")
+    p.set_defaults(run=_run_describe)
+    p = sub.add_parser("describe-models", help="the model sets' training table (time, "
+                       "parameters, validation losses) from their manifests")
+    p.add_argument("folders", nargs="+", metavar="MODELS")
+    p.add_argument("--datasets", nargs="*", default=[], metavar="SUMMARY.json",
+                   help="prepare --json summaries giving each set's train frames")
+    p.add_argument("--json", required=True, help="output JSON (its table beside it, .md)")
+    p.set_defaults(run=_run_describe)
+
+
+def _run_describe(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from blender_addon.core.fileio import atomic_open, write_json
+    from training import describe
+
+    if args.command == "describe-data":
+        result, text = describe.describe_data(args.summaries), describe.datasets_markdown
+    else:
+        result = describe.describe_models(args.folders, args.datasets)
+        text = describe.models_markdown
+    table = text(result)
+    print(table)
+    write_json(args.json, {"command": args.command_line, **result})
+    with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
+        fh.write(table)
+    return 0
+
+
+def _add_solver_check(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("solver-check", help="the universal solver alone on real pairs, drags, "
+                       "null edits and out-of-reach rest poses (validation split)")
+    p.add_argument("--set", nargs=2, action="append", required=True, dest="sets",
+                   metavar=("SOURCE", "DATA"), help="a model folder (or a training run's "
+                   "folder of checkpoints) and a dataset .npz; repeat for more columns")
+    p.add_argument("--split", default="val", choices=("train", "val", "test"))
+    p.add_argument("--poses", type=int, default=2000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the figures here, the table "
+                   "beside it (.md)")
+    p.set_defaults(run=_run_solver_check)
+
+
+def _run_solver_check(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from blender_addon.core.fileio import atomic_open, write_json
+    from training.solver_check import markdown, run_sets
+
+    result = {"command": args.command_line,
+              **run_sets([tuple(s) for s in args.sets], args.poses, args.split, args.seed)}
+    table = markdown(result)
+    print(table)
+    if args.json:
         write_json(args.json, result)
+        with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
+            fh.write(table)
     return 0
 
 
@@ -501,7 +578,8 @@ def _run_render_walkthrough(args: argparse.Namespace) -> int:
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_prepare, _add_train, _add_export, _add_export_jacobian, _add_evaluate, _add_benchmark,
-    _add_benchmark_bvh, _add_benchmark_blender, _add_render_walkthrough, _add_results,
+    _add_benchmark_bvh, _add_describe, _add_solver_check, _add_benchmark_blender,
+    _add_render_walkthrough, _add_results,
 )
 
 

@@ -324,7 +324,7 @@ def prepare(bvh_paths: Sequence[str], out: str | Path, map_spec: str = "auto",
         "clips": len(clips), "frames": len(poses), "skipped": skipped, "datasets": datasets,
         "split_clips": {s: int((split == i).sum()) for i, s in enumerate(SPLITS)},
         "split_frames": {s: int((split[clip_id] == i).sum()) for i, s in enumerate(SPLITS)},
-        "elapsed_s": time.perf_counter() - start, "notes": sorted(notes),
+        "elapsed_s": time.perf_counter() - start, "workers": workers, "notes": sorted(notes),
         "bone_lengths": dict(zip(skeleton.JOINTS, rig_lengths.round(4).tolist(), strict=True)),
         "out": str(out),
     }

@@ -29,6 +29,7 @@ class Result:
     name: str
     argv: tuple[str, ...]
     data: tuple[str, ...]  # dataset names (keys of DATASETS) it reads
+    makes: tuple[str, ...] = ()  # dataset names it writes (``prepare``)
 
     @property
     def json(self) -> Path:
@@ -39,26 +40,41 @@ class Result:
         return "python -m training " + shlex.join(self.argv)
 
 
-DATASETS: dict[str, tuple[str, ...]] = {
-    "cmu": ("prepare", "--bvh", f"{SHARED}/cmu", "--out", "runs/cmu.npz"),
-    "bandai": ("prepare", "--bvh", f"{SHARED}/bandai-namco", "--out", "runs/bandai.npz"),
-}
-DATA_FILES = {"cmu": "runs/cmu.npz", "bandai": "runs/bandai.npz"}
+# Each dataset: the ../shared/data folders it is prepared from, one --bvh entry each.
+SOURCES: dict[str, tuple[str, ...]] = {
+    "cmu": ("cmu",), "bandai": ("bandai-namco",), "cmu-bandai": ("cmu", "bandai-namco")}
+DATA_FILES = {data: f"runs/{data}.npz" for data in SOURCES}
+BENCHMARKED = ("cmu", "bandai")  # the datasets the engine, drags and evaluate run on
 SETS = {"": "models", "-cmu-bandai": "models/cmu-bandai"}
+BVH_CLIPS = "20"  # clips timed by benchmark-bvh
+SOLVER_CHECK_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"),
+                     ("models", "bandai"))  # the last: the CMU set on data it never saw
+
+
+def _json(name: str) -> str:
+    return str(RESULTS_DIR / f"{name}.json")
+
+
+def _prepare(data: str) -> Result:
+    name = f"prepare-{data}"
+    return Result(name, ("prepare", "--bvh", *(f"{SHARED}/{d}" for d in SOURCES[data]),
+                         "--out", DATA_FILES[data], "--json", _json(name)), (), (data,))
+
+
+DATASETS: dict[str, tuple[str, ...]] = {data: _prepare(data).argv for data in SOURCES}
 
 
 def _drags(suffix: str, models: str, data: str) -> Result:
     name = f"drags-{data}{suffix}"
     return Result(name, ("benchmark", "--suite", "drags", "--data", DATA_FILES[data],
                          "--models", models, "--pairs", "300", "--out", "runs/results",
-                         "--json", str(RESULTS_DIR / f"{name}.json")), (data,))
+                         "--json", _json(name)), (data,))
 
 
 def _engine(suffix: str, models: str, data: str) -> Result:
     name = f"engine-{data}{suffix}"
     return Result(name, ("benchmark", "--data", DATA_FILES[data], "--models", models,
-                         "--out", "runs/results", "--json",
-                         str(RESULTS_DIR / f"{name}.json")), (data,))
+                         "--out", "runs/results", "--json", _json(name)), (data,))
 
 
 def _evaluate(suffix: str, models: str, data: str) -> Result:
@@ -67,11 +83,30 @@ def _evaluate(suffix: str, models: str, data: str) -> Result:
                          "--out", str(RESULTS_DIR), "--name", name), (data,))
 
 
-RESULTS: dict[str, Result] = {
-    r.name: r for suffix, models in SETS.items() for data in DATA_FILES
-    for r in (_drags(suffix, models, data), _engine(suffix, models, data),
-              _evaluate(suffix, models, data))
-}
+def _described() -> tuple[Result, ...]:
+    """Tables of committed files and quick checks: datasets, BVH readers, model sets, the
+    universal solver alone."""
+    summaries = tuple(_json(f"prepare-{data}") for data in SOURCES)
+    sets = [("--set", models, DATA_FILES[data]) for models, data in SOLVER_CHECK_SETS]
+    return (
+        Result("datasets", ("describe-data", *summaries, "--json", _json("datasets")), ()),
+        Result("benchmark-bvh", ("benchmark-bvh", "--bvh", f"{SHARED}/bandai-namco",
+                                 "--clips", BVH_CLIPS, "--json", _json("benchmark-bvh")), ()),
+        Result("model-sets", ("describe-models", *SETS.values(), "--datasets", *summaries,
+                              "--json", _json("model-sets")), ()),
+        Result("solver-check", ("solver-check", *(a for s in sets for a in s), "--json",
+                                _json("solver-check")),
+               tuple(sorted({data for _, data in SOLVER_CHECK_SETS}))),
+    )
+
+
+RESULTS: dict[str, Result] = {r.name: r for r in (
+    *(_prepare(data) for data in SOURCES),
+    *_described(),
+    *(r for suffix, models in SETS.items() for data in BENCHMARKED
+      for r in (_drags(suffix, models, data), _engine(suffix, models, data),
+                _evaluate(suffix, models, data))),
+)}
 
 _BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)",
                     re.DOTALL)
@@ -117,12 +152,14 @@ def _run_command(argv: tuple[str, ...]) -> int:
 
 
 def run(names: list[str] | None) -> None:
-    """Make the named results (default: all), their datasets first when missing."""
+    """Make the named results (default: all) in the order above (datasets first); a dataset
+    that no chosen ``prepare-*`` result makes is prepared first when missing."""
     unknown = [n for n in names or () if n not in RESULTS]
     if unknown:
         raise ValueError(f"unknown result(s) {unknown}; known: {', '.join(RESULTS)}")
-    chosen = [RESULTS[n] for n in names] if names else list(RESULTS.values())
-    for data in sorted({d for r in chosen for d in r.data}):
+    chosen = [r for r in RESULTS.values() if not names or r.name in names]
+    made = {d for r in chosen for d in r.makes}
+    for data in sorted({d for r in chosen for d in r.data} - made):
         if not (REPO / DATA_FILES[data]).is_file():
             if _run_command(DATASETS[data]) != 0:
                 raise RuntimeError(f"could not prepare {DATA_FILES[data]}")

@@ -1,23 +1,23 @@
-"""The universal solver alone, from its checkpoint, on real pairs, user-style drags, null
-edits and a rest pose reaching too far: a quick check of what its training taught it.
+"""The universal solver alone, on real pairs, user-style drags, null edits and a rest pose
+reaching too far: a quick check of what its training taught it.
 
 Edits are applied as the engine applies them, ``x + D(S(E(x), targets)) - D(E(x))``, with
-no refinement, pins or planted feet (the drag benchmark measures the whole engine).
+no refinement, pins or planted feet (the drag benchmark measures the whole engine). The
+networks come from an exported model folder (run by onnxruntime, what the add-on ships) or
+from a training run's checkpoints.
 
-``python -m training.solver_check --runs runs/train-cmu --data runs/cmu.npz``
+``python -m training solver-check --set models runs/cmu.npz --json OUT.json``
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from blender_addon.core import skeleton
-from blender_addon.core.fileio import write_json
 from training.data import PoseData
 from training.nets import UniversalSolver
 from training.recipes import load_autoencoder
@@ -30,14 +30,47 @@ BEYOND_REACH_M = 0.19
 MM, CM = 1000.0, 100.0
 
 
-def _load(runs: Path) -> tuple[Any, UniversalSolver]:
+Edit = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _checkpoint_edit(runs: Path) -> Edit:
     ae = load_autoencoder(runs / "ae.pt").eval()
     ckpt = load_checkpoint(runs / "solver_universal.pt", "ik_universal")
     cfg = ckpt["config"]
     net = UniversalSolver(ae.norm.mean, ae.norm.std, cfg["latent"], cfg["hidden"],
                           cfg["layernorm"])
     net.load_state_dict(ckpt["best_state"] or ckpt["state_dict"])
-    return ae, net.eval()
+    net.eval()
+
+    def edit(x: torch.Tensor, t: torch.Tensor, m: torch.Tensor, w: torch.Tensor
+             ) -> torch.Tensor:
+        z = ae.encode(x)
+        return x + (ae.decode(net(z, m, t, w)) - ae.decode(z)).reshape(x.shape)
+    return edit
+
+
+def _onnx_edit(models: Path) -> Edit:
+    from blender_addon.core.models import ModelSet
+
+    ms = ModelSet(models, threads=1)
+    universal = next(iter(ms.by_role("ik_universal")), None)
+    if universal is None:
+        raise ValueError(f"{models}: no ik_universal module in the set")
+
+    def edit(x: torch.Tensor, t: torch.Tensor, m: torch.Tensor, w: torch.Tensor
+             ) -> torch.Tensor:
+        z = ms.encode(x.numpy())
+        z_new = universal.run(z, m.numpy(), t.numpy(), w.numpy())
+        return x + torch.from_numpy(ms.decode(z_new) - ms.decode(z)).reshape(x.shape)
+    return edit
+
+
+def _load(source: Path) -> Edit:
+    """An exported model folder (has a manifest) or a training run's checkpoints."""
+    from blender_addon.core.models import MANIFEST_NAME
+
+    return _onnx_edit(source) if (source / MANIFEST_NAME).is_file() else \
+        _checkpoint_edit(source)
 
 
 def _mask(n: int, names: list[str]) -> torch.Tensor:
@@ -47,19 +80,15 @@ def _mask(n: int, names: list[str]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def solver_check(runs: str | Path, data: str | Path, n: int = 2000, split: str = "val",
+def solver_check(source: str | Path, data: str | Path, n: int = 2000, split: str = "val",
                  seed: int = 0) -> dict[str, Any]:
-    """Figures (mm / cm, medians unless named) of the universal solver alone."""
-    ae, net = _load(Path(runs))
+    """Figures (mm / cm, medians unless named) of the universal solver alone; ``source``
+    is a model folder or a training run's folder."""
+    edit = _load(Path(source))
     sampler = PoseSampler(PoseData.load(data), split)
     gen = torch.Generator().manual_seed(seed)
 
-    def edit(x: torch.Tensor, t: torch.Tensor, m: torch.Tensor, w: torch.Tensor
-             ) -> torch.Tensor:
-        z = ae.encode(x)
-        return x + (ae.decode(net(z, m, t, w)) - ae.decode(z)).reshape(x.shape)
-
-    out: dict[str, Any] = {"runs": str(runs), "data": str(data), "split": split, "poses": n}
+    out: dict[str, Any] = {"source": str(source), "data": str(data), "split": split, "poses": n}
     i, j = sampler.pairs(n, 20, gen)
     x, x2 = sampler.poses[i], sampler.poses[j]
     ends = _mask(n, [skeleton.JOINTS[k] for k in END_JOINTS])
@@ -110,23 +139,33 @@ def solver_check(runs: str | Path, data: str | Path, n: int = 2000, split: str =
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m training.solver_check", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--runs", required=True, help="folder with ae.pt and solver_universal.pt")
-    p.add_argument("--data", required=True, help="dataset .npz")
-    p.add_argument("--split", default="val", choices=("train", "val", "test"))
-    p.add_argument("--poses", type=int, default=2000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the figures here")
-    args = p.parse_args(argv)
+# The README's rows: (label, key, index into a [median, p90/max] pair or None, format).
+ROWS = (
+    ("real pairs ±20 frames, hands+feet+head: effector error", "pair_hfh_effector_mm", None,
+     "{:.1f} mm"),
+    ("same, other joints' MPJPE to x'", "pair_hfh_other_mpjpe_cm", None, "{:.1f} cm"),
+    ("one hand dragged 10–25 cm, nothing else held: hand error", "hand_drag_reach_mm", None,
+     "{:.1f} mm"),
+    ("same, feet moved (median / p90)", "hand_drag_feet_moved_cm", "pair", "{:.1f} / {:.1f} cm"),
+    ("same, other joints moved (mean)", "hand_drag_others_moved_cm_mean", None, "{:.1f} cm"),
+    ("null edit (hands at their joints): worst joint per pose, median / max",
+     "null_hands_max_joint_mm", "pair", "{:.0f} / {:.0f} mm"),
+    ("T/A-pose, hand target 19 cm beyond the stretched arm: still short by",
+     "rest_beyond_reach_short_cm", None, "{:.1f} cm"),
+)
+
+
+def run_sets(sets: list[tuple[str, str]], n: int = 2000, split: str = "val", seed: int = 0
+             ) -> dict[str, Any]:
+    """One column per (model or run folder, dataset)."""
     torch.set_num_threads(1)
-    result = solver_check(args.runs, args.data, args.poses, args.split, args.seed)
-    print(json.dumps(result, indent=1))
-    if args.json:
-        write_json(args.json, result)
-    return 0
+    return {"columns": [solver_check(source, data, n, split, seed) for source, data in sets]}
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def markdown(result: dict[str, Any]) -> str:
+    heads = [f"`{c['source']}` on `{c['data']}`" for c in result["columns"]]
+    lines = ["| | " + " | ".join(heads) + " |", "|---|" + "---|" * len(heads)]
+    for label, key, kind, fmt in ROWS:
+        cells = [fmt.format(*c[key]) if kind else fmt.format(c[key]) for c in result["columns"]]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
