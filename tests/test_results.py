@@ -16,6 +16,7 @@ from training.results import (
     README,
     REPO,
     RESULTS,
+    SLIDER_REACH_SETS,
     SOLVER_CHECK_SETS,
     readme_blocks,
     render_readme,
@@ -23,6 +24,7 @@ from training.results import (
 
 # The solver check's figures from the same networks on the same poses: float noise only.
 SOLVER_CHECK_TOLERANCE = 0.05  # mm or cm
+REACH_TOLERANCE = 0.005  # achieved / requested change
 # Committed figures vs a fresh run of the same command on the same data and models: the
 # same code path, so only float noise (other BLAS kernels) may differ.
 ABS_TOLERANCE = {"mm": 0.05, "cm": 0.02, "pct": 1.0}
@@ -197,3 +199,42 @@ def test_committed_solver_check_comes_out_again(cmu_dataset: Path, tmp_path: Pat
     for key, want in committed.items():
         if key.endswith(("_mm", "_cm", "_cm_mean")):
             assert fresh[key] == pytest.approx(want, abs=SOLVER_CHECK_TOLERANCE), key
+
+
+def test_slider_reach_runs_on_an_exported_set(tiny_set, tmp_path: Path) -> None:
+    """``slider-reach`` through onnxruntime and through the checkpoints of the tiny set:
+    the same reach in every cell; the table has a row per metric and a line per set."""
+    out = tmp_path / "reach.json"
+    assert main(["slider-reach", "--set", str(tiny_set.models), str(tiny_set.data),
+                 "--set", str(tiny_set.runs), str(tiny_set.data), "--split", "train",
+                 "--poses", "40", "--json", str(out)]) == 0
+    onnx, torch_ = json.loads(out.read_text())["sets"]
+    assert onnx["metrics"] and onnx["metrics"].keys() == torch_["metrics"].keys()
+    cells = 0
+    for name, row in onnx["metrics"].items():
+        for d in (f"{d:+g}" for d in onnx["deltas"]):
+            assert (row[d] is None) == (torch_["metrics"][name][d] is None), (name, d)
+            if row[d]:
+                cells += 1
+                assert row[d]["reach"] == pytest.approx(torch_["metrics"][name][d]["reach"],
+                                                        abs=REACH_TOLERANCE), (name, d)
+    assert cells
+    table = out.with_suffix(".md").read_text()
+    assert table.count(" cells within ") == 2
+
+
+def test_committed_slider_reach_comes_out_again(cmu_dataset: Path, tmp_path: Path) -> None:
+    """The shipped CMU set's metric networks on the freshly prepared CMU validation split:
+    the committed reaches again."""
+    models, data = SLIDER_REACH_SETS[0]
+    assert data == "cmu"
+    committed = json.loads((REPO / RESULTS["slider-reach"].json).read_text())["sets"][0]
+    out = tmp_path / "reach.json"
+    assert main(["slider-reach", "--set", str(REPO / models), str(cmu_dataset),
+                 "--json", str(out)]) == 0
+    fresh = json.loads(out.read_text())["sets"][0]
+    for name, row in committed["metrics"].items():
+        for d in (f"{d:+g}" for d in committed["deltas"]):
+            if row[d]:
+                assert fresh["metrics"][name][d]["reach"] == pytest.approx(
+                    row[d]["reach"], abs=REACH_TOLERANCE), (name, d)

@@ -162,6 +162,37 @@ def _run_solver_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_slider_reach(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("slider-reach", help="how far each metric network follows a request "
+                       "(achieved / requested change, validation split)")
+    p.add_argument("--set", nargs=2, action="append", required=True, dest="sets",
+                   metavar=("SOURCE", "DATA"), help="a model folder (or a training run's "
+                   "folder of checkpoints) and a dataset .npz; repeat to compare sets")
+    p.add_argument("--split", default="val", choices=("train", "val", "test"))
+    p.add_argument("--poses", type=int, default=300)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the figures here, the table "
+                   "beside it (.md)")
+    p.set_defaults(run=_run_slider_reach)
+
+
+def _run_slider_reach(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from blender_addon.core.fileio import atomic_open, write_json
+    from training.metric_reach import markdown_sets, run_sets
+
+    result = {"command": args.command_line,
+              **run_sets([tuple(s) for s in args.sets], args.poses, args.split, args.seed)}
+    table = markdown_sets(result)
+    print(table)
+    if args.json:
+        write_json(args.json, result)
+        with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
+            fh.write(table)
+    return 0
+
+
 DEFAULT_RUNS = "runs/train"
 
 
@@ -578,8 +609,8 @@ def _run_render_walkthrough(args: argparse.Namespace) -> int:
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_prepare, _add_train, _add_export, _add_export_jacobian, _add_evaluate, _add_benchmark,
-    _add_benchmark_bvh, _add_describe, _add_solver_check, _add_benchmark_blender,
-    _add_render_walkthrough, _add_results,
+    _add_benchmark_bvh, _add_describe, _add_solver_check, _add_slider_reach,
+    _add_benchmark_blender, _add_render_walkthrough, _add_results,
 )
 
 

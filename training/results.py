@@ -49,6 +49,7 @@ SETS = {"": "models", "-cmu-bandai": "models/cmu-bandai"}
 BVH_CLIPS = "20"  # clips timed by benchmark-bvh
 SOLVER_CHECK_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"),
                      ("models", "bandai"))  # the last: the CMU set on data it never saw
+SLIDER_REACH_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"))
 
 
 def _json(name: str) -> str:
@@ -85,18 +86,23 @@ def _evaluate(suffix: str, models: str, data: str) -> Result:
 
 def _described() -> tuple[Result, ...]:
     """Tables of committed files and quick checks: datasets, BVH readers, model sets, the
-    universal solver alone."""
+    universal solver and the metric networks alone."""
     summaries = tuple(_json(f"prepare-{data}") for data in SOURCES)
-    sets = [("--set", models, DATA_FILES[data]) for models, data in SOLVER_CHECK_SETS]
+    def sets(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+        return tuple(a for models, data in pairs for a in ("--set", models, DATA_FILES[data]))
+
+    def reads(pairs: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+        return tuple(sorted({data for _, data in pairs}))
     return (
         Result("datasets", ("describe-data", *summaries, "--json", _json("datasets")), ()),
         Result("benchmark-bvh", ("benchmark-bvh", "--bvh", f"{SHARED}/bandai-namco",
                                  "--clips", BVH_CLIPS, "--json", _json("benchmark-bvh")), ()),
         Result("model-sets", ("describe-models", *SETS.values(), "--datasets", *summaries,
                               "--json", _json("model-sets")), ()),
-        Result("solver-check", ("solver-check", *(a for s in sets for a in s), "--json",
-                                _json("solver-check")),
-               tuple(sorted({data for _, data in SOLVER_CHECK_SETS}))),
+        Result("solver-check", ("solver-check", *sets(SOLVER_CHECK_SETS), "--json",
+                                _json("solver-check")), reads(SOLVER_CHECK_SETS)),
+        Result("slider-reach", ("slider-reach", *sets(SLIDER_REACH_SETS), "--json",
+                                _json("slider-reach")), reads(SLIDER_REACH_SETS)),
     )
 
 
