@@ -18,6 +18,10 @@ from training.rest_poses import rest_poses
 from training.tasks import (
     DRAG_JOINTS,
     DRAG_OFFSET_M,
+    END_JOINTS,
+    FULL_BODY_MIN_ENDS,
+    FULL_BODY_OTHER_JOINTS_WEIGHT,
+    FULL_BODY_SHARE,
     KEEP_WEIGHT,
     METRIC_RANGE_PERCENTILES,
     NULL_KEEP_WEIGHT,
@@ -80,10 +84,16 @@ def test_universal_batches_mix_pairs_drags_and_null_edits(sampler: PoseSampler) 
     task = UniversalSolverTask(UniversalSolver(torch.zeros(63), torch.ones(63), 64), ae)
     gen = torch.Generator().manual_seed(2)
     x, x2, keep, mask, weights, k = task.batch(sampler, BATCH, gen)
-    pair, null = k == OTHER_JOINTS_WEIGHT, k == NULL_KEEP_WEIGHT
+    full_body_pair = k == FULL_BODY_OTHER_JOINTS_WEIGHT
+    pair, null = (k == OTHER_JOINTS_WEIGHT) | full_body_pair, k == NULL_KEEP_WEIGHT
     drag_or_other = k == KEEP_WEIGHT
     assert (pair | null | drag_or_other).all()
     assert 0.35 < pair.float().mean() < 0.5 and 0.05 < null.float().mean() < 0.15
+    # real pairs that ask for (nearly) the whole body follow x' closely; the others keep k
+    ends = mask[:, list(END_JOINTS)].sum(1)
+    assert torch.equal(full_body_pair, pair & (ends >= FULL_BODY_MIN_ENDS))
+    five = pair & (ends == len(END_JOINTS))
+    assert FULL_BODY_SHARE < five.float().sum() / pair.float().sum() < FULL_BODY_SHARE + 0.15
     assert torch.equal(keep[pair], x2[pair])  # real pairs: the others follow x'
     assert torch.equal(keep[~pair], x[~pair])  # drags, other poses, null: the others stay
     assert torch.equal(x2[null], x[null])  # null edits ask for nothing
