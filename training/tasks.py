@@ -49,9 +49,9 @@ MIRROR_TARGET_PROBABILITY = 0.25  # of "other" targets: x's own mirror image
 # determined: a share of the effector sets are all five end joints, and real pairs with at
 # least FULL_BODY_MIN_ENDS of them pull the other joints to x' with a weight near the
 # effectors' own instead of the paper's k. Measured (engine benchmark, 1000 CMU test-split
-# pairs, hands+feet+head, refined): non-effector MPJPE 1.88 -> 1.20 cm (classic FABRIK
-# 3.18), Bandai Namco 2.02 -> 1.23 cm (FABRIK 3.40), for one-hand 10-25 cm drags moving the
-# other joints 1.64 -> 1.88 cm (FABRIK 1.26). Drags keep KEEP_WEIGHT: a k of 0.2 on every
+# pairs, hands+feet+head, refined): non-effector MPJPE 1.94 -> 1.20 cm (classic FABRIK
+# 3.18), Bandai Namco 2.02 -> 1.24 cm (FABRIK 3.40), for one-hand 10-25 cm drags moving the
+# other joints 1.64 -> 1.86 cm (FABRIK 1.26). Drags keep KEEP_WEIGHT: a k of 0.2 on every
 # pair instead gave 1.54 cm on pairs for 2.08 cm on drags.
 FULL_BODY_SHARE = 0.25
 FULL_BODY_MIN_ENDS = 4
