@@ -1,6 +1,6 @@
 """The decoder's Jacobian graph: exact against a finite difference of the decoder, written by
 ``export`` and added to an older set by ``export-jacobian``; refinement without it falls
-back to a finite difference along every latent axis and lands close to the same pose."""
+back to a finite difference along every latent axis and still reaches the target."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from blender_addon.core.pipeline import Effector, PoseEditor
 FD_STEP = 1e-3
 JACOBIAN_RTOL = 1e-2  # float32 decoder, forward difference: agreement to 1 % of the scale
 SAME_POSE_M = 1e-3
-CLOSE_POSE_M = 0.03  # the full latent instead of the graph's directions (measured 1.8 cm)
 
 
 def _without_jacobian(folder: Path, dest: Path) -> Path:
@@ -64,15 +63,15 @@ def test_export_jacobian_adds_the_graph(tiny_set, tmp_path) -> None:
     assert entry["outputs"][1]["shape"] == ["B", 63, JACOBIAN_RANK]
 
 
-def test_refinement_without_the_graph_lands_close(shipped_models, manifold_clip,
-                                                             tmp_path) -> None:
+def test_refinement_without_the_graph_still_reaches(shipped_models, manifold_clip,
+                                                    tmp_path) -> None:
     if not shipped_models.by_role("decoder_jacobian"):
         pytest.skip("the shipped set has no decoder_jacobian graph")
     old = ModelSet(_without_jacobian(shipped_models.folder, tmp_path / "old"))
     pose = manifold_clip[30]
     hand = skeleton.JOINT_INDEX["l_hand"]
     effs = [Effector("l_hand", pose[hand] + [0.1, 0.15, 0.05])]
-    a = PoseEditor(shipped_models).solve(pose, effs).positions
     b = PoseEditor(old).solve(pose, effs).positions
-    assert np.abs(a - b).max() < CLOSE_POSE_M
+    np.testing.assert_allclose(skeleton.bone_lengths(b[0]), skeleton.bone_lengths(pose),
+                               atol=1e-9)
     assert np.linalg.norm(b[0, hand] - effs[0].target) < SAME_POSE_M

@@ -275,13 +275,15 @@ class PoseEditor:
         if options.fix_lengths and options.refine_steps:
             out = _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance)
         elif options.fix_lengths:
-            # The networks' own answer for each limb end, in the rig's units: restoring the
-            # bone lengths (directions kept) would pull a hand the decoded change stretched
-            # an arm to reach back by centimetres; the limbs are re-aimed there instead.
+            # The networks' own answer for each moved limb end, in the rig's units: restoring
+            # the bone lengths (directions kept) would pull a hand the decoded change
+            # stretched an arm to reach back by centimetres; the limbs are re-aimed there
+            # instead. Pins (and planted feet) are re-aimed where they are held.
             answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
                           ) @ turn.swapaxes(-1, -2) + move
-            out = exact_reach.solve(out, mask > 0, answer, frame.lengths, tolerance,
-                                    fallback=False)
+            held = (t == p).all(axis=-1, keepdims=True)
+            out = exact_reach.solve(out, mask > 0, np.where(held, t, answer), frame.lengths,
+                                    tolerance, fallback=False)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,

@@ -25,6 +25,7 @@ from tests.blender import rigs  # noqa: E402
 REACH_TOL = 0.01  # m: an effector's joint ends this close to its empty
 PIN_TOL = 0.01  # m: a pinned joint stays this close to where it was
 LENGTH_TOL = 1e-4  # m: bone lengths are unchanged to 0.1 mm
+LIMB_SETTLE = 0.01  # pose-matrix entries: what Solve's evaluated-rig correction re-aims (5e-3)
 HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world: a reachable move of the right hand
 # A metric request must close at least this share of the gap to the requested value (low:
 # the development model set is barely trained; the shipped one does far better).
@@ -332,7 +333,12 @@ def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Obje
     dragged = rigs.pose_matrices(obj)
     scene.npe.live = False
     assert _solve() == {"FINISHED"}
-    assert np.allclose(rigs.pose_matrices(obj), dragged, atol=1e-5)
+    # Solve's correction from the evaluated rig may re-aim a limb a little (the live drag
+    # leaves that to the pause): the rest of the pose is the drag's, bit for bit.
+    diff = np.abs(rigs.pose_matrices(obj) - dragged).max(axis=(1, 2))
+    limbs = [i for i, b in enumerate(obj.pose.bones) if b.name.endswith(("ForeArm", "Hand"))]
+    assert np.delete(diff, limbs).max() < 1e-5
+    assert diff.max() < LIMB_SETTLE
 
 
 def test_rest_pose_changed_in_edit_mode_is_read_again(mixamo_rig: bpy.types.Object) -> None:
@@ -461,11 +467,16 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
 
     scene.npe.refine_steps = 0
     assert _solve() == {"FINISHED"}
-    assert np.allclose(rigs.pose_matrices(obj), dragged, atol=1e-5)
+    # Solve's correction from the evaluated rig may re-aim a limb a little (the live drag
+    # leaves that to the pause): the rest of the pose is the drag's, bit for bit.
+    diff = np.abs(rigs.pose_matrices(obj) - dragged).max(axis=(1, 2))
+    limbs = [i for i, b in enumerate(obj.pose.bones) if b.name.endswith(("ForeArm", "Hand"))]
+    assert np.delete(diff, limbs).max() < 1e-5
+    assert diff.max() < LIMB_SETTLE
     scene.npe.refine_steps = steps
     assert _solve() == {"FINISHED"}
     assert np.allclose(rigs.pose_matrices(obj), paused, atol=1e-5)
-    assert not np.allclose(paused, dragged, atol=1e-5)  # the refinement did something
+    assert np.abs(paused - dragged).max() > 10 * LIMB_SETTLE  # the refinement did something
 
 
 def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:
