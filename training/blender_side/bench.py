@@ -271,6 +271,34 @@ def live_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray,
     return times, cpu, reach
 
 
+BY_HAND_RAD = 1e-3  # radians per move: the mapped bones turned a little, as a user would
+BY_HAND = "By hand: the mapped bones turned, no solve (Blender's evaluation alone)"
+
+
+def by_hand_loop(obj: bpy.types.Object, moves: int) -> tuple[list[float], list[float]]:
+    """Every mapped bone (on a control rig, its controls) turned a little per move, and the
+    rig evaluated: what any pose change of this rig costs in Blender, add-on or not
+    (wall clock and CPU seconds per move)."""
+    view_layer = bpy.context.view_layer
+    info = mapped_rig.rig_for(obj)
+    bones = [obj.pose.bones[info.names[b]] for b in info.joint_bones if b is not None]
+    times, cpu = [], []
+    for k in range(moves):
+        angle = BY_HAND_RAD * (k % 2 * 2 - 1)
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for bone in bones:
+            if bone.rotation_mode == "QUATERNION":
+                bone.rotation_quaternion.x += angle / 2
+            elif bone.rotation_mode == "AXIS_ANGLE":
+                bone.rotation_axis_angle[0] += angle
+            else:
+                bone.rotation_euler.x += angle
+        view_layer.update()
+        times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return times, cpu
+
+
 def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves: int,
                    profile_moves: int) -> list[dict[str, Any]]:
     """Timed loops (Live off, refinement off, default refinement) and a profiled pass each."""
@@ -310,6 +338,14 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
                                                  "refinement)"] / profile_moves
         scene.npe.live = False
         rows.append(row)
+    host.progress(f"live updates: {label}, {BY_HAND} ({moves} moves)")
+    by_hand_loop(obj, WARMUP_MOVES)
+    times, cpu = by_hand_loop(obj, moves)
+    rows.insert(1, {"rig": label, "bones": len(obj.data.bones), "setting": BY_HAND,
+                    "live": False, "refine_steps": 0, "refine_every_update": False,
+                    **summary(times), "cpu_median_ms": summary(cpu)["median_ms"],
+                    "cpu_p95_ms": summary(cpu)["p95_ms"], "cpu_p10_ms": summary(cpu)["p10_ms"],
+                    "reach_median_mm": float("nan"), "reach_max_mm": float("nan")})
     base = rows[0]["median_ms"]
     for row in rows:
         row["ratio_to_baseline"] = row["median_ms"] / base
