@@ -47,7 +47,7 @@ _REACH_MARGIN = 1e-6  # m: a goal this close to the neck's full reach counts as 
 
 
 def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndarray,
-              lengths: np.ndarray) -> None:
+              lengths: np.ndarray, straightest: float = 1.0) -> None:
     """Re-aim the two bones above each (row, limb end) pair in place to put the end on its
     target; a toe below a moved ankle goes along."""
     end, mid, start = _END[limb], _MID[limb], _START[limb]
@@ -56,7 +56,8 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
     to_t = target - s
     d = _norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
-    d = _clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2), (l1 + l2) * (1.0 - _SLACK))
+    d = _clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2),
+              (l1 + l2) * min(1.0 - _SLACK, straightest))
     # The bend direction: the middle joint's offset from the start-target line (any
     # perpendicular when the limb is straight along it).
     side = (a - s) - u * ((a - s) * u).sum(-1, keepdims=True)
@@ -131,9 +132,12 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
-          tolerance: float | np.ndarray, fallback: bool = True) -> np.ndarray:
+          tolerance: float | np.ndarray, fallback: bool = True, straightest: float = 1.0
+          ) -> np.ndarray:
     """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept.
-    ``fallback=False``: the analytic re-aim only (no FABRIK for what it leaves)."""
+    ``fallback=False``: the analytic re-aim only (no FABRIK for what it leaves);
+    ``straightest``: a two-bone limb's end stays within this share of the limb's length
+    from its start (below 1: the elbow or knee keeps a bend, as real ones do)."""
     p = np.array(pose, dtype=np.float64)
     lengths = np.broadcast_to(lengths, goals.shape)
     tol = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
@@ -145,7 +149,7 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     err = np.where(goals, _norm(p - targets), 0.0)
     rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tol[:, None]))
     if rows.size:
-        _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths)
+        _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths, straightest)
     for ankle, toe in _TOE_OF.items():
         rows = np.flatnonzero(goals[:, toe])
         if rows.size:
