@@ -93,22 +93,22 @@ def _rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                        lengths: np.ndarray) -> None:
+                        lengths: np.ndarray) -> bool:
     """Where the head's goal lies beyond the neck's reach from the chest (a neck is nearly
     straight), bend the trunk at the chest, in place: the pelvis -> chest and chest -> head
     segments, each rigid, re-aimed as a two-bone limb from the pelvis (the trunk and all it
     carries turn about the pelvis, the neck and head about the chest). The two-bone re-aim
-    of the neck then has the last millimetres to do."""
+    of the neck then has the last millimetres to do. True where it bent a trunk."""
     rows = np.flatnonzero(goals[:, _HEAD])
     if not rows.size:
-        return
+        return False
     pelvis, chest, head = p[rows, _PELVIS], p[rows, _CHEST], p[rows, _HEAD]
     goal = targets[rows, _HEAD]
     reach = lengths[rows, _NECK] + lengths[rows, _HEAD]
     far = _norm(goal - chest) > reach - _REACH_MARGIN
     neck = _norm(head - chest)
     if not far.any():
-        return
+        return False
     rows, pelvis, chest, head, goal, neck = (a[far] for a in (rows, pelvis, chest, head, goal,
                                                               neck))
     trunk = _norm(chest - pelvis)
@@ -129,6 +129,7 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     turn = _rotation(head - chest, goal - chest)
     top = p[rows][:, _NECK_UP] - chest[:, None]
     p[rows[:, None], _NECK_UP[None]] = chest[:, None] + top @ turn.transpose(0, 2, 1)
+    return True
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
@@ -139,14 +140,16 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     ``straightest``: a two-bone limb's end stays within this share of the limb's length
     from its start (below 1: the elbow or knee keeps a bend, as real ones do)."""
     p = np.array(pose, dtype=np.float64)
-    lengths = np.broadcast_to(lengths, goals.shape)
-    tol = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
+    if lengths.shape != goals.shape:
+        lengths = np.broadcast_to(lengths, goals.shape)
+    tol = tolerance if isinstance(tolerance, np.ndarray) and tolerance.shape == goals.shape[:1] \
+        else np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
     err = np.where(goals, _norm(p - targets), 0.0)
     if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
-    start = p.copy()
-    _bend_spine_to_head(p, goals, targets, lengths)
-    err = np.where(goals, _norm(p - targets), 0.0)
+    start = p.copy() if fallback else p
+    if _bend_spine_to_head(p, goals, targets, lengths):
+        err = np.where(goals, _norm(p - targets), 0.0)
     rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tol[:, None]))
     if rows.size:
         _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths, straightest)

@@ -59,6 +59,8 @@ PLANTED_ANKLE_HEIGHT = 0.15
 ROOT = skeleton.ROOT
 FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
                for side in ("l", "r")}
+_ANKLES = np.array([FOOT_JOINTS[side][0] for side in ("l", "r")])
+_TOES = np.array([FOOT_JOINTS[side][1] for side in ("l", "r")])
 REACH_TOLERANCE = 1e-4  # m on the models' body: 0.1 mm on a 1.7 m rig, 0.01 units in cm
 CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in reach tolerances
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
@@ -247,7 +249,8 @@ class PoseEditor:
         # Model space keeps the pelvis over its origin: a dragged pelvis's move along the
         # floor is a shift of the whole body, and the networks see the targets without it.
         shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (mask[:, ROOT:ROOT + 1] > 0)
-        t_net = t_model - _shift3(shift)[:, None]
+        shifted = bool(shift.any())
+        t_net = t_model - _shift3(shift)[:, None] if shifted else t_model
         z_new, edited, unmoved = self._networks(model, mask, t_net, w, requests, options,
                                                 notes)
         # The decoded change on top of the input (or the decoded pose alone): requests that
@@ -273,8 +276,12 @@ class PoseEditor:
                                                w, rows, follow, steps, shift, rig_lengths,
                                                relinearize)
             pose = pose - _shift3(shift)[:, None]
-        move = (_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None] @ turn.swapaxes(-1, -2)
-        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
+        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
+        move = 0.0
+        if options.refine_steps or shifted:
+            move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
+                    @ turn.swapaxes(-1, -2))
+            out = out + move
         tolerance = REACH_TOLERANCE / np.asarray(frame.scale)  # in the rig's units
         if options.fix_lengths and options.refine_steps:
             out = _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance)
@@ -282,12 +289,13 @@ class PoseEditor:
             # The networks' own answer for each moved limb end, in the rig's units: restoring
             # the bone lengths (directions kept) would pull a hand the decoded change
             # stretched an arm to reach back by centimetres; the limbs are re-aimed there
-            # instead. Pins (and planted feet) are re-aimed where they are held.
+            # instead (pins and planted feet stay as the networks left them: refinement, at a
+            # drag's pause, holds them).
             answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
                           ) @ turn.swapaxes(-1, -2) + move
-            held = (t == p).all(axis=-1, keepdims=True)
-            out = exact_reach.solve(out, mask > 0, np.where(held, t, answer), frame.lengths,
-                                    tolerance, fallback=False, straightest=NETWORK_STRAIGHTEST)
+            moved = (mask > 0) & (t != p).any(axis=-1)
+            out = exact_reach.solve(out, moved, answer, frame.lengths, tolerance,
+                                    fallback=False, straightest=NETWORK_STRAIGHTEST)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
@@ -488,9 +496,9 @@ def planted_feet(model: np.ndarray) -> np.ndarray:
     """(B, 21) True on the ankle and toe of each foot that touches the floor, from model-space
     poses (B, 21, 3)."""
     out = np.zeros(model.shape[:2], dtype=bool)
-    for ankle, toe in FOOT_JOINTS.values():
-        low = (model[:, toe, 1] < PLANTED_TOE_HEIGHT) | (model[:, ankle, 1] < PLANTED_ANKLE_HEIGHT)
-        out[:, [ankle, toe]] = low[:, None]
+    low = (model[:, _TOES, 1] < PLANTED_TOE_HEIGHT) | (model[:, _ANKLES, 1] < PLANTED_ANKLE_HEIGHT)
+    out[:, _ANKLES] = low
+    out[:, _TOES] = low
     return out
 
 
@@ -498,11 +506,13 @@ def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np
                        w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pins on the ankle and toe of every foot that touches the floor and carries no
     effector (each pose decides for itself)."""
-    plant = planted_feet(model)
-    for joints in FOOT_JOINTS.values():
-        plant[:, joints] &= ~(mask[:, joints] > 0).any(axis=1, keepdims=True)
-    if not plant.any():
+    low = (model[:, _TOES, 1] < PLANTED_TOE_HEIGHT) | (model[:, _ANKLES, 1] < PLANTED_ANKLE_HEIGHT)
+    low &= (mask[:, _ANKLES] <= 0) & (mask[:, _TOES] <= 0)  # (B, 2): planted and free
+    if not low.any():
         return mask, t, w
+    plant = np.zeros(mask.shape, dtype=bool)
+    plant[:, _ANKLES] = low
+    plant[:, _TOES] = low
     mask, w = np.where(plant, 1.0, mask), np.where(plant, 1.0, w)
     return mask, np.where(plant[..., None], p, t), w
 
