@@ -133,12 +133,13 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
-          tolerance: float | np.ndarray, fallback: bool = True, straightest: float = 1.0
-          ) -> np.ndarray:
+          tolerance: float | np.ndarray, fallback: bool = True, straightest: float = 1.0,
+          bend_trunk: bool = True) -> np.ndarray:
     """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept.
     ``fallback=False``: the analytic re-aim only (no FABRIK for what it leaves);
     ``straightest``: a two-bone limb's end stays within this share of the limb's length
-    from its start (below 1: the elbow or knee keeps a bend, as real ones do)."""
+    from its start (below 1: the elbow or knee keeps a bend, as real ones do);
+    ``bend_trunk=False``: a far head goal leaves the trunk as it is."""
     p = np.array(pose, dtype=np.float64)
     if lengths.shape != goals.shape:
         lengths = np.broadcast_to(lengths, goals.shape)
@@ -148,7 +149,7 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
     start = p.copy() if fallback else p
-    if _bend_spine_to_head(p, goals, targets, lengths):
+    if bend_trunk and _bend_spine_to_head(p, goals, targets, lengths):
         err = np.where(goals, _norm(p - targets), 0.0)
     rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tol[:, None]))
     if rows.size:

@@ -183,22 +183,33 @@ class PoseEditor:
         mask = np.zeros((1, skeleton.NUM_JOINTS))
         targets = np.array(positions, dtype=np.float64, copy=True)
         weights = np.zeros((1, skeleton.NUM_JOINTS))
+        moved, wanted = [], []
         for e in effectors:
             j = skeleton.JOINT_INDEX.get(e.joint)
             if j is None:
                 raise ValueError(f"effector on unknown joint {e.joint!r}; joints are: "
                                  f"{', '.join(skeleton.JOINTS)}")
-            if not e.pin:
-                t = np.asarray(e.target, dtype=np.float64) if e.target is not None else None
-                if t is None or t.shape != (3,) or not all(map(math.isfinite, t.tolist())):
-                    raise ValueError(f"effector {e.joint!r}: target must be 3 finite numbers, "
-                                     f"got {e.target!r}")
-                targets[0, j] = t
             if not (math.isfinite(e.weight) and 0.0 < e.weight <= 1.0):
                 raise ValueError(f"effector {e.joint!r}: weight must be in (0, 1], "
                                  f"got {e.weight}")
             mask[0, j] = 1.0
             weights[0, j] = e.weight
+            if not e.pin:
+                moved.append(j)
+                wanted.append(e.target)
+        if moved:  # every target checked at once; the first bad one named
+            try:
+                values = np.array(wanted, dtype=np.float64)
+                ok = values.shape == (len(moved), 3) and bool(np.isfinite(values).all())
+            except (TypeError, ValueError):
+                ok = False
+            if not ok:
+                for j, target in zip(moved, wanted, strict=True):
+                    t = np.asarray(target, dtype=np.float64) if target is not None else None
+                    if t is None or t.shape != (3,) or not np.isfinite(t).all():
+                        raise ValueError(f"effector {skeleton.JOINTS[j]!r}: target must be 3 "
+                                         f"finite numbers, got {target!r}")
+            targets[0, moved] = values
         return mask, targets, weights
 
     def solve_arrays(self, positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
@@ -295,7 +306,8 @@ class PoseEditor:
                           ) @ turn.swapaxes(-1, -2) + move
             moved = (mask > 0) & (t != p).any(axis=-1)
             out = exact_reach.solve(out, moved, answer, frame.lengths, tolerance,
-                                    fallback=False, straightest=NETWORK_STRAIGHTEST)
+                                    fallback=False, straightest=NETWORK_STRAIGHTEST,
+                                    bend_trunk=False)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
