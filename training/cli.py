@@ -552,7 +552,7 @@ def _run_benchmark_blender(args: argparse.Namespace) -> int:
     figure = plot_profile(result, out / "benchmark_blender.png")
     text = markdown(result)
     print(text)
-    write_json(out / "benchmark_blender.json", result)
+    write_json(out / "benchmark_blender.json", {"command": args.command_line, **result})
     with atomic_open(out / "benchmark_blender.md", "w") as fh:
         fh.write(text)
     print(f"wrote {out / 'benchmark_blender.json'}, {out / 'benchmark_blender.md'}"

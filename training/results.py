@@ -103,6 +103,9 @@ def _described() -> tuple[Result, ...]:
                                 _json("solver-check")), reads(SOLVER_CHECK_SETS)),
         Result("slider-reach", ("slider-reach", *sets(SLIDER_REACH_SETS), "--json",
                                 _json("slider-reach")), reads(SLIDER_REACH_SETS)),
+        # Inside Blender (the bpy venv); its clips come from the CMU test split's picks.
+        Result("benchmark_blender", ("benchmark-blender", "--models", SETS[""], "--out",
+                                     str(RESULTS_DIR)), ("cmu",)),
     )
 
 
