@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 DEFAULT_DATA = "runs/cmu.npz"  # the default models' data (see `prepare` in the README)
 
@@ -72,6 +73,16 @@ def _run_prepare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_report(json_path: str | Path, command: str, result: dict, table: str) -> None:
+    """A result's JSON, with the command that made it, and its markdown table beside it
+    (.md), each written atomically."""
+    from blender_addon.core.fileio import atomic_open, write_json
+
+    write_json(json_path, {"command": command, **result})
+    with atomic_open(Path(json_path).with_suffix(".md"), "w") as fh:
+        fh.write(table)
+
+
 def _add_benchmark_bvh(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("benchmark-bvh", help="our BVH reader against the bvhio library, "
                        "same clips, same run")
@@ -87,14 +98,9 @@ def _run_benchmark_bvh(args: argparse.Namespace) -> int:
 
     result = benchmark_bvh_readers(args.bvh, max_clips=args.clips)
     if args.json:
-        from pathlib import Path
-
-        from blender_addon.core.fileio import atomic_open, write_json
         from training.bench_bvh import markdown
 
-        write_json(args.json, {"command": args.command_line, **result})
-        with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
-            fh.write(markdown(result))
+        _write_report(args.json, args.command_line, result, markdown(result))
     return 0
 
 
@@ -113,9 +119,6 @@ def _add_describe(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_describe(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from blender_addon.core.fileio import atomic_open, write_json
     from training import describe
 
     if args.command == "describe-data":
@@ -125,71 +128,56 @@ def _run_describe(args: argparse.Namespace) -> int:
         text = describe.models_markdown
     table = text(result)
     print(table)
-    write_json(args.json, {"command": args.command_line, **result})
-    with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
-        fh.write(table)
+    _write_report(args.json, args.command_line, result, table)
     return 0
+
+
+def _add_set_options(p: argparse.ArgumentParser, poses: int, repeat: str) -> None:
+    """``--set SOURCE DATA`` (repeated), the split, the poses, the seed and the report path
+    of the commands that check shipped sets (or training runs) on a dataset."""
+    p.add_argument("--set", nargs=2, action="append", required=True, dest="sets",
+                   metavar=("SOURCE", "DATA"), help="a model folder (or a training run's "
+                   f"folder of checkpoints) and a dataset .npz; repeat {repeat}")
+    p.add_argument("--split", default="val", choices=("train", "val", "test"))
+    p.add_argument("--poses", type=int, default=poses)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="also write the figures here, the table "
+                   "beside it (.md)")
 
 
 def _add_solver_check(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solver-check", help="the universal solver alone on real pairs, drags, "
                        "null edits and out-of-reach rest poses (validation split)")
-    p.add_argument("--set", nargs=2, action="append", required=True, dest="sets",
-                   metavar=("SOURCE", "DATA"), help="a model folder (or a training run's "
-                   "folder of checkpoints) and a dataset .npz; repeat for more columns")
-    p.add_argument("--split", default="val", choices=("train", "val", "test"))
-    p.add_argument("--poses", type=int, default=2000)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the figures here, the table "
-                   "beside it (.md)")
+    _add_set_options(p, 2000, "for more columns")
     p.set_defaults(run=_run_solver_check)
 
 
 def _run_solver_check(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from blender_addon.core.fileio import atomic_open, write_json
     from training.solver_check import markdown, run_sets
 
-    result = {"command": args.command_line,
-              **run_sets([tuple(s) for s in args.sets], args.poses, args.split, args.seed)}
-    table = markdown(result)
-    print(table)
-    if args.json:
-        write_json(args.json, result)
-        with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
-            fh.write(table)
-    return 0
+    return _run_sets(args, run_sets, markdown)
 
 
 def _add_slider_reach(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("slider-reach", help="how far each metric network follows a request "
                        "(achieved / requested change, validation split)")
-    p.add_argument("--set", nargs=2, action="append", required=True, dest="sets",
-                   metavar=("SOURCE", "DATA"), help="a model folder (or a training run's "
-                   "folder of checkpoints) and a dataset .npz; repeat to compare sets")
-    p.add_argument("--split", default="val", choices=("train", "val", "test"))
-    p.add_argument("--poses", type=int, default=300)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="also write the figures here, the table "
-                   "beside it (.md)")
+    _add_set_options(p, 300, "to compare sets")
     p.set_defaults(run=_run_slider_reach)
 
 
 def _run_slider_reach(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from blender_addon.core.fileio import atomic_open, write_json
     from training.metric_reach import markdown_sets, run_sets
 
-    result = {"command": args.command_line,
-              **run_sets([tuple(s) for s in args.sets], args.poses, args.split, args.seed)}
-    table = markdown_sets(result)
+    return _run_sets(args, run_sets, markdown_sets)
+
+
+def _run_sets(args: argparse.Namespace, run_sets: Callable, markdown: Callable) -> int:
+    """Run a set-checking command (:func:`_add_set_options`), print its table, write it."""
+    result = run_sets([tuple(s) for s in args.sets], args.poses, args.split, args.seed)
+    table = markdown({"command": args.command_line, **result})
     print(table)
     if args.json:
-        write_json(args.json, result)
-        with atomic_open(Path(args.json).with_suffix(".md"), "w") as fh:
-            fh.write(table)
+        _write_report(args.json, args.command_line, result, table)
     return 0
 
 
@@ -215,8 +203,6 @@ def _add_common_train(p: argparse.ArgumentParser) -> None:
 
 
 def _run_from(args: argparse.Namespace, default_epochs: int):
-    from pathlib import Path
-
     from training.data import PoseData
     from training.recipes import Run
     from training.train import TrainConfig
@@ -323,8 +309,6 @@ ABOUT_FIELDS = ("name", "data", "licence", "commercial_use", "credit")
 
 def load_about(path: str) -> dict:
     """The ``--about`` JSON: an object with every field of :data:`ABOUT_FIELDS`."""
-    from pathlib import Path
-
     try:
         about = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -338,8 +322,6 @@ def load_about(path: str) -> dict:
 
 
 def _run_export(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from training.export import export
 
     about = load_about(args.about) if args.about else None
@@ -443,9 +425,7 @@ def _run_benchmark(args: argparse.Namespace) -> int:
 
     for var in SINGLE_THREAD_ENV:  # before numpy loads: one thread, as the add-on runs
         os.environ.setdefault(var, "1")
-    from pathlib import Path
-
-    from blender_addon.core.fileio import atomic_open, write_json
+    from blender_addon.core.fileio import atomic_open
     from training import benchmark, drags
 
     out = Path(args.out)
@@ -466,10 +446,7 @@ def _run_benchmark(args: argparse.Namespace) -> int:
                                seed=args.seed, figure=figure, max_clips=args.max_clips)
         text = short = benchmark.markdown(result)
     print(text)
-    result["command"] = args.command_line
-    write_json(json_path, result)
-    with atomic_open(Path(json_path).with_suffix(".md"), "w") as fh:
-        fh.write(text)
+    _write_report(json_path, args.command_line, result, text)
     with atomic_open(Path(json_path).with_suffix(".summary.md"), "w") as fh:
         fh.write(short)
     print(f"wrote {json_path}, {Path(json_path).with_suffix('.md')}, {result.get('figure')}")
@@ -530,9 +507,6 @@ def _add_benchmark_blender(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_benchmark_blender(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from blender_addon.core.fileio import atomic_open, write_json
     from training.benchmark_blender import markdown, plot_profile, run
     from training.blender_run import BANDAI_ARCHIVE, BlenderRunError
 
@@ -552,9 +526,7 @@ def _run_benchmark_blender(args: argparse.Namespace) -> int:
     figure = plot_profile(result, out / "benchmark_blender.png")
     text = markdown(result)
     print(text)
-    write_json(out / "benchmark_blender.json", {"command": args.command_line, **result})
-    with atomic_open(out / "benchmark_blender.md", "w") as fh:
-        fh.write(text)
+    _write_report(out / "benchmark_blender.json", args.command_line, result, text)
     print(f"wrote {out / 'benchmark_blender.json'}, {out / 'benchmark_blender.md'}"
           + (f", {figure}" if figure else ""))
     return 0
@@ -581,8 +553,6 @@ def _add_render_walkthrough(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_render_walkthrough(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from training.blender_run import BANDAI_ARCHIVE, BlenderRunError
     from training.render_walkthrough import render
 
