@@ -46,13 +46,12 @@ _YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])  # cross products by index
 _REACH_MARGIN = 1e-6  # m: a goal this close to the neck's full reach counts as beyond it
 
 
-def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndarray,
-              lengths: np.ndarray, straightest: float = 1.0) -> None:
-    """Re-aim the two bones above each (row, limb end) pair in place to put the end on its
-    target; a toe below a moved ankle goes along."""
-    end, mid, start = _END[limb], _MID[limb], _START[limb]
-    s, a, g = p[rows, start], p[rows, mid], p[rows, end]
-    l1, l2 = lengths[rows, mid], lengths[rows, end]
+def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: np.ndarray,
+          straightest: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Two segments, start ``s`` -> middle ``a`` (length ``l1``) -> end (``l2``), re-aimed
+    from ``s`` so the end reaches ``target`` as near as their lengths allow (and no
+    straighter than ``straightest``), bending in the plane of their current bend: the new
+    middle and end (B, 3) each."""
     to_t = target - s
     d = _norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
@@ -69,7 +68,17 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
     side /= np.maximum(side_n, _EPS)[:, None]
     cos_a = _clip((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0, 1.0)
     new_a = s + l1[:, None] * (cos_a[:, None] * u + np.sqrt(1.0 - cos_a * cos_a)[:, None] * side)
-    new_g = s + u * d[:, None]
+    return new_a, s + u * d[:, None]
+
+
+def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndarray,
+              lengths: np.ndarray, straightest: float = 1.0) -> None:
+    """Re-aim the two bones above each (row, limb end) pair in place to put the end on its
+    target; a toe below a moved ankle goes along."""
+    end, mid, start = _END[limb], _MID[limb], _START[limb]
+    g = p[rows, end]
+    new_a, new_g = _bend(p[rows, start], p[rows, mid], target, lengths[rows, mid],
+                         lengths[rows, end], straightest)
     p[rows, mid] = new_a
     p[rows, end] = new_g
     toe = _TOE[limb]
@@ -106,22 +115,10 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     goal = targets[rows, _HEAD]
     reach = lengths[rows, _NECK] + lengths[rows, _HEAD]
     far = _norm(goal - chest) > reach - _REACH_MARGIN
-    neck = _norm(head - chest)
     if not far.any():
         return False
-    rows, pelvis, chest, head, goal, neck = (a[far] for a in (rows, pelvis, chest, head, goal,
-                                                              neck))
-    trunk = _norm(chest - pelvis)
-    to_t = goal - pelvis
-    d = _norm(to_t)
-    u = to_t / np.maximum(d, _EPS)[:, None]
-    d = _clip(d, np.abs(trunk - neck) + _SLACK * (trunk + neck),
-              (trunk + neck) * (1.0 - _SLACK))
-    side = (chest - pelvis) - u * ((chest - pelvis) * u).sum(-1, keepdims=True)
-    side /= np.maximum(_norm(side), _EPS)[:, None]
-    cos_a = _clip((trunk * trunk + d * d - neck * neck) / (2.0 * trunk * d), -1.0, 1.0)
-    new_chest = pelvis + trunk[:, None] * (cos_a[:, None] * u
-                                           + np.sqrt(1.0 - cos_a * cos_a)[:, None] * side)
+    rows, pelvis, chest, head, goal = (a[far] for a in (rows, pelvis, chest, head, goal))
+    new_chest, _ = _bend(pelvis, chest, goal, _norm(chest - pelvis), _norm(head - chest))
     turn = _rotation(chest - pelvis, new_chest - pelvis)
     upper = p[rows][:, _TRUNK] - pelvis[:, None]
     p[rows[:, None], _TRUNK[None]] = pelvis[:, None] + upper @ turn.transpose(0, 2, 1)

@@ -504,27 +504,34 @@ def _moves_legs(spec: MetricSpec) -> bool:
     return bool(_LEG_JOINTS.intersection(spec.joints))
 
 
+def _feet_down(model: np.ndarray) -> np.ndarray:
+    """(B, 2) whether each foot (left, right) touches the floor: its toe or ankle low."""
+    return ((model[:, _TOES, 1] < PLANTED_TOE_HEIGHT)
+            | (model[:, _ANKLES, 1] < PLANTED_ANKLE_HEIGHT))
+
+
+def _on_feet(feet: np.ndarray) -> np.ndarray:
+    """(B, 2) per-foot flags -> (B, 21) on each flagged foot's ankle and toe."""
+    out = np.zeros((len(feet), skeleton.NUM_JOINTS), dtype=bool)
+    out[:, _ANKLES] = feet
+    out[:, _TOES] = feet
+    return out
+
+
 def planted_feet(model: np.ndarray) -> np.ndarray:
     """(B, 21) True on the ankle and toe of each foot that touches the floor, from model-space
     poses (B, 21, 3)."""
-    out = np.zeros(model.shape[:2], dtype=bool)
-    low = (model[:, _TOES, 1] < PLANTED_TOE_HEIGHT) | (model[:, _ANKLES, 1] < PLANTED_ANKLE_HEIGHT)
-    out[:, _ANKLES] = low
-    out[:, _TOES] = low
-    return out
+    return _on_feet(_feet_down(model))
 
 
 def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np.ndarray,
                        w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pins on the ankle and toe of every foot that touches the floor and carries no
     effector (each pose decides for itself)."""
-    low = (model[:, _TOES, 1] < PLANTED_TOE_HEIGHT) | (model[:, _ANKLES, 1] < PLANTED_ANKLE_HEIGHT)
-    low &= (mask[:, _ANKLES] <= 0) & (mask[:, _TOES] <= 0)  # (B, 2): planted and free
-    if not low.any():
+    held = _feet_down(model) & (mask[:, _ANKLES] <= 0) & (mask[:, _TOES] <= 0)
+    if not held.any():
         return mask, t, w
-    plant = np.zeros(mask.shape, dtype=bool)
-    plant[:, _ANKLES] = low
-    plant[:, _TOES] = low
+    plant = _on_feet(held)
     mask, w = np.where(plant, 1.0, mask), np.where(plant, 1.0, w)
     return mask, np.where(plant[..., None], p, t), w
 
