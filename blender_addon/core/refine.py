@@ -14,10 +14,10 @@ the models' body would fall short), is refined over ``z`` to minimise, in model 
 
 The latent moves along the few directions that move the decoded pose most on real poses
 (:attr:`ModelSet.jacobian_basis`, chosen at export), not along every latent axis: the
-same drag and pair figures, for a cheaper Jacobian and smaller normal equations. The decoder's exact
-Jacobian along them (the ``decoder_jacobian`` graph, one call) is taken once at ``z_net``;
-each step then costs one decoder call (a chord Gauss-Newton), and a step is kept only where
-it lowers the cost. Metric rows use
+same drag and pair figures, for a cheaper Jacobian and smaller normal equations. The
+decoder's exact Jacobian along them (the ``decoder_jacobian`` graph, one call) is taken
+once at ``z_net``; each step then costs one decoder call (a chord Gauss-Newton), and a step
+is kept only where it lowers the cost. Metric rows use
 the metric's gradient with respect to the pose (a batched forward difference through the
 same formula the sliders use). Everything is batched over poses.
 """
@@ -185,10 +185,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     return point.latent(v).astype(np.float32), pose, v[:, rank:]
 
 
-_SHIFT_JAC = np.zeros((_POSE_DIM, 2))  # d pose / d shift: x and z of every joint
-_SHIFT_JAC[0::3, 0] = 1.0
-_SHIFT_JAC[2::3, 1] = 1.0
 _XZ = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # a shift (x, z) as a vector
+_SHIFT_JAC = np.tile(_XZ.T, (skeleton.NUM_JOINTS, 1))  # d pose / d shift (63, 2): every joint
 
 
 @functools.cache
