@@ -103,7 +103,7 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     editor = state.editor(obj, models, mw)
     effs = [Effector(t.joint, t.target_core, t.weight, t.pin) for t in targets]
     try:
-        result = editor.solve(start, effs, requests, options)
+        result = editor.solve(start, effs, requests, options, drag=live)
     except ValueError as exc:
         raise EditError(f"Cannot solve: {exc}") from exc
     new_core = result.positions[0]

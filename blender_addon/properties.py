@@ -356,9 +356,10 @@ class NPE_SceneSettings(PropertyGroup):
     )
     live_refine: BoolProperty(
         name="Refine While Dragging",
-        description="Live mode refines every update while an empty is dragged (slower); "
-        "off, drag updates skip refinement and the pose is refined once the drag pauses",
-        default=False,
+        description="Live mode refines every update while an empty is dragged, so the pose "
+        "seen while dragging is the solved one; off (faster on heavy rigs), drag updates "
+        "skip refinement and the pose is refined once the drag pauses",
+        default=True,
     )
     fix_lengths: BoolProperty(
         name="Fix Lengths",

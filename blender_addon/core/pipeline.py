@@ -158,11 +158,13 @@ class PoseEditor:
 
     def solve(self, positions: np.ndarray, effectors: Sequence[Effector] = (),
               metrics: dict[str, float] | None = None,
-              options: SolveOptions | None = None) -> EditResult:
+              options: SolveOptions | None = None, drag: bool = False) -> EditResult:
         """One pose (21, 3) edited with effector objects and metric requests.
 
         The add-on's call on every drag: everything is checked once here, then the edit
-        runs on the checked arrays.
+        runs on the checked arrays. ``drag``: an update in the middle of a drag, which must
+        stay interactive: a goal the refined pose leaves out of reach is not handed to
+        full-body FABRIK (the drag's pause solves again without ``drag``).
         """
         options = options or SolveOptions()
         options.check()
@@ -171,7 +173,7 @@ class PoseEditor:
         values = self.check_metrics(
             {k: np.array([v], dtype=np.float64) for k, v in metrics.items()}, 1
         ) if metrics else {}
-        return self._solve(pose, mask, targets, weights, values, options)
+        return self._solve(pose, mask, targets, weights, values, options, drag=drag)
 
     @staticmethod
     def effector_arrays(positions: np.ndarray, effectors: Sequence[Effector]
@@ -232,8 +234,8 @@ class PoseEditor:
         return self._solve(p, mask, t, w, metrics, options, each_pose)
 
     def _solve(self, p: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
-               metrics: dict[str, np.ndarray], options: SolveOptions, each_pose: bool = True
-               ) -> EditResult:
+               metrics: dict[str, np.ndarray], options: SolveOptions, each_pose: bool = True,
+               drag: bool = False) -> EditResult:
         """The edit on checked float64 arrays: targets equal the pose off the effectors and
         weights are 0 there; metric requests are in the rig's units."""
         if options.solver == "classic":
@@ -295,7 +297,8 @@ class PoseEditor:
             out = out + move
         tolerance = REACH_TOLERANCE / np.asarray(frame.scale)  # in the rig's units
         if options.fix_lengths and options.refine_steps:
-            out = _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance)
+            out = _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance,
+                                 fallback=not drag)
         elif options.fix_lengths:
             # The networks' own answer for each moved limb end, in the rig's units: restoring
             # the bone lengths (directions kept) would pull a hand the decoded change
@@ -559,15 +562,19 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
 
 
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
-                   w: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+                   w: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
+                   fallback: bool = True) -> np.ndarray:
     """The full-weight effectors and pins exactly on their targets (to ``tolerance`` (B,),
     in rig units) from the refined pose, keeping the rig's bone lengths. A pose whose goals
     stay out of reach from there takes classic FABRIK's answer from the start pose when
-    that reaches closer: the edit never reaches less than classic IK."""
+    that reaches closer: the edit never reaches less than classic IK. ``fallback=False``
+    (a drag update): the analytic re-aim alone, no FABRIK."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
-    out = exact_reach.solve(out, full, t, lengths, tolerance)
+    out = exact_reach.solve(out, full, t, lengths, tolerance, fallback=fallback)
+    if not fallback:
+        return out
     err = np.where(full, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
     stuck = np.flatnonzero(err > tolerance)
     if stuck.size:
@@ -579,3 +586,4 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         better = classic_err < err[stuck]
         out[stuck[better]] = classic[better]
     return out
+

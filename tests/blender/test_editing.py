@@ -319,12 +319,12 @@ def test_reset_after_a_frame_change_keeps_that_frames_pose(mixamo_rig: bpy.types
 
 
 def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Object) -> None:
-    """With Refine While Dragging on, every live update is the refined solve: the pose
-    after a drag step equals Solve's from the same empties, no pause needed."""
+    """With Refine While Dragging on (the default), every live update is the refined solve:
+    the pose after a drag step equals Solve's from the same empties, no pause needed."""
     obj = mixamo_rig
     scene = bpy.context.scene
     _setup_hands_and_pinned_feet(obj)
-    scene.npe.live_refine = True
+    assert scene.npe.live_refine
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     hand.location = np.array(hand.location) + HAND_MOVE
@@ -444,7 +444,7 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
     _setup_hands_and_pinned_feet(obj)
     steps = scene.npe.refine_steps
     assert steps > 0
-    assert not scene.npe.live_refine  # the default: refined when the drag pauses
+    scene.npe.live_refine = False
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     target = np.array(hand.location) + HAND_MOVE

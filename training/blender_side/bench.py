@@ -309,9 +309,9 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
     rows = []
     settings = (("Live off: no solve (baseline)", False, 0, False),
                 ("Live, refinement off", True, 0, False),
-                (f"Live, refinement {DEFAULT_REFINE} steps when the drag pauses (default)",
+                (f"Live, refinement {DEFAULT_REFINE} steps when the drag pauses",
                  True, DEFAULT_REFINE, False),
-                (f"Live, refinement {DEFAULT_REFINE} steps on every update", True,
+                (f"Live, refinement {DEFAULT_REFINE} steps on every update (default)", True,
                  DEFAULT_REFINE, True))
     for setting, on, refine, every in settings:
         host.progress(f"live updates: {label}, {setting} ({moves} moves)")
