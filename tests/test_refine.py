@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from blender_addon.core import exact_reach, skeleton
+from blender_addon.core import exact_reach, refine, skeleton
 from blender_addon.core.normalize import set_bone_lengths
 from blender_addon.core.refine import _fixed
 
@@ -87,3 +87,23 @@ def test_a_head_beyond_the_necks_reach_bends_the_trunk(synthetic_clip: np.ndarra
     legs = skeleton.joint_indices([f"{s}_{j}" for s in "lr" for j in ("thigh", "shin", "foot",
                                                                       "toe")])
     np.testing.assert_allclose(out[:, [pelvis, *legs]], pose[:, [pelvis, *legs]], atol=1e-12)
+
+
+def test_effector_weight_rises_smoothly_with_a_full_body_request(synthetic_clip: np.ndarray
+                                                                 ) -> None:
+    """Local requests (pins, one to three moved ends) keep the drag weight; it rises
+    geometrically with the fourth-most-moved end to the full-body weight, no jump."""
+    pose = np.repeat(_poses(synthetic_clip, 1), 5, axis=0)
+    ends = skeleton.joint_indices(skeleton.END_JOINTS)
+    mask = np.zeros(pose.shape[:2])
+    mask[:, ends] = 1.0  # every end an effector: moved or pinned where it is
+    targets = pose.copy()
+    step = refine.FULL_BODY_MOVE * np.array([0.0, 0.5, 1.0, 2.0, 1.0])
+    targets[:, ends[:3], 1] += 0.3  # three ends moved far
+    targets[:4, ends[3], 1] += step[:4]  # the fourth: not, half, just, twice the scale
+    targets[4, ends[3:], 1] += step[4]  # row 4: the fourth and fifth, at the scale
+    w = refine.effector_weights(mask, targets, pose)
+    low, high = refine.EFFECTOR_WEIGHT, refine.FULL_BODY_EFFECTOR_WEIGHT
+    np.testing.assert_allclose(w, [low, np.sqrt(low * high), high, high, high])
+    mask[1, ends[3]] = 0.0  # no effector there: its target does not count
+    assert refine.effector_weights(mask, targets, pose)[1] == low

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from blender_addon.core import skeleton
+from blender_addon.core import refine, skeleton
 from blender_addon.core.metrics import MetricSpec, evaluate_metric, metric_formula
 from training.data import PoseData
 from training.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
@@ -54,7 +54,7 @@ MIRROR_TARGET_PROBABILITY = 0.25  # of "other" targets: x's own mirror image
 # other joints 1.64 -> 1.86 cm (FABRIK 1.26). Drags keep KEEP_WEIGHT: a k of 0.2 on every
 # pair instead gave 1.54 cm on pairs for 2.08 cm on drags.
 FULL_BODY_SHARE = 0.25
-FULL_BODY_MIN_ENDS = 4
+FULL_BODY_MIN_ENDS = refine.FULL_BODY_MIN_ENDS  # the refinement's full-body rule too
 FULL_BODY_OTHER_JOINTS_WEIGHT = 0.9
 
 # Metric networks: pairs (near and far) and requests across the metric's range.
@@ -76,7 +76,7 @@ EFFECTOR_GROUPS: dict[str, tuple[str, ...]] = {
     "feet": ("l_foot", "r_foot"),
     "head": ("head",),
 }
-END_JOINTS = tuple(skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"]))
+END_JOINTS = tuple(skeleton.joint_indices(skeleton.END_JOINTS))
 
 
 class PoseSampler:

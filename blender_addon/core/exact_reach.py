@@ -17,12 +17,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import fabrik
-from .skeleton import ANCESTORS, JOINT_INDEX, PARENTS
+from .skeleton import ANCESTORS, END_JOINTS, JOINT_INDEX, PARENTS
 
 FABRIK_ITERATIONS = 30
 _EPS = 1e-12
 _SLACK = 1e-9  # of a limb's length: how far from fully straight or folded a limb stays
-_LIMB_ENDS = tuple(JOINT_INDEX[j] for j in ("l_hand", "r_hand", "l_foot", "r_foot", "head"))
+_LIMB_ENDS = tuple(JOINT_INDEX[j] for j in END_JOINTS)
 _TOE_OF = {JOINT_INDEX["l_foot"]: JOINT_INDEX["l_toe"], JOINT_INDEX["r_foot"]: JOINT_INDEX["r_toe"]}
 
 

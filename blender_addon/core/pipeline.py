@@ -287,7 +287,8 @@ class PoseEditor:
                 else options.refine_steps
             z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig,
                                                w, rows, follow, steps, shift, rig_lengths,
-                                               relinearize)
+                                               relinearize,
+                                               refine.effector_weights(mask, t_rig, rig_model))
             pose = pose - _shift3(shift)[:, None]
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
         move = 0.0

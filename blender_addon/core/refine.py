@@ -40,6 +40,18 @@ METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of 
 # motion on hands+feet+head: 1.34 cm at 3, 1.17 at 30; classic FABRIK 3.01) but moves the
 # other joints more in a one-hand drag (1.66 cm at 3, 1.71 at 5, 1.85 at 30; FABRIK 1.21).
 EFFECTOR_WEIGHT = 5.0
+# A request that moves most of the end joints (hands, feet, head: at least
+# FULL_BODY_MIN_ENDS) describes the whole body, and the learned body should do the reaching
+# (the universal solver is trained the same way on such pairs): its effectors weigh
+# FULL_BODY_EFFECTOR_WEIGHT. The weight grows geometrically with the move of the
+# FULL_BODY_MIN_ENDS-th most moved end, reaching it at FULL_BODY_MOVE (model metres), so a
+# pose never jumps when one more end starts to move. Engine benchmark, hands+feet+head,
+# refined non-effector MPJPE: CMU set on CMU 1.41 -> 1.17 cm (FABRIK 3.18), on Bandai Namco
+# 1.59 -> 1.16 (3.40); CMU + Bandai set on Bandai Namco 1.43 -> 0.90 (300: 0.91, 3000:
+# 0.90; FULL_BODY_MOVE 0.02: 0.87). Drags move one or two ends: unchanged.
+FULL_BODY_MIN_ENDS = 4
+FULL_BODY_EFFECTOR_WEIGHT = 1000.0
+FULL_BODY_MOVE = 0.05
 # A requested metric: 1 degree off costs like a full-weight effector 8 cm off (a slider
 # sweep on 120 CMU test poses: 100 left lowering the hands 20 cm at 0.94 of the request,
 # 300 at 0.98, the other metrics moving as much).
@@ -52,6 +64,7 @@ DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
 LM_START, LM_UP, LM_DOWN = 1e-4, 10.0, 0.3  # Levenberg-Marquardt damping, its changes
 FD_STEP = 1e-4  # metres: the metric gradient's finite-difference step
 _POSE_DIM = skeleton.NUM_JOINTS * 3
+_ENDS = skeleton.joint_indices(skeleton.END_JOINTS)
 _BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
 _PARENTS = skeleton.PARENTS[1:]
 
@@ -75,6 +88,16 @@ def _fixed(pose: np.ndarray, lengths: np.ndarray, jac: np.ndarray | None = None
     djoint = j[:, :1] + np.einsum("kj,bjcl->bkcl", _BONE_SUMS, dbone)
     return out, djoint.reshape(b, _POSE_DIM, latent)
 _EYE_POSE = np.eye(_POSE_DIM).reshape(_POSE_DIM, skeleton.NUM_JOINTS, 3) * FD_STEP
+
+
+def effector_weights(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    """(B,) the effectors' weight per pose: :data:`EFFECTOR_WEIGHT` for a local request,
+    rising to :data:`FULL_BODY_EFFECTOR_WEIGHT` as it moves most end joints (model space)."""
+    move = np.where(mask[:, _ENDS] > 0,
+                    np.linalg.norm(targets[:, _ENDS] - pose[:, _ENDS], axis=-1), 0.0)
+    ends_moved = np.sort(move, axis=1)[:, -FULL_BODY_MIN_ENDS]
+    share = np.minimum(ends_moved / FULL_BODY_MOVE, 1.0)
+    return EFFECTOR_WEIGHT * (FULL_BODY_EFFECTOR_WEIGHT / EFFECTOR_WEIGHT) ** share
 
 
 @dataclass
@@ -110,7 +133,8 @@ def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.nd
 def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
            targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
            body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray,
-           relinearize: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           relinearize: bool = False, effector_weight: np.ndarray | float = EFFECTOR_WEIGHT
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
     ``offset``: what is added to the decoded pose (``x - D(z_base)``, or 0); ``base``: the
@@ -122,6 +146,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     so a hip shift towards a far target, or a dragged pelvis, is this translation with the
     legs re-posed by the latent. Rows with nothing requested come back unchanged.
     ``relinearize``: a new Jacobian every accepted step (metric requests on single poses).
+    ``effector_weight``: per unit of request weight, one for all or (B,)
+    (:func:`effector_weights`).
     """
     b = len(z_net)
     point = _Point(models, z_net.astype(np.float64), offset, lengths)
@@ -133,7 +159,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere,
     # towards the input pose (body_follow 0) or the networks' own pose (1), or between.
     asked = weights.repeat(3, axis=1) > 0
-    row_w = np.where(asked, weights.repeat(3, axis=1) * EFFECTOR_WEIGHT, LEAST_CHANGE)
+    per_pose = np.broadcast_to(np.asarray(effector_weight, dtype=np.float64), (b,))[:, None]
+    row_w = np.where(asked, weights.repeat(3, axis=1) * per_pose, LEAST_CHANGE)
     follow = np.broadcast_to(np.asarray(body_follow, dtype=np.float64), (b,))[:, None]
     keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)
     goal = np.where(asked, targets.reshape(b, -1), keep)

@@ -39,6 +39,8 @@ PARENTS: np.ndarray = np.array(
     dtype=np.int64,
 )
 ROOT = JOINT_INDEX["pelvis"]
+# The chains' ends: what a user grabs first, and a full-body request when most of them move.
+END_JOINTS: tuple[str, ...] = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
 
 # Kinematic chains from the pelvis, each a path of joint indices that starts at a
 # sub-base (the pelvis, or the chest where the arms branch off) and ends at an end
