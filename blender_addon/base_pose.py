@@ -100,7 +100,7 @@ def mark_written(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,
     """Remember ``pose`` (just written) as the add-on's, in the file too: undo brings it
     back with the pose, so the next edit still knows the pose is its own."""
     base.written = _written(info, pose)
-    obj.npe.base_pose.foreach_set("written", base.written.astype(np.float32).ravel())
+    rig_io.store_settings(obj, "base_pose", "written", base.written)
 
 
 def base_is_current(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose,

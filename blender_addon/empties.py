@@ -138,7 +138,8 @@ def mark_solved(obj: bpy.types.Object, empty_matrices: np.ndarray | None) -> Non
             if item.empty is not None:
                 item.solved_matrix = rig_io.matrix_of(item.empty).ravel()
         return
-    items.foreach_set("solved_matrix", np.asarray(empty_matrices, dtype=np.float32).ravel())
+    rig_io.store_settings(obj, "effectors", "solved_matrix",
+                          np.reshape(empty_matrices, (len(items), 16)))
 
 
 def collection(scene: bpy.types.Scene) -> bpy.types.Collection:

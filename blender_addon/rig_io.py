@@ -29,6 +29,7 @@ from .core import conversions, reach, rotations
 from .core.conversions import AXIS_ANGLE, QUATERNION
 from .core.skeleton import JOINT_INDEX, JOINTS, blender_to_yup, yup_to_blender
 
+SETTINGS = "npe"  # the add-on's settings on an object: ``obj.npe`` (properties.py)
 TOE_FOOT = {"l_toe": "l_foot", "r_toe": "r_foot"}  # a boneless toe sits at this foot's tail
 # ``rotation_mode`` as ``foreach_get`` reads it (the enum's values).
 MODE_NAMES = {0: QUATERNION, **{i + 1: o for i, o in enumerate(conversions.EULER_ORDERS)},
@@ -298,6 +299,28 @@ def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
     if roots:
         values["location"] = (roots, locations[roots])
     return write_channels(obj, info, pose, values, quats)
+
+
+def store_settings(obj: bpy.types.Object, collection: str, attr: str,
+                   rows: np.ndarray) -> None:
+    """``obj.npe.<collection>[i].<attr> = rows[i]`` (rows ``(items, size)``), written to the
+    ID properties behind them: a write through RNA (``foreach_set`` too) tags the whole
+    object for re-evaluation, geometry included (5.2 ms on a generated Rigify rig, against
+    3.5 after a pose write), though nothing Blender evaluates reads these values. Saved and
+    undone alike; ``foreach_set`` where an item never stored the value (nothing to write into).
+    """
+    items = getattr(obj.npe, collection)
+    system = getattr(obj, "bl_system_properties_get", None)  # Blender 5 keeps them apart
+    stored = system() if system is not None else obj
+    group = stored.get(SETTINGS) if stored is not None else None
+    entries = group.get(collection) if group is not None else None
+    rows = np.asarray(rows, dtype=np.float32)  # what the property keeps
+    if entries is None or len(entries) != len(items) or len(rows) != len(items) or any(
+            len(entry.get(attr, ())) != rows.shape[1] for entry in entries):
+        items.foreach_set(attr, rows.ravel())
+        return
+    for entry, row in zip(entries, rows, strict=True):
+        entry[attr][:] = row
 
 
 def joint_positions(info: RigInfo, quats: np.ndarray,

@@ -52,11 +52,20 @@ EFFECTOR_WEIGHT = 5.0
 FULL_BODY_MIN_ENDS = 4
 FULL_BODY_EFFECTOR_WEIGHT = 1000.0
 FULL_BODY_MOVE = 0.05
-# A requested metric: 1 degree off costs like a full-weight effector 8 cm off (a slider
-# sweep on 120 CMU test poses: 100 left lowering the hands 20 cm at 0.94 of the request,
-# 300 at 0.98, the other metrics moving as much).
-METRIC_WEIGHT = 300.0
-HOLD_WEIGHT = 1.0  # metrics nobody asked about, during a metric-only edit
+# A requested metric: 1 degree off costs like a local effector 25 cm off. In an edit with
+# metric requests the effectors and pins (planted feet among them) weigh as much as a
+# requested metric, 1 cm like 1 degree: the refinement must hold them while it changes the
+# pose, or the exact-reach pass puts them back afterwards by bending the legs behind the
+# sliders' back. The metrics nobody asked about are held (during a metric-only edit) at
+# 1/300 of a request: firmer holds meet the sweep's bound everywhere but find poses the
+# metrics do not see (lowering the hands 20 cm with knees and trunk held tilts the whole
+# body at the ankles: twice the motion and further from the learned poses). Slider sweep,
+# 100 CMU test poses, other metrics' largest change (median) / joints moved / manifold
+# distance, lowering the hands 20 cm: 300 / 1 and effectors at 5: 15.8 deg / 8.6 / 0.67
+# cm; these: 4.9 / 14.3 / 0.89; holds at 300: 1.0 / 19.5 / 0.95. Flexing the spine 40 deg:
+# 5.6 / 8.5 / 2.58, 38 % of poses with an angle out of range; these: 1.3 / 10.7 / 1.52, 22 %.
+METRIC_WEIGHT = 3000.0
+HOLD_WEIGHT = 10.0  # metrics nobody asked about, during a metric-only edit
 LEAST_CHANGE = 0.5  # per non-requested joint coordinate (drag benchmark)
 LEARNED_PRIOR = 1e-4  # m^2 per latent unit^2: stay near the networks' latent
 SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
@@ -160,6 +169,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     # towards the input pose (body_follow 0) or the networks' own pose (1), or between.
     asked = weights.repeat(3, axis=1) > 0
     per_pose = np.broadcast_to(np.asarray(effector_weight, dtype=np.float64), (b,))[:, None]
+    if metrics is not None:  # held as firmly as a requested metric (see METRIC_WEIGHT)
+        per_pose = np.maximum(per_pose, METRIC_WEIGHT)
     row_w = np.where(asked, weights.repeat(3, axis=1) * per_pose, LEAST_CHANGE)
     follow = np.broadcast_to(np.asarray(body_follow, dtype=np.float64), (b,))[:, None]
     keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)

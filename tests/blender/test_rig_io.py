@@ -140,6 +140,38 @@ def test_write_pose_keeps_each_bones_rotation_mode() -> None:
     assert tuple(euler_bone.rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
 
 
+def test_settings_are_stored_without_tagging_the_rig() -> None:
+    """``store_settings`` writes what ``foreach_set`` would (read back through RNA, for items
+    that stored a value before and a new one that never did), and leaves the armature
+    untagged: Blender's next update evaluates nothing."""
+    obj = rigs.mixamo()
+    items = obj.npe.base_pose
+    for name in ("a", "b"):
+        items.add().bone = name
+    items[0].written = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)
+    items[1].written = (0.5,) * 7
+    view_layer = bpy.context.view_layer
+    view_layer.update()
+    updated: list[str] = []
+
+    def collect(_scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+        updated.extend(u.id.name for u in depsgraph.updates)
+
+    rows = np.arange(14, dtype=np.float64).reshape(2, 7) / 3.0
+    bpy.app.handlers.depsgraph_update_post.append(collect)
+    try:
+        rig_io.store_settings(obj, "base_pose", "written", rows)
+        view_layer.update()
+    finally:
+        bpy.app.handlers.depsgraph_update_post.remove(collect)
+    assert obj.name not in updated
+    assert np.array_equal([tuple(i.written) for i in items], rows.astype(np.float32))
+    items.add().bone = "c"  # never stored: written through RNA instead
+    rows = np.ones((3, 7)) / 7.0
+    rig_io.store_settings(obj, "base_pose", "written", rows)
+    assert np.array_equal([tuple(i.written) for i in items], rows.astype(np.float32))
+
+
 def test_write_keys_merges_with_existing_keys() -> None:
     obj = rigs.rigify()
     rigs.select_only(obj)
