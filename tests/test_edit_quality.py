@@ -16,6 +16,8 @@ from blender_addon.core.pipeline import (
     SolveOptions,
 )
 from blender_addon.core.propagate import curve_warning, propagate, weight_curve
+from blender_addon.core.skeleton import BONE_LENGTHS
+from tests.test_normalize import tpose
 
 NULL_EDIT_M = 1e-3  # the issue's bound: every joint within 1 mm
 REACH_M = 1e-3
@@ -90,6 +92,24 @@ def test_planted_feet_stay_and_the_hand_arrives(shipped_models, manifold_clip) -
     hand = skeleton.JOINT_INDEX["l_hand"]
     reach = np.linalg.norm(held[:, hand] - targets[:, hand], axis=-1)
     assert np.median(reach) < REACH_M
+
+
+@pytest.mark.parametrize("beyond", [(0.19, 0.0, 0.0), (0.15, 0.0, 0.15), (0.12, 0.1, -0.1)])
+def test_from_a_t_pose_a_target_out_of_reach_is_reached_by_leaning(shipped_models,
+                                                                  beyond) -> None:
+    """A user's first drag: from the rig's own T-pose (longer arms), the hand's target
+    beyond the stretched arm. The body leans (clavicle, trunk) so the hand gets there, and
+    the planted feet stay."""
+    lengths = BONE_LENGTHS.copy()
+    lengths[skeleton.joint_indices(["l_forearm", "l_hand"])] *= 1.2
+    pose = tpose(lengths)
+    hand, shoulder = skeleton.JOINT_INDEX["l_hand"], skeleton.JOINT_INDEX["l_upperarm"]
+    target = pose[hand] + np.asarray(beyond)
+    arm = np.linalg.norm(pose[hand] - pose[shoulder])
+    assert np.linalg.norm(target - pose[shoulder]) > arm  # the arm alone cannot get there
+    out = PoseEditor(shipped_models, lengths).solve(pose, [Effector("l_hand", target)]).positions
+    assert np.linalg.norm(out[0, hand] - target) < REACH_M
+    assert np.linalg.norm(out[0, FEET] - pose[FEET], axis=-1).max() < PLANTED_DRIFT_M
 
 
 def test_body_follow_moves_the_rest_of_the_body(shipped_models, manifold_clip) -> None:
