@@ -27,6 +27,11 @@ ALL_ENDS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
 FEET = skeleton.joint_indices(["l_foot", "l_toe", "r_foot", "r_toe"])
 SLIDER_SHARE = (0.9, 1.1)  # achieved / requested change (median over poses)
 OTHERS_HELD = {"deg": 3.0, "m": 0.02}  # the bound on the metrics not asked for
+# Lowering the hands 20 cm with the feet planted: the pelvis the rig can take (one rigid
+# bone: core/rigid_branches) moves the hips by up to 3 mm, and the legs re-aimed to the
+# held feet bend the right knee by 3.9 degrees (median over these 10 poses; 2.8 when the
+# engine's answer was one no rig could show and the feet slid in Blender instead).
+FORCED_KNEES = {("hands_height", -0.2): 4.5}
 
 
 def _rig(clip: np.ndarray, arm_scale: float, scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -152,6 +157,8 @@ def test_sliders_reach_the_request_in_rig_units(shipped_models, manifold_clip, m
     for name, module in editor.models.metrics.items():  # the others held, in rig units
         if name != metric:
             bound = OTHERS_HELD[module.metric.unit] * (scale if module.metric.unit == "m" else 1)
+            if name.endswith("knee_bend"):
+                bound = FORCED_KNEES.get((metric, delta), bound)
             assert np.median(np.abs(got[name] - now[name][inside])) < bound, name
 
 

@@ -57,36 +57,42 @@ def test_exact_reach_puts_limb_ends_on_reachable_targets(synthetic_clip: np.ndar
 
 
 def test_a_head_beyond_the_necks_reach_bends_the_trunk(synthetic_clip: np.ndarray) -> None:
-    """A head goal beyond the straightened neck's reach: the trunk bends at the
-    chest (the pelvis -> chest and chest -> head segments re-aimed), the head lands on it,
-    bone lengths and legs stay."""
-    head, chest, pelvis = (skeleton.JOINT_INDEX[j] for j in ("head", "chest", "pelvis"))
+    """A head goal beyond the straightened neck's reach: the trunk bends at the spine
+    joint (the spine -> chest and chest -> head segments re-aimed), the head lands on it,
+    bone lengths, the pelvis with the spine's start and the legs stay."""
+    head, chest, spine = (skeleton.JOINT_INDEX[j] for j in ("head", "chest", "spine"))
     pose = _poses(synthetic_clip, 20)
     lengths = skeleton.bone_lengths(pose)
     reach = lengths[:, head] + lengths[:, skeleton.JOINT_INDEX["neck"]]
-    # The head turned 30 degrees about the pelvis (sideways), 1 % nearer to it.
+    # The head turned 30 degrees about the spine joint (sideways), 1 % nearer to it.
     tilt = np.radians(30.0)
-    rel = pose[:, head] - pose[:, pelvis]
+    rel = pose[:, head] - pose[:, spine]
     side = np.cross(rel, [0.0, 0.0, 1.0])
     side /= np.linalg.norm(side, axis=-1, keepdims=True)
     targets = pose.copy()
-    targets[:, head] = pose[:, pelvis] + 0.99 * (np.cos(tilt) * rel + np.sin(tilt) * side
-                                                 * np.linalg.norm(rel, axis=-1, keepdims=True))
+    targets[:, head] = pose[:, spine] + 0.99 * (np.cos(tilt) * rel + np.sin(tilt) * side
+                                                * np.linalg.norm(rel, axis=-1, keepdims=True))
     beyond_neck = np.linalg.norm(targets[:, head] - pose[:, chest], axis=-1) > reach
     goals = np.zeros(pose.shape[:2], dtype=bool)
     goals[:, head] = True
-    trunk = np.linalg.norm(pose[:, chest] - pose[:, pelvis], axis=-1)
+    trunk = np.linalg.norm(pose[:, chest] - pose[:, spine], axis=-1)
     neck = np.linalg.norm(pose[:, head] - pose[:, chest], axis=-1)
-    reachable = beyond_neck & (np.linalg.norm(targets[:, head] - pose[:, pelvis], axis=-1)
+    reachable = beyond_neck & (np.linalg.norm(targets[:, head] - pose[:, spine], axis=-1)
                                < trunk + neck)
     assert reachable.mean() > 0.5
     out = exact_reach.solve(pose, goals, targets, lengths, TOLERANCE, fallback=False)
     miss = np.linalg.norm(out[:, head] - targets[:, head], axis=-1)
     assert (miss[reachable] < TOLERANCE).all(), miss
     np.testing.assert_allclose(skeleton.bone_lengths(out), lengths, atol=1e-9)
-    legs = skeleton.joint_indices([f"{s}_{j}" for s in "lr" for j in ("thigh", "shin", "foot",
-                                                                      "toe")])
-    np.testing.assert_allclose(out[:, [pelvis, *legs]], pose[:, [pelvis, *legs]], atol=1e-12)
+    kept = skeleton.joint_indices(["pelvis", "spine"] + [f"{s}_{j}" for s in "lr"
+                                                         for j in ("thigh", "shin", "foot", "toe")])
+    np.testing.assert_allclose(out[:, kept], pose[:, kept], atol=1e-12)
+    # The chest's branch turned as one (the rig's chest bone): its shape is the pose's.
+    branch = skeleton.joint_indices(["neck", "l_clavicle", "r_clavicle"])
+    before = pose[:, branch, None] - pose[:, None, branch]
+    after = out[:, branch, None] - out[:, None, branch]
+    np.testing.assert_allclose(np.linalg.norm(after, axis=-1), np.linalg.norm(before, axis=-1),
+                               atol=1e-9)
 
 
 def test_effector_weight_rises_smoothly_with_a_full_body_request(synthetic_clip: np.ndarray

@@ -1,14 +1,16 @@
 """The last millimetres: put full-weight effectors exactly on their targets, from a pose the
 refinement has brought within reach, keeping every bone length.
 
-Hands, ankles and the head are placed by an analytic two-bone re-aim of the two bones above
-them (upper arm and forearm, thigh and shin, neck and head) from where the limb starts,
-bending in the limb's current plane; a toe is turned about its ankle; what hangs below a
-moved joint follows it rigidly. A head goal beyond the neck's reach from the chest (necks
-are nearly straight) first bends the trunk at the chest, the same way one level down.
-Poses where a goal is still off (another effector joint: a
-pelvis, a spine, an elbow; or a limb end beyond its limb's reach) take a few full-body
-FABRIK iterations (:mod:`.fabrik`) from there, those poses only.
+Hands and ankles are placed by an analytic two-bone re-aim of the two bones above them
+(upper arm and forearm, thigh and shin) from where the limb starts, bending in the limb's
+current plane; a toe is turned about its ankle; what hangs below a moved joint follows it
+rigidly. The head's two bones are the chest's (chest -> neck) and the neck's: the first
+turns the whole chest with the clavicles and arms, as the rig's one chest bone would
+(:mod:`.rigid_branches`), before the arms are re-aimed. A head goal beyond the neck's reach
+from the chest first bends the trunk at the spine joint, the same way one level down.
+Poses where a goal is still off (another effector joint: a pelvis, a spine, an elbow; or a
+limb end beyond its limb's reach) take a few full-body FABRIK iterations (:mod:`.fabrik`)
+from there, those poses only.
 Everything is batched over poses; the loop runs over the few limb types.
 """
 
@@ -39,9 +41,17 @@ _END = np.array(_LIMB_ENDS)
 _MID = PARENTS[_END]
 _START = PARENTS[_MID]
 _TOE = np.array([_TOE_OF.get(int(e), -1) for e in _END])  # the toe below an ankle, or -1
-_PELVIS, _CHEST, _NECK, _HEAD = (JOINT_INDEX[j] for j in ("pelvis", "chest", "neck", "head"))
-_TRUNK = np.flatnonzero(ANCESTORS[:, JOINT_INDEX["spine"]] > 0)  # the spine and above it
-_NECK_UP = np.flatnonzero(ANCESTORS[:, _NECK] > 0)  # the neck and the head
+_SPINE, _CHEST, _NECK, _HEAD = (JOINT_INDEX[j] for j in ("spine", "chest", "neck", "head"))
+_LIMBS = np.flatnonzero(_END != _HEAD)  # the limb types re-aimed by two bones of their own
+_HEAD_LIMB = int(np.flatnonzero(_END == _HEAD)[0])
+_LEG_ENDS = np.array([JOINT_INDEX["l_foot"], JOINT_INDEX["r_foot"]])
+_LEG_MIDS, _LEG_STARTS = PARENTS[_LEG_ENDS], PARENTS[PARENTS[_LEG_ENDS]]
+# Goals on these joints fix the body's place themselves: no settling onto the feet then.
+_BODY = np.array(sorted(set(range(len(PARENTS))) - set(_LIMB_ENDS) - set(_TOE_OF.values())))
+_SETTLE_SLACK = 1e-6  # of a leg's length: the settled hip stays this far inside its reach
+_SETTLE_PASSES = 4
+_TRUNK = np.flatnonzero(ANCESTORS[:, _CHEST] > 0)  # the chest and all it carries
+_ABOVE_CHEST = _TRUNK[_TRUNK != _CHEST]  # neck, head, clavicles and arms
 _YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])  # cross products by index
 _REACH_MARGIN = 1e-6  # m: a goal this close to the neck's full reach counts as beyond it
 
@@ -101,32 +111,77 @@ def _rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.eye(3) + skew + (skew @ skew) / np.maximum(1.0 + cos, _EPS)[:, None, None]
 
 
+def _turn_about(p: np.ndarray, rows: np.ndarray, pivot: int, joints: np.ndarray,
+                old: np.ndarray, new: np.ndarray) -> None:
+    """Turn ``joints`` of ``rows`` about the ``pivot`` joint, in place, by the smallest
+    rotation taking the direction ``old`` to ``new`` (B, 3) each."""
+    centre = p[rows, pivot][:, None]
+    turn = _rotation(old, new)
+    p[rows[:, None], joints[None]] = centre + (p[rows][:, joints] - centre) @ turn.transpose(0, 2, 1)
+
+
 def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
                         lengths: np.ndarray) -> bool:
     """Where the head's goal lies beyond the neck's reach from the chest (a neck is nearly
-    straight), bend the trunk at the chest, in place: the pelvis -> chest and chest -> head
-    segments, each rigid, re-aimed as a two-bone limb from the pelvis (the trunk and all it
-    carries turn about the pelvis, the neck and head about the chest). The two-bone re-aim
-    of the neck then has the last millimetres to do. True where it bent a trunk."""
+    straight), bend the trunk at the spine joint, in place: the spine -> chest and
+    chest -> head segments, each rigid, re-aimed as a two-bone limb from the spine joint
+    (the chest and all it carries turn about the spine joint, then about the chest). The
+    pelvis and hips stay, so held feet stay in reach. The head's re-aim then has the last
+    millimetres to do. True where it bent a trunk."""
     rows = np.flatnonzero(goals[:, _HEAD])
     if not rows.size:
         return False
-    pelvis, chest, head = p[rows, _PELVIS], p[rows, _CHEST], p[rows, _HEAD]
+    spine, chest, head = p[rows, _SPINE], p[rows, _CHEST], p[rows, _HEAD]
     goal = targets[rows, _HEAD]
     reach = lengths[rows, _NECK] + lengths[rows, _HEAD]
     far = _norm(goal - chest) > reach - _REACH_MARGIN
     if not far.any():
         return False
-    rows, pelvis, chest, head, goal = (a[far] for a in (rows, pelvis, chest, head, goal))
-    new_chest, _ = _bend(pelvis, chest, goal, _norm(chest - pelvis), _norm(head - chest))
-    turn = _rotation(chest - pelvis, new_chest - pelvis)
-    upper = p[rows][:, _TRUNK] - pelvis[:, None]
-    p[rows[:, None], _TRUNK[None]] = pelvis[:, None] + upper @ turn.transpose(0, 2, 1)
+    rows, spine, chest, head, goal = (a[far] for a in (rows, spine, chest, head, goal))
+    new_chest, _ = _bend(spine, chest, goal, _norm(chest - spine), _norm(head - chest))
+    _turn_about(p, rows, _SPINE, _TRUNK, chest - spine, new_chest - spine)
     chest, head = p[rows, _CHEST], p[rows, _HEAD]
-    turn = _rotation(head - chest, goal - chest)
-    top = p[rows][:, _NECK_UP] - chest[:, None]
-    p[rows[:, None], _NECK_UP[None]] = chest[:, None] + top @ turn.transpose(0, 2, 1)
+    _turn_about(p, rows, _CHEST, _ABOVE_CHEST, head - chest, goal - chest)
     return True
+
+
+def _keep_feet_in_reach(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                        lengths: np.ndarray, straightest: float) -> None:
+    """Where a held ankle's goal lies beyond its leg's reach from the hip (a straight leg of
+    a rest pose, with a pelvis the solve lifted by millimetres), move the whole body, in
+    place, by the least shift that brings the hips within reach: the body settles onto its
+    feet instead of FABRIK pulling the hips out of the pelvis's shape. Only poses whose
+    other goals are limb ends (re-aimed after this) move."""
+    legs = goals[:, _LEG_ENDS]
+    rows = np.flatnonzero(legs.any(axis=1) & ~goals[:, _BODY].any(axis=1))
+    if not rows.size:
+        return
+    hips, goal = p[rows][:, _LEG_STARTS], targets[rows][:, _LEG_ENDS]
+    reach = (lengths[rows][:, _LEG_MIDS] + lengths[rows][:, _LEG_ENDS]) * min(
+        1.0 - _SETTLE_SLACK, straightest)
+    shift = np.zeros((len(rows), 3))
+    for _ in range(_SETTLE_PASSES):  # two legs: alternating projections, a few suffice
+        for k in range(len(_LEG_ENDS)):
+            away = hips[:, k] + shift - goal[:, k]
+            d = _norm(away)
+            over = np.where(legs[rows, k], np.maximum(d - reach[:, k], 0.0), 0.0)
+            shift -= away * (over / np.maximum(d, _EPS))[:, None]
+    moved = np.abs(shift).max(axis=1) > 0.0
+    if moved.any():
+        p[rows[moved]] += shift[moved, None]
+
+
+def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np.ndarray,
+                straightest: float = 1.0) -> None:
+    """The head's two-bone re-aim from the chest, in place: the chest -> neck bone turns
+    the whole chest branch (neck, clavicles, arms) as the rig's chest bone would, then the
+    neck -> head bone takes the head to its target."""
+    chest, neck = p[rows, _CHEST], p[rows, _NECK]
+    new_neck, new_head = _bend(chest, neck, target, lengths[rows, _NECK],
+                               lengths[rows, _HEAD], straightest)
+    _turn_about(p, rows, _CHEST, _ABOVE_CHEST, neck - chest, new_neck - chest)
+    p[rows, _NECK] = new_neck  # exact (the turn is the smallest one taking old to new)
+    p[rows, _HEAD] = new_head
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
@@ -146,10 +201,16 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
     start = p.copy() if fallback else p
+    _keep_feet_in_reach(p, goals, targets, lengths, straightest)
     if bend_trunk and _bend_spine_to_head(p, goals, targets, lengths):
         err = np.where(goals, _norm(p - targets), 0.0)
-    rows, limb = np.nonzero(goals[:, _END] & (err[:, _END] > tol[:, None]))
+    rows = np.flatnonzero(goals[:, _HEAD] & (err[:, _HEAD] > tol))
     if rows.size:
+        _reaim_head(p, rows, targets[rows, _HEAD], lengths, straightest)
+        err = np.where(goals, _norm(p - targets), 0.0)
+    rows, limb = np.nonzero(goals[:, _END[_LIMBS]] & (err[:, _END[_LIMBS]] > tol[:, None]))
+    if rows.size:
+        limb = _LIMBS[limb]
         _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths, straightest)
     for ankle, toe in _TOE_OF.items():
         rows = np.flatnonzero(goals[:, toe])

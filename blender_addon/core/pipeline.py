@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import exact_reach, fabrik, refine, skeleton
+from . import exact_reach, fabrik, refine, rigid_branches, skeleton
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
 from .normalize import (
@@ -253,7 +253,8 @@ class PoseEditor:
         user_mask = mask
         if options.keep_planted_feet and not any(
                 _moves_legs(self._metrics[name].metric) for name in metrics):
-            mask, t, w = _hold_planted_feet(model, p, mask, t, w)
+            mask, t, w = _hold_planted_feet(model, p, mask, t, w,
+                                            REACH_TOLERANCE / np.asarray(frame.scale))
         t_model = self.targets_to_model(p, t, model, frame, turn)
         notes: list[str] = []
         requests = self._metric_requests(p, model, frame, metrics, notes)
@@ -297,6 +298,8 @@ class PoseEditor:
                     @ turn.swapaxes(-1, -2))
             out = out + move
         tolerance = REACH_TOLERANCE / np.asarray(frame.scale)  # in the rig's units
+        if options.fix_lengths:  # a pose the rig can take: its pelvis and chest are rigid
+            out = rigid_branches.keep_rigid(out, p, user_mask[:, ROOT] > 0)
         if options.fix_lengths and options.refine_steps:
             out = _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance,
                                  fallback=not drag)
@@ -522,6 +525,13 @@ def _on_feet(feet: np.ndarray) -> np.ndarray:
     return out
 
 
+def _on_toes(feet: np.ndarray) -> np.ndarray:
+    """(B, 2) per-foot flags -> (B, 21) on each flagged foot's toe."""
+    out = np.zeros((len(feet), skeleton.NUM_JOINTS), dtype=bool)
+    out[:, _TOES] = feet
+    return out
+
+
 def planted_feet(model: np.ndarray) -> np.ndarray:
     """(B, 21) True on the ankle and toe of each foot that touches the floor, from model-space
     poses (B, 21, 3)."""
@@ -529,13 +539,18 @@ def planted_feet(model: np.ndarray) -> np.ndarray:
 
 
 def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np.ndarray,
-                       w: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       w: np.ndarray, unmoved: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Pins on the ankle and toe of every foot that touches the floor and carries no
-    effector (each pose decides for itself)."""
-    held = _feet_down(model) & (mask[:, _ANKLES] <= 0) & (mask[:, _TOES] <= 0)
-    if not held.any():
+    effector, and on the toe of one whose ankle effector stays within ``unmoved`` (B,) of
+    the ankle (a pinned foot keeps its toe down too); each pose decides for itself."""
+    down = _feet_down(model) & (mask[:, _TOES] <= 0)
+    ankle_free = mask[:, _ANKLES] <= 0
+    ankle_kept = ~ankle_free & (
+        np.linalg.norm(t[:, _ANKLES] - p[:, _ANKLES], axis=-1) <= unmoved[:, None])
+    plant = _on_feet(down & ankle_free) | _on_toes(down & ankle_kept)
+    if not plant.any():
         return mask, t, w
-    plant = _on_feet(held)
     mask, w = np.where(plant, 1.0, mask), np.where(plant, 1.0, w)
     return mask, np.where(plant[..., None], p, t), w
 
