@@ -19,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from . import fabrik
+from .rigid_branches import keep_rigid
 from .skeleton import ANCESTORS, END_JOINTS, JOINT_INDEX, PARENTS
 
 FABRIK_ITERATIONS = 30
+_REALIZE_PASSES = 4  # FABRIK, then the shape a rig can take and the re-aim, this often
 _EPS = 1e-12
 _SLACK = 1e-9  # of a limb's length: how far from fully straight or folded a limb stays
 _LIMB_ENDS = tuple(JOINT_INDEX[j] for j in END_JOINTS)
@@ -41,7 +43,8 @@ _END = np.array(_LIMB_ENDS)
 _MID = PARENTS[_END]
 _START = PARENTS[_MID]
 _TOE = np.array([_TOE_OF.get(int(e), -1) for e in _END])  # the toe below an ankle, or -1
-_SPINE, _CHEST, _NECK, _HEAD = (JOINT_INDEX[j] for j in ("spine", "chest", "neck", "head"))
+_PELVIS, _SPINE, _CHEST, _NECK, _HEAD = (JOINT_INDEX[j]
+                                         for j in ("pelvis", "spine", "chest", "neck", "head"))
 _LIMBS = np.flatnonzero(_END != _HEAD)  # the limb types re-aimed by two bones of their own
 _HEAD_LIMB = int(np.flatnonzero(_END == _HEAD)[0])
 _LEG_ENDS = np.array([JOINT_INDEX["l_foot"], JOINT_INDEX["r_foot"]])
@@ -50,6 +53,12 @@ _LEG_MIDS, _LEG_STARTS = PARENTS[_LEG_ENDS], PARENTS[PARENTS[_LEG_ENDS]]
 _BODY = np.array(sorted(set(range(len(PARENTS))) - set(_LIMB_ENDS) - set(_TOE_OF.values())))
 _SETTLE_SLACK = 1e-6  # of a leg's length: the settled hip stays this far inside its reach
 _SETTLE_PASSES = 4
+_ARMS = tuple(tuple(JOINT_INDEX[f"{side}_{j}"] for j in ("clavicle", "upperarm", "forearm", "hand"))
+              for side in "lr")
+_ARM_JOINTS = tuple(np.flatnonzero(ANCESTORS[:, upperarm] > 0) for _, upperarm, _, _ in _ARMS)
+# Goals that fix an arm's lean themselves: its own joints above the hand, the trunk's.
+_ARM_HELD = tuple(np.array([JOINT_INDEX[j] for j in ("spine", "chest", "neck", "head")]
+                           + list(arm[:3])) for arm in _ARMS)
 _TRUNK = np.flatnonzero(ANCESTORS[:, _CHEST] > 0)  # the chest and all it carries
 _ABOVE_CHEST = _TRUNK[_TRUNK != _CHEST]  # neck, head, clavicles and arms
 _YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])  # cross products by index
@@ -117,7 +126,8 @@ def _turn_about(p: np.ndarray, rows: np.ndarray, pivot: int, joints: np.ndarray,
     rotation taking the direction ``old`` to ``new`` (B, 3) each."""
     centre = p[rows, pivot][:, None]
     turn = _rotation(old, new)
-    p[rows[:, None], joints[None]] = centre + (p[rows][:, joints] - centre) @ turn.transpose(0, 2, 1)
+    turned = (p[rows][:, joints] - centre) @ turn.transpose(0, 2, 1)
+    p[rows[:, None], joints[None]] = centre + turned
 
 
 def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
@@ -171,6 +181,52 @@ def _keep_feet_in_reach(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
         p[rows[moved]] += shift[moved, None]
 
 
+def _turn_within_reach(p: np.ndarray, rows: np.ndarray, pivot: int, joint: int,
+                       moved: np.ndarray, goal: np.ndarray, reach: np.ndarray) -> None:
+    """Turn ``moved`` joints of ``rows`` about ``pivot``, in place, by the least angle that
+    brings ``joint`` within ``reach`` (B,) of ``goal`` (B, 3), or as near as its circle
+    about the pivot allows. Rows where it is within reach already do not move."""
+    centre, at = p[rows, pivot], p[rows, joint]
+    far = _norm(goal - at) > reach
+    if not far.any():
+        return
+    rows, centre, at, goal, reach = (a[far] for a in (rows, centre, at, goal, reach))
+    radius = np.maximum(_norm(at - centre), _EPS)
+    to_goal = goal - centre
+    dist = np.maximum(_norm(to_goal), _EPS)
+    u_goal = to_goal / dist[:, None]
+    # The joint on its sphere about the pivot, at the angle phi from the goal's direction
+    # where it is exactly ``reach`` from the goal (law of cosines).
+    cos_phi = _clip((radius * radius + dist * dist - reach * reach) / (2.0 * radius * dist),
+                    -1.0, 1.0)
+    u_now = (at - centre) / radius[:, None]
+    side = u_now - u_goal * (u_now * u_goal).sum(-1, keepdims=True)
+    side /= np.maximum(_norm(side), _EPS)[:, None]
+    u_new = cos_phi[:, None] * u_goal + np.sqrt(1.0 - cos_phi * cos_phi)[:, None] * side
+    _turn_about(p, rows, pivot, moved, u_now, u_new)
+
+
+def _lean_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                   lengths: np.ndarray, straightest: float) -> None:
+    """Where a hand's goal lies beyond its arm's reach from the shoulder (a straight arm of
+    a T-pose, a target past it), turn the clavicle towards the goal, then, if that is not
+    enough and the other hand has no goal, the trunk about the spine joint, each by the
+    least angle, in place: the body leans as a rig can (its pelvis and chest keep their
+    shape). The two-bone re-aim then reaches."""
+    for k, (clavicle, shoulder, elbow, hand) in enumerate(_ARMS):
+        rows = np.flatnonzero(goals[:, hand] & ~goals[:, _ARM_HELD[k]].any(axis=1))
+        if not rows.size:
+            continue
+        reach = (lengths[rows, elbow] + lengths[rows, hand]) * min(1.0 - _SETTLE_SLACK,
+                                                                  straightest)
+        goal = targets[rows, hand]
+        _turn_within_reach(p, rows, clavicle, shoulder, _ARM_JOINTS[k], goal, reach)
+        alone = ~goals[rows, _ARMS[1 - k][3]]  # a lean would take the other hand away
+        if alone.any():
+            _turn_within_reach(p, rows[alone], _SPINE, shoulder, _TRUNK, goal[alone],
+                               reach[alone])
+
+
 def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np.ndarray,
                 straightest: float = 1.0) -> None:
     """The head's two-bone re-aim from the chest, in place: the chest -> neck bone turns
@@ -202,6 +258,8 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
         return p
     start = p.copy() if fallback else p
     _keep_feet_in_reach(p, goals, targets, lengths, straightest)
+    if bend_trunk:
+        _lean_to_hands(p, goals, targets, lengths, straightest)
     if bend_trunk and _bend_spine_to_head(p, goals, targets, lengths):
         err = np.where(goals, _norm(p - targets), 0.0)
     rows = np.flatnonzero(goals[:, _HEAD] & (err[:, _HEAD] > tol))
@@ -225,6 +283,29 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     if left.size:
         # From the pose before the re-aim: a limb pulled straight towards a target out of
         # its reach would stay straight through FABRIK; the refined bend carries over.
-        p[left] = fabrik.solve(start[left], goals[left], targets[left], lengths[left],
-                               FABRIK_ITERATIONS, tol[left])
+        p[left] = realizable(fabrik.solve(start[left], goals[left], targets[left],
+                                          lengths[left], FABRIK_ITERATIONS, tol[left]),
+                             start[left], goals[left], targets[left], lengths[left], tol[left],
+                             straightest)
     return p
+
+
+def realizable(pose: np.ndarray, start: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+               lengths: np.ndarray, tolerance: np.ndarray, straightest: float = 1.0
+               ) -> np.ndarray:
+    """A FABRIK answer made one a rig can show: FABRIK bends the pelvis and the chest out
+    of shape (their children's proposals averaged), which a rig's rigid bones cannot take;
+    their shape is put back as in ``start`` and the limbs re-aimed (no FABRIK again)."""
+    out = np.array(pose, dtype=np.float64)
+    rows = np.arange(len(out))
+    for k in range(_REALIZE_PASSES):
+        out[rows] = solve(keep_rigid(out[rows], start[rows], goals[rows, _PELVIS], lean=True),
+                          goals[rows], targets[rows], lengths[rows], tolerance[rows],
+                          fallback=False, straightest=straightest)
+        err = np.where(goals[rows], _norm(out[rows] - targets[rows]), 0.0).max(axis=1)
+        rows = rows[err > tolerance[rows]]
+        if not rows.size or k == _REALIZE_PASSES - 1:
+            break
+        out[rows] = fabrik.solve(out[rows], goals[rows], targets[rows], lengths[rows],
+                                 FABRIK_ITERATIONS, tolerance[rows])
+    return out

@@ -595,8 +595,10 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     stuck = np.flatnonzero(err > tolerance)
     if stuck.size:
         lengths = np.broadcast_to(lengths, mask.shape)
-        classic = fabrik.solve(start[stuck], full[stuck], t[stuck], lengths[stuck],
-                               tolerance=tolerance[stuck] * CLASSIC_TOLERANCE)
+        classic = exact_reach.realizable(
+            fabrik.solve(start[stuck], full[stuck], t[stuck], lengths[stuck],
+                         tolerance=tolerance[stuck] * CLASSIC_TOLERANCE),
+            start[stuck], full[stuck], t[stuck], lengths[stuck], tolerance[stuck])
         classic_err = np.where(full[stuck], np.linalg.norm(classic - t[stuck], axis=-1),
                                0.0).max(axis=1)
         better = classic_err < err[stuck]

@@ -23,6 +23,7 @@ from .skeleton import ANCESTORS, JOINT_INDEX, ROOT
 # turn about the line through the hips (the chest above is re-aimed anyway).
 _PELVIS_POINTS = np.array([ROOT] + [JOINT_INDEX[j] for j in ("spine", "l_thigh", "r_thigh")])
 _PELVIS_WEIGHTS = np.array([0.01, 0.01, 1.0, 1.0])
+_LEAN_WEIGHTS = np.array([0.01, 1.0, 1.0, 1.0])
 _HELD_PELVIS_WEIGHT = 1e6  # a pelvis with a goal of its own stays where it is
 # The chest branch turns about the chest (the spine bone below fixes where the chest is).
 _CHEST = JOINT_INDEX["chest"]
@@ -41,13 +42,16 @@ def _carry(out: np.ndarray, children: np.ndarray, placed: np.ndarray) -> None:
         out[:, _SUBTREE[int(c)]] += shift[:, k, None]
 
 
-def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | None = None
-               ) -> np.ndarray:
+def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | None = None,
+               lean: bool = False) -> np.ndarray:
     """``pose`` (B, 21, 3) with each branch placed as in ``start`` (B, 21, 3), moved as a
     whole to best fit the pose's; what hangs below a branch's child moves with it, so every
-    bone keeps its length. ``held_pelvis`` (B,): poses whose pelvis must stay put."""
+    bone keeps its length. ``held_pelvis`` (B,): poses whose pelvis must stay put;
+    ``lean``: the spine counts as much as the hips (a pose that leans to reach, where the
+    pelvis turns with the trunk and the legs are re-aimed after)."""
     out = np.array(pose, dtype=np.float64)
-    weights = np.broadcast_to(_PELVIS_WEIGHTS, (len(out), len(_PELVIS_POINTS))).copy()
+    weights = np.broadcast_to(_LEAN_WEIGHTS if lean else _PELVIS_WEIGHTS,
+                              (len(out), len(_PELVIS_POINTS))).copy()
     if held_pelvis is not None:
         weights[held_pelvis, 0] = _HELD_PELVIS_WEIGHT
     share = (weights / weights.sum(axis=1, keepdims=True))[..., None]
