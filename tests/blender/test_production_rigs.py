@@ -12,7 +12,8 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy42 / .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import edits, live, mapped_rig, rig_keys, rig_mapping  # noqa: E402
+from blender_addon import edits, live, mapped_rig, rig_io, rig_keys, rig_mapping  # noqa: E402
+from blender_addon.core import skeleton  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 from training.blender_side.rigs import fbx_character  # noqa: E402
 
@@ -23,6 +24,9 @@ HAND_DRAG = np.array([0.0, 0.0, 0.30])  # m, world: the left hand's empty 30 cm 
 IK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
 MECHANISM = ("DEF-", "ORG-", "MCH-")  # Rigify's bones that are not controls
 FBX_HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world: the right hand of the FBX rig
+HELD_TOL = 1e-4  # m: held feet (planted, or pinned with their toes), read back; measured 0.00
+PIN_TOL = 1e-3  # m: pinned effectors read back; measured up to 0.66 mm (Rigify's head)
+FEET_JOINTS = skeleton.joint_indices(["l_foot", "l_toe", "r_foot", "r_toe"])
 
 
 def _deform_heads(obj: bpy.types.Object) -> dict[str, np.ndarray]:
@@ -34,6 +38,14 @@ def _deform_heads(obj: bpy.types.Object) -> dict[str, np.ndarray]:
 
 def _empty(obj: bpy.types.Object, joint: str) -> bpy.types.Object:
     return next(e.empty for e in obj.npe.effectors if e.joint == joint)
+
+
+def _shown_joints(obj: bpy.types.Object) -> np.ndarray:
+    """World joints (21, 3) as Blender evaluates the rig, read on the bones that show them."""
+    bpy.context.view_layer.update()
+    mw = rig_io.world_matrix(obj)
+    joints = rig_io.evaluated_joints(obj, mapped_rig.rig_for(obj))
+    return joints @ mw[:3, :3].T + mw[:3, 3]
 
 
 def test_generated_rigify_maps_to_its_controls_without_changing_the_pose(
@@ -105,6 +117,34 @@ def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> 
     scene.npe.live = False
     heads = _deform_heads(rig)
     assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG)) < REACH_TOL
+
+
+@pytest.mark.parametrize("kind", ["rigify", "mixamo"])
+@pytest.mark.parametrize("preset", ["HANDS", "LIMBS"])
+def test_a_large_hand_drag_keeps_the_feet_where_blender_shows_them(
+        kind: str, preset: str, request: pytest.FixtureRequest) -> None:
+    """From a rig's rest pose (straight legs, no slack), the left hand's empty 30 cm up,
+    Solve: read back from the evaluated rig, the planted (HANDS) or pinned (LIMBS) feet and
+    their toes have not moved, the pinned effectors are on their empties and the hand
+    on its own: the engine's answer is one the rig's rigid pelvis and chest can take."""
+    rig = request.getfixturevalue(f"{kind}_rig")
+    name = rig.name
+    if kind == "rigify":
+        assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset=preset) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    before = _shown_joints(rig)
+    hand = _empty(rig, "l_hand")
+    hand.location = np.array(hand.location) + HAND_DRAG
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    after = _shown_joints(rig)
+    feet = np.linalg.norm(after[FEET_JOINTS] - before[FEET_JOINTS], axis=1)
+    assert feet.max() < HELD_TOL, feet
+    misses = {e.joint: np.linalg.norm(after[skeleton.JOINT_INDEX[e.joint]]
+                                      - np.array(e.empty.matrix_world.translation))
+              for e in rig.npe.effectors}
+    assert max(misses.values()) < PIN_TOL, misses
 
 
 def test_deform_bones_of_a_control_rig_are_reported(rigify_rig: bpy.types.Object) -> None:
