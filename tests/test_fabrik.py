@@ -47,3 +47,23 @@ def test_no_effector_is_identity_and_batch_equals_single(synthetic_clip: np.ndar
     batch = fabrik.solve(x[:5], mask[:5], x2[:5])
     single = np.stack([fabrik.solve(x[i], mask[i], x2[i]) for i in range(5)])
     np.testing.assert_allclose(batch, single, atol=1e-12)
+
+
+def test_rig_shaped_keeps_the_pelvis_and_chest_a_rig_can_take(synthetic_clip: np.ndarray
+                                                              ) -> None:
+    """``rig_shaped``: the pelvis (spine, hips) and chest (neck, clavicles) branches keep
+    the start's shape, which classic FABRIK averages apart, and the ends still arrive."""
+    x, x2 = _pairs(synthetic_clip)
+    mask = np.zeros(x.shape[:2], bool)
+    mask[:, skeleton.joint_indices(END_JOINTS)] = True
+    out = fabrik.solve(x, mask, x2, iterations=60, rig_shaped=True)
+    classic = fabrik.solve(x, mask, x2, iterations=60)
+    for branch in (["pelvis", "spine", "l_thigh", "r_thigh"],
+                   ["chest", "neck", "l_clavicle", "r_clavicle"]):
+        idx = skeleton.joint_indices(branch)
+        shape = lambda p: np.linalg.norm(p[:, idx, None] - p[:, None, idx], axis=-1)  # noqa: E731, B023
+        np.testing.assert_allclose(shape(out), shape(x), atol=1e-9)
+        assert np.abs(shape(classic) - shape(x)).max() > 1e-3  # what the option is for
+    err = np.linalg.norm(out - x2, axis=-1)[mask]
+    assert np.median(err) < 1e-3
+    np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(x), atol=1e-9)

@@ -4,7 +4,8 @@ From test poses (or BVH clips in their own proportions), a joint is grabbed and 
 5-40 cm in a random direction, nothing else asked: one hand, both hands, a foot, the head,
 the pelvis, and the headline case of the drags issue (one hand, 10-25 cm); each with and
 without pins on the other end joints (hands, feet, head). Per method (the network alone,
-the default options with refinement, the 2021 paper's chained solvers, classic FABRIK):
+the default options with refinement, the 2021 paper's chained solvers, classic FABRIK, and
+FABRIK kept rig-shaped with the planted feet held):
 
 - reach: distance of each dragged joint to its target (median, p90);
 - planted feet: how far the feet that touch the floor in the start pose (and are not
@@ -13,6 +14,10 @@ the default options with refinement, the 2021 paper's chained solvers, classic F
 - plausibility: the share of poses with a joint angle outside the training data's
   0.1-99.9 percentile range (:mod:`.plausibility`), and the distance to the learned
   manifold (the autoencoder's residual, median);
+- reached on a rig: the share of drags whose every dragged joint is within 1 mm once a rig
+  takes the answer (:func:`on_rig`: its pelvis and chest are rigid bones, fitted as the
+  rotation stage does, then the effector limbs re-aimed), since a pose a rig cannot show
+  is not what the user sees;
 - null edits: the largest joint displacement when effectors sit on their joints.
 """
 
@@ -24,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from blender_addon.core import pipeline, skeleton
+from blender_addon.core import exact_reach, fabrik, pipeline, rigid_branches, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
 from blender_addon.core.pipeline import FOOT_JOINTS, PoseEditor, SolveOptions
@@ -48,6 +53,10 @@ METHODS: dict[str, SolveOptions] = {
     "classic FABRIK": SolveOptions(solver="classic"),
 }
 FABRIK = "classic FABRIK"
+# Classic FABRIK as a rig can take it: the pelvis and chest kept rigid, the planted feet
+# held (a pelvis that turns would otherwise carry them along).
+RIG_FABRIK = "FABRIK, rig-shaped"
+RIG_FABRIK_TOLERANCE = 1e-4  # m
 
 
 def sample_poses(clips: list[np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
@@ -86,6 +95,28 @@ def planted_feet(poses: np.ndarray) -> np.ndarray:
 REACHED_M = 1e-3  # a target within 1 mm is reached
 
 
+def rig_shaped_fabrik(x: np.ndarray, mask: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """:data:`RIG_FABRIK`'s answer to a batch of requests."""
+    planted = planted_feet(x) & (mask <= 0)
+    for joints in FOOT_JOINTS.values():  # a foot with an effector is the user's
+        planted[:, joints] &= ~(mask[:, joints] > 0).any(axis=1, keepdims=True)
+    goals = (mask > 0) | planted
+    return fabrik.solve(x, goals, np.where(planted[..., None], x, targets),
+                        skeleton.bone_lengths(x), exact_reach.FABRIK_ITERATIONS,
+                        RIG_FABRIK_TOLERANCE, rig_shaped=True)
+
+
+def on_rig(out: np.ndarray, x: np.ndarray, mask: np.ndarray, targets: np.ndarray
+           ) -> np.ndarray:
+    """What a rig shows for an answer: its pelvis and chest, rigid bones, fitted to it as
+    the rotation stage does (the start pose's shapes turned as a whole), then the limbs
+    above the effectors re-aimed (no FABRIK: the add-on's rotation stage has none)."""
+    goals = mask > 0
+    shaped = rigid_branches.keep_rigid(out, x, goals[:, skeleton.ROOT])
+    return exact_reach.solve(shaped, goals, targets, skeleton.bone_lengths(x),
+                             RIG_FABRIK_TOLERANCE, fallback=False, bend_trunk=False)
+
+
 def reached(out: np.ndarray, targets: np.ndarray, dragged: np.ndarray) -> np.ndarray:
     """(B,) every dragged joint within :data:`REACHED_M` of its target."""
     err = np.where(dragged, np.linalg.norm(out - targets, axis=-1), 0.0)
@@ -93,13 +124,14 @@ def reached(out: np.ndarray, targets: np.ndarray, dragged: np.ndarray) -> np.nda
 
 
 def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarray,
-            targets: np.ndarray, dragged: np.ndarray, fabrik_reached: np.ndarray
-            ) -> dict[str, float]:
+            mask: np.ndarray, targets: np.ndarray, dragged: np.ndarray,
+            fabrik_reached: np.ndarray) -> dict[str, float]:
     """The figures of one (case, pins, method) cell; ``fabrik_reached`` (B,) marks the poses
     where classic FABRIK reaches every target."""
     moved = np.linalg.norm(out - x, axis=-1)
     reach = np.linalg.norm(out - targets, axis=-1)[dragged]
     ours = reached(out, targets, dragged)
+    shown = reached(on_rig(out, x, mask, targets), targets, dragged)
     # A foot counts when neither its ankle nor its toe is dragged.
     feet = planted_feet(x)
     for joints in FOOT_JOINTS.values():
@@ -111,6 +143,7 @@ def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarra
         "reach_p90_mm": float(np.percentile(reach, 90) * MM),
         "reached_where_fabrik_reaches_pct": float(ours[fabrik_reached].mean() * 100.0)
         if fabrik_reached.any() else 100.0,
+        "reached_on_rig_pct": float(shown.mean() * 100.0),
         "planted_feet_median_cm": float(np.median(drift) * CM),
         "planted_feet_p90_cm": float(np.percentile(drift, 90) * CM),
         "pelvis_median_cm": float(np.median(pelvis) * CM) if pelvis.size else 0.0,
@@ -142,8 +175,10 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: Angl
         mask, targets, dragged = drag_requests(x, joints, span, pins, rng)
         outs = {method: editor.solve_arrays(x, mask, targets, options=options).positions
                 for method, options in METHODS.items()}
+        outs[RIG_FABRIK] = rig_shaped_fabrik(x, mask, targets)
         fabrik_reached = reached(outs[FABRIK], targets, dragged)
-        row = {method: measure(models, ranges, x, out, targets, dragged, fabrik_reached)
+        row = {method: measure(models, ranges, x, out, mask, targets, dragged,
+                               fabrik_reached)
                for method, out in outs.items()}
         result["cases"].setdefault(case, {})["with pins" if pins else "no pins"] = row
     result["null_edit_max_mm"] = {}
@@ -199,7 +234,7 @@ def plot(result: dict[str, Any], path: str) -> None:
               ("other joints moved, mean (cm)", "others_mean_cm"),
               ("poses with an angle out of range (%)", "out_of_range_pct")]
     fig, axes = plt.subplots(1, len(panels), figsize=(4.0 * len(panels), 3.6))
-    colors = ["#8da0cb", "#1b9e77", "#e7298a", "#999999"]
+    colors = ["#8da0cb", "#1b9e77", "#e7298a", "#999999", "#666666"]
     for ax, (title, key) in zip(axes, panels, strict=True):
         values = [row[m][key] for m in methods]
         ax.bar(range(len(methods)), values, color=colors[:len(methods)])
@@ -222,16 +257,16 @@ def markdown(result: dict[str, Any]) -> str:
              f"start poses out of range: {start['out_of_range_pct']:.1f} %, manifold distance "
              f"{start['manifold_median_cm']:.2f} cm.", "",
              "| drag | pins | method | reach median / p90 (mm) | reached where FABRIK reaches "
-             "(%) | planted feet median / p90 (cm) | pelvis (cm) | other joints (cm) | "
-             "out of range (%) | manifold (cm) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(%) | reached on a rig (%) | planted feet median / p90 (cm) | pelvis (cm) | "
+             "other joints (cm) | out of range (%) | manifold (cm) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, by_pins in result["cases"].items():
         for pins, methods in by_pins.items():
             for method, r in methods.items():
                 lines.append(
                     f"| {case} | {pins} | {method} | {r['reach_median_mm']:.2f} / "
                     f"{r['reach_p90_mm']:.1f} | {r['reached_where_fabrik_reaches_pct']:.1f} | "
-                    f"{r['planted_feet_median_cm']:.2f} / "
+                    f"{r['reached_on_rig_pct']:.1f} | {r['planted_feet_median_cm']:.2f} / "
                     f"{r['planted_feet_p90_cm']:.2f} | {r['pelvis_median_cm']:.2f} | "
                     f"{r['others_mean_cm']:.2f} | {r['out_of_range_pct']:.1f} | "
                     f"{r['manifold_median_cm']:.2f} |")
@@ -244,19 +279,21 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-SUMMARY_METHODS = ("network alone", "default (refined)", FABRIK)
+SUMMARY_METHODS = ("network alone", "default (refined)", FABRIK, RIG_FABRIK)
 
 
 def summary(result: dict[str, Any]) -> str:
     """The README's table: every drag without pins, the network, the default and FABRIK."""
     lines = ["| drag (no pins) | method | reach median (mm) | reached where FABRIK reaches "
-             "(%) | planted feet p90 (mm) | pelvis (cm) | other joints (cm) | angles out "
-             "of range (%) | manifold (cm) |", "|---|---|---|---|---|---|---|---|---|"]
+             "(%) | reached on a rig (%) | planted feet p90 (mm) | pelvis (cm) | other joints "
+             "(cm) | angles out of range (%) | manifold (cm) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for case, by_pins in result["cases"].items():
         for method in SUMMARY_METHODS:
             r = by_pins["no pins"][method]
             lines.append(f"| {case} | {method} | {r['reach_median_mm']:.2f} | "
                          f"{r['reached_where_fabrik_reaches_pct']:.0f} | "
+                         f"{r['reached_on_rig_pct']:.0f} | "
                          f"{r['planted_feet_p90_cm'] * 10:.2f} | {r['pelvis_median_cm']:.2f} | "
                          f"{r['others_mean_cm']:.2f} | {r['out_of_range_pct']:.0f} | "
                          f"{r['manifold_median_cm']:.2f} |")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .normalize import set_bone_lengths
+from .rigid_branches import branch_shapes, turn_branches
 from .skeleton import ANCESTORS, DEPTHS, NUM_JOINTS, PARENTS, ROOT, bone_lengths
 
 DEFAULT_ITERATIONS = 20
@@ -46,13 +47,22 @@ def _pull(child: np.ndarray, joint: np.ndarray, length: np.ndarray) -> np.ndarra
     return child + d * (length[..., None] / np.maximum(n, _EPS))
 
 
+def _rebuild(p: np.ndarray, bones: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Joints from ``p``'s pelvis and bone vectors, each bone at its length."""
+    return set_bone_lengths(p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones, lengths)
+
+
 def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
           lengths: np.ndarray | None = None, iterations: int = DEFAULT_ITERATIONS,
-          tolerance: float | np.ndarray = DEFAULT_TOLERANCE) -> np.ndarray:
+          tolerance: float | np.ndarray = DEFAULT_TOLERANCE, rig_shaped: bool = False
+          ) -> np.ndarray:
     """Move ``positions`` (..., 21, 3) so that joints with ``mask`` reach ``targets``.
 
     ``lengths`` (21,) or (..., 21) default to the input's bone lengths; the pelvis stays.
-    ``tolerance``: metres, or one per pose (...,).
+    ``tolerance``: metres, or one per pose (...,). ``rig_shaped``: the pelvis and chest
+    keep the input's shape, as a rig's rigid bones do (:mod:`.rigid_branches`): each
+    outward stage turns a branch as a whole to best fit its children's new directions,
+    so the answer is one a rig can take (the classic algorithm averages them apart).
     """
     p = np.array(positions, dtype=np.float64)
     batch = p.shape[:-2]
@@ -62,6 +72,7 @@ def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
         np.asarray(lengths, dtype=np.float64), (*batch, NUM_JOINTS))
     active = (mask.astype(np.float64) @ ANCESTORS) > 0  # an effector at or below the joint
     eff = mask & (np.arange(NUM_JOINTS) != ROOT)
+    shapes = branch_shapes(p) if rig_shaped else None
     for _ in range(iterations):
         err = np.where(eff, np.linalg.norm(p - targets, axis=-1), 0.0)
         running = err.max(axis=-1, initial=0.0) > tolerance  # each pose stops on its own
@@ -81,6 +92,8 @@ def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
         bones = np.where(active[..., None], q - q[..., PARENTS.clip(min=0), :],
                          p - p[..., PARENTS.clip(min=0), :])
         bones[..., ROOT, :] = 0.0
-        solved = set_bone_lengths(p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones, lengths)
+        if shapes is not None:
+            bones = turn_branches(bones, shapes, active)
+        solved = _rebuild(p, bones, lengths)
         p = np.where(running[..., None, None], solved, p)
     return p

@@ -595,10 +595,13 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     stuck = np.flatnonzero(err > tolerance)
     if stuck.size:
         lengths = np.broadcast_to(lengths, mask.shape)
-        classic = exact_reach.realizable(
-            fabrik.solve(start[stuck], full[stuck], t[stuck], lengths[stuck],
-                         tolerance=tolerance[stuck] * CLASSIC_TOLERANCE),
-            start[stuck], full[stuck], t[stuck], lengths[stuck], tolerance[stuck])
+        # Rig-shaped (a rig's pelvis and chest are rigid), with the last millimetres to
+        # FABRIK's own tolerance put right by the analytic re-aim.
+        classic = fabrik.solve(start[stuck], full[stuck], t[stuck], lengths[stuck],
+                               exact_reach.FABRIK_ITERATIONS,
+                               tolerance[stuck] * CLASSIC_TOLERANCE, rig_shaped=True)
+        classic = exact_reach.solve(classic, full[stuck], t[stuck], lengths[stuck],
+                                    tolerance[stuck], fallback=False)
         classic_err = np.where(full[stuck], np.linalg.norm(classic - t[stuck], axis=-1),
                                0.0).max(axis=1)
         better = classic_err < err[stuck]

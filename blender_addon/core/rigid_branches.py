@@ -14,55 +14,113 @@ from __future__ import annotations
 
 import numpy as np
 
-from .quaternions import best_rotation
+from .quaternions import rotation_from_covariance
 from .skeleton import ANCESTORS, JOINT_INDEX, ROOT
 
 # The pelvis branch fits its place too (the pelvis is the rig's root; a translation is
 # free): the hips count most, as the legs hang from them and the feet are often held, so
 # a knee need not bend to make up for a hip the fit moved; the pelvis and spine settle the
-# turn about the line through the hips (the chest above is re-aimed anyway).
+# turn about the line through the hips.
 _PELVIS_POINTS = np.array([ROOT] + [JOINT_INDEX[j] for j in ("spine", "l_thigh", "r_thigh")])
 _PELVIS_WEIGHTS = np.array([0.01, 0.01, 1.0, 1.0])
-_LEAN_WEIGHTS = np.array([0.01, 1.0, 1.0, 1.0])
 _HELD_PELVIS_WEIGHT = 1e6  # a pelvis with a goal of its own stays where it is
 # The chest branch turns about the chest (the spine bone below fixes where the chest is).
 _CHEST = JOINT_INDEX["chest"]
 _CHEST_CHILDREN = np.array([JOINT_INDEX[j] for j in ("neck", "l_clavicle", "r_clavicle")])
-# Each branch child's subtree (the child included), carried along when the child moves.
-_SUBTREE: dict[int, np.ndarray] = {
-    int(c): np.flatnonzero(ANCESTORS[:, c] > 0)
-    for c in (*_PELVIS_POINTS[1:], *_CHEST_CHILDREN)
-}
+_CHEST_WEIGHTS = np.ones(len(_CHEST_CHILDREN))
+# A branch child that moves swings its own bone back towards the joint below it (chest,
+# knees; head, shoulders), as the rig's bone would: what hangs below moves by as little.
+_PELVIS_NEXT = np.array([JOINT_INDEX[j] for j in ("chest", "l_shin", "r_shin")])
+_CHEST_NEXT = np.array([JOINT_INDEX[j] for j in ("head", "l_upperarm", "r_upperarm")])
+# The joints each of those carries (itself and below): its shift reaches them all in one
+# product, (21, K) @ (B, K, 3).
+_PELVIS_CARRY = np.stack([ANCESTORS[:, g] for g in _PELVIS_NEXT], axis=1)
+_CHEST_CARRY = np.stack([ANCESTORS[:, g] for g in _CHEST_NEXT], axis=1)
 
 
-def _carry(out: np.ndarray, children: np.ndarray, placed: np.ndarray) -> None:
-    """Move each child to its new place (B, K, 3), in place, with what hangs below it."""
-    shift = placed - out[:, children]
-    for k, c in enumerate(children):
-        out[:, _SUBTREE[int(c)]] += shift[:, k, None]
+def _covariance(was: np.ndarray, now: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(B, 3, 3) sum_k w_k was_k now_k^T, whose best rotation (Kabsch) minimises
+    sum_k w_k |R was_k - now_k|^2; ``was`` / ``now`` (B, K, 3), ``weights`` (K,) or (B, K)."""
+    return np.swapaxes(was * weights[..., None], -1, -2) @ now
 
 
-def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | None = None,
-               lean: bool = False) -> np.ndarray:
+def _place(out: np.ndarray, children: np.ndarray, placed: np.ndarray, nexts: np.ndarray,
+           carry: np.ndarray) -> None:
+    """Branch children to their places (B, K, 3), in place; each one's bone to the next
+    joint swung to aim where that joint was, its length kept, and what hangs below that
+    joint moved with it."""
+    below = out[:, nexts]
+    length = np.linalg.norm(below - out[:, children], axis=-1, keepdims=True)
+    toward = below - placed
+    moved = placed + toward * (length / np.maximum(
+        np.linalg.norm(toward, axis=-1, keepdims=True), 1e-12))
+    out[:, children] = placed
+    out += carry @ (moved - below)
+
+
+def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | None = None
+               ) -> np.ndarray:
     """``pose`` (B, 21, 3) with each branch placed as in ``start`` (B, 21, 3), moved as a
-    whole to best fit the pose's; what hangs below a branch's child moves with it, so every
-    bone keeps its length. ``held_pelvis`` (B,): poses whose pelvis must stay put;
-    ``lean``: the spine counts as much as the hips (a pose that leans to reach, where the
-    pelvis turns with the trunk and the legs are re-aimed after)."""
+    whole to best fit the pose's; every bone keeps its length. ``held_pelvis`` (B,): poses
+    whose pelvis must stay put."""
     out = np.array(pose, dtype=np.float64)
-    weights = np.broadcast_to(_LEAN_WEIGHTS if lean else _PELVIS_WEIGHTS,
-                              (len(out), len(_PELVIS_POINTS))).copy()
-    if held_pelvis is not None:
-        weights[held_pelvis, 0] = _HELD_PELVIS_WEIGHT
-    share = (weights / weights.sum(axis=1, keepdims=True))[..., None]
+    weights = _PELVIS_WEIGHTS
+    if held_pelvis is not None and held_pelvis.any():
+        weights = np.where(held_pelvis[:, None] & (np.arange(len(weights)) == 0),
+                           _HELD_PELVIS_WEIGHT, weights)
+    share = weights / weights.sum(axis=-1, keepdims=True)
     was, now = start[:, _PELVIS_POINTS], out[:, _PELVIS_POINTS]
-    was_c, now_c = (was * share).sum(axis=1), (now * share).sum(axis=1)
-    turn = best_rotation(was - was_c[:, None], now - now_c[:, None], weights)
-    placed = now_c[:, None] + (was - was_c[:, None]) @ turn.swapaxes(-1, -2)
+    was_c, now_c = share[..., None, :] @ was, share[..., None, :] @ now  # (B, 1, 3)
+    was = was - was_c
+    # The chest's fit in the same call: the pelvis's step shifts the chest's branch as a
+    # whole, which leaves it unchanged relative to the chest.
+    chest_was = start[:, _CHEST_CHILDREN] - start[:, _CHEST, None]
+    n = len(out)
+    turns = np.swapaxes(rotation_from_covariance(np.concatenate([
+        _covariance(was, now - now_c, weights),
+        _covariance(chest_was, out[:, _CHEST_CHILDREN] - out[:, _CHEST, None],
+                    _CHEST_WEIGHTS)])), -1, -2)
+    placed = now_c + was @ turns[:n]
     out[:, ROOT] = placed[:, 0]
-    _carry(out, _PELVIS_POINTS[1:], placed[:, 1:])
+    _place(out, _PELVIS_POINTS[1:], placed[:, 1:], _PELVIS_NEXT, _PELVIS_CARRY)
+    _place(out, _CHEST_CHILDREN, out[:, _CHEST, None] + chest_was @ turns[n:], _CHEST_NEXT,
+           _CHEST_CARRY)
+    return out
 
-    was = start[:, _CHEST_CHILDREN] - start[:, _CHEST, None]
-    turn = best_rotation(was, out[:, _CHEST_CHILDREN] - out[:, _CHEST, None])
-    _carry(out, _CHEST_CHILDREN, out[:, _CHEST, None] + was @ turn.swapaxes(-1, -2))
+
+# The branches as bones: each branch joint's children, whose bone vectors (child - joint)
+# turn together. FABRIK moves bone directions, so its branches fit there.
+_BRANCH_BONES = (_PELVIS_POINTS[1:], _CHEST_CHILDREN)
+# In FABRIK, a branch child with no goal at or below it counts this much against one with
+# a goal: the branch turns mostly the way its goals pull. One hand dragged 10-25 cm (300
+# CMU test poses, the refined default), other joints' mean displacement: 0.3 -> 1.87 cm,
+# 1 (all equal) -> 1.90, 10 -> 2.20; 0.01 -> 1.90.
+INACTIVE_WEIGHT = 0.3
+
+
+def branch_shapes(pose: np.ndarray) -> np.ndarray:
+    """The branches' bone vectors of ``pose`` (..., 21, 3): (2, ..., 3, 3), the shapes
+    :func:`turn_branches` keeps."""
+    parents = (ROOT, _CHEST)
+    return np.stack([pose[..., bones, :] - pose[..., parent, None, :]
+                     for parent, bones in zip(parents, _BRANCH_BONES, strict=True)])
+
+
+def turn_branches(bones: np.ndarray, shapes: np.ndarray, active: np.ndarray) -> np.ndarray:
+    """Bone vectors ``bones`` (..., 21, 3) with each branch's children's vectors replaced
+    by its ``shapes`` (from :func:`branch_shapes`) turned as a whole to best fit their
+    directions: one rotation per branch. A child with no goal at or below it (``active``
+    (..., 21) False) holds the branch as it was: it counts :data:`INACTIVE_WEIGHT` times."""
+    out = bones.copy()
+    batch = bones.shape[:-2]
+    covs = []
+    for shape, children in zip(shapes, _BRANCH_BONES, strict=True):
+        now = bones[..., children, :]
+        now = now / np.maximum(np.linalg.norm(now, axis=-1, keepdims=True), 1e-12)
+        unit = shape / np.maximum(np.linalg.norm(shape, axis=-1, keepdims=True), 1e-12)
+        weights = np.where(active[..., children], 1.0, INACTIVE_WEIGHT)
+        covs.append(_covariance(unit, now, weights))
+    turns = np.swapaxes(rotation_from_covariance(np.stack(covs)), -1, -2)
+    for k, (shape, children) in enumerate(zip(shapes, _BRANCH_BONES, strict=True)):
+        out[..., children, :] = np.broadcast_to(shape, (*batch, *shape.shape[-2:])) @ turns[k]
     return out
