@@ -53,7 +53,8 @@ _CLAVICLES, _SHOULDERS, _ELBOWS, _HANDS = (
 _ARM_INNER = np.stack([_CLAVICLES, _SHOULDERS, _ELBOWS], axis=-1)  # (2, 3): goals there fix it
 _ARM_JOINTS = tuple(np.flatnonzero(ANCESTORS[:, s] > 0) for s in _SHOULDERS)  # what a shrug moves
 # Goals on these joints fix the body's place themselves: no settling onto the feet then.
-_BODY = np.array(sorted(set(range(len(PARENTS))) - set(_LIMB_ENDS) - set(_TOE_OF.values())))
+_BODY = np.array(sorted(set(range(len(PARENTS))) - set(_LIMB_ENDS) - set(_TOE_OF.values())
+                        - {JOINT_INDEX["pelvis"]}))
 _SETTLE_SLACK = 1e-6  # of a leg's length: the settled hip stays this far inside its reach
 _SETTLE_PASSES = 4
 _TRUNK = np.flatnonzero(ANCESTORS[:, _CHEST] > 0)  # the chest and all it carries
@@ -158,7 +159,8 @@ def _keep_feet_in_reach(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     a rest pose, with a pelvis the solve lifted by millimetres), move the whole body, in
     place, by the least shift that brings the hips within reach: the body settles onto its
     feet instead of FABRIK pulling the hips out of the pelvis's shape. Only poses whose
-    other goals are limb ends (re-aimed after this) move."""
+    other goals are limb ends (re-aimed after this) or the pelvis move: held feet come
+    before a dragged pelvis, which a rig cannot reach with them anyway."""
     legs = goals[:, _LEG_ENDS]
     rows = np.flatnonzero(legs.any(axis=1) & ~goals[:, _BODY].any(axis=1))
     if not rows.size:
