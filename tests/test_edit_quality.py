@@ -240,3 +240,18 @@ def test_a_drag_from_a_rest_pose_is_one_the_rig_can_take(shipped_models, joints,
     assert np.linalg.norm(out[FEET] - pose[FEET], axis=-1).max() < HELD_FEET_M
     pins = skeleton.joint_indices([j for j in joints if j != "l_hand"])
     assert np.linalg.norm(out[pins] - pose[pins], axis=-1).max() < REACH_M
+
+
+def test_without_refinement_planted_feet_and_pins_are_held(shipped_models, manifold_clip
+                                                            ) -> None:
+    """Live drags with refinement off: the dragged hand goes where the networks put it, and
+    the planted feet (or a pinned head) are re-aimed to where they are held."""
+    clip = _on_floor(manifold_clip[::3])
+    editor = PoseEditor(shipped_models)
+    mask, targets = _hand_drags(clip)
+    mask[:, skeleton.JOINT_INDEX["head"]] = 1.0  # pinned where it is
+    out = editor.solve_arrays(clip, mask, targets,
+                              options=SolveOptions(refine_steps=0)).positions
+    held = [*FEET, skeleton.JOINT_INDEX["head"]]
+    drift = np.linalg.norm(out[:, held] - clip[:, held], axis=-1)
+    assert np.percentile(drift, 90) < HELD_FEET_M

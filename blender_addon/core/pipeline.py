@@ -307,14 +307,19 @@ class PoseEditor:
             # The networks' own answer for each moved limb end, in the rig's units: restoring
             # the bone lengths (directions kept) would pull a hand the decoded change
             # stretched an arm to reach back by centimetres; the limbs are re-aimed there
-            # instead (pins and planted feet stay as the networks left them: refinement, at a
-            # drag's pause, holds them).
+            # instead (keeping a bend), then those of full-weight pins and planted feet to
+            # where they are held.
             answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
                           ) @ turn.swapaxes(-1, -2) + move
             moved = (mask > 0) & (t != p).any(axis=-1)
             out = exact_reach.solve(out, moved, answer, frame.lengths, tolerance,
                                     fallback=False, straightest=NETWORK_STRAIGHTEST,
                                     bend_trunk=False)
+            held = (mask > 0) & (w >= 1.0) & ~moved
+            if held.any():  # (the moved ends kept where they are: a pinned head turns the chest)
+                out = exact_reach.solve(out, held | moved,
+                                        np.where(moved[..., None], out, t), frame.lengths,
+                                        tolerance, fallback=False, bend_trunk=False)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
