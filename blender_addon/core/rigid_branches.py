@@ -3,11 +3,13 @@ the neck and both clavicles.
 
 On a rig each of these is one bone, so the angles between its children cannot change; the
 networks' poses change them a little, and the rotation stage's best fit of that bone then
-leaves the hips (or the neck) some millimetres from where the engine solved them. With a
-planted foot and a nearly straight leg that is enough to put the foot out of the leg's
-reach as Blender evaluates the rig. :func:`keep_rigid` puts each branch of the start pose,
-as a whole, where it best fits the solved one before the exact-reach pass, so the engine's
-answer is one the rig can take exactly.
+leaves the hips some millimetres from where the engine solved them. With a planted foot
+and a nearly straight leg that is enough to put the foot out of the leg's reach as Blender
+evaluates the rig. :func:`keep_rigid` puts the start pose's pelvis branch, as a whole,
+where it best fits the solved one before the exact-reach pass, so the legs are re-aimed
+from hips the rig really has; :func:`turn_branches` keeps both branches rigid inside
+FABRIK (``fabrik.solve(rig_shaped=True)``), whose classic averaging bends them by
+centimetres.
 """
 
 from __future__ import annotations
@@ -24,18 +26,15 @@ from .skeleton import ANCESTORS, JOINT_INDEX, ROOT
 _PELVIS_POINTS = np.array([ROOT] + [JOINT_INDEX[j] for j in ("spine", "l_thigh", "r_thigh")])
 _PELVIS_WEIGHTS = np.array([0.01, 0.01, 1.0, 1.0])
 _HELD_PELVIS_WEIGHT = 1e6  # a pelvis with a goal of its own stays where it is
-# The chest branch turns about the chest (the spine bone below fixes where the chest is).
+# The chest branch (rigid in rig-shaped FABRIK, see below).
 _CHEST = JOINT_INDEX["chest"]
 _CHEST_CHILDREN = np.array([JOINT_INDEX[j] for j in ("neck", "l_clavicle", "r_clavicle")])
-_CHEST_WEIGHTS = np.ones(len(_CHEST_CHILDREN))
-# A branch child that moves swings its own bone back towards the joint below it (chest,
-# knees; head, shoulders), as the rig's bone would: what hangs below moves by as little.
+# A branch child that moves swings its own bone back towards the joint below it (the
+# chest, the knees), as the rig's bone would: what hangs below moves by as little.
 _PELVIS_NEXT = np.array([JOINT_INDEX[j] for j in ("chest", "l_shin", "r_shin")])
-_CHEST_NEXT = np.array([JOINT_INDEX[j] for j in ("head", "l_upperarm", "r_upperarm")])
 # The joints each of those carries (itself and below): its shift reaches them all in one
 # product, (21, K) @ (B, K, 3).
 _PELVIS_CARRY = np.stack([ANCESTORS[:, g] for g in _PELVIS_NEXT], axis=1)
-_CHEST_CARRY = np.stack([ANCESTORS[:, g] for g in _CHEST_NEXT], axis=1)
 
 
 def _covariance(was: np.ndarray, now: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -50,19 +49,25 @@ def _place(out: np.ndarray, children: np.ndarray, placed: np.ndarray, nexts: np.
     joint swung to aim where that joint was, its length kept, and what hangs below that
     joint moved with it."""
     below = out[:, nexts]
-    length = np.linalg.norm(below - out[:, children], axis=-1, keepdims=True)
+    bone = below - out[:, children]
     toward = below - placed
-    moved = placed + toward * (length / np.maximum(
-        np.linalg.norm(toward, axis=-1, keepdims=True), 1e-12))
+    scale = np.sqrt(np.add.reduce(bone * bone, axis=-1) / np.maximum(
+        np.add.reduce(toward * toward, axis=-1), 1e-24))
     out[:, children] = placed
-    out += carry @ (moved - below)
+    out += carry @ (placed + toward * scale[..., None] - below)
 
 
 def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | None = None
                ) -> np.ndarray:
-    """``pose`` (B, 21, 3) with each branch placed as in ``start`` (B, 21, 3), moved as a
-    whole to best fit the pose's; every bone keeps its length. ``held_pelvis`` (B,): poses
-    whose pelvis must stay put."""
+    """``pose`` (B, 21, 3) with the pelvis branch placed as in ``start`` (B, 21, 3), moved
+    as a whole to best fit the pose's; every bone keeps its length. ``held_pelvis`` (B,):
+    poses whose pelvis must stay put.
+
+    The chest branch keeps the pose's shape: the networks open or close the shoulders
+    mostly through it (a shoulders-openness request reaches 3 % of its change once the
+    chest is made rigid, 100 % without), and the rig's fit of its chest bone, then the
+    clavicles and the arms re-aimed to their effectors, costs millimetres at most where
+    the feet would lose centimetres of reach."""
     out = np.array(pose, dtype=np.float64)
     weights = _PELVIS_WEIGHTS
     if held_pelvis is not None and held_pelvis.any():
@@ -72,19 +77,10 @@ def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | No
     was, now = start[:, _PELVIS_POINTS], out[:, _PELVIS_POINTS]
     was_c, now_c = share[..., None, :] @ was, share[..., None, :] @ now  # (B, 1, 3)
     was = was - was_c
-    # The chest's fit in the same call: the pelvis's step shifts the chest's branch as a
-    # whole, which leaves it unchanged relative to the chest.
-    chest_was = start[:, _CHEST_CHILDREN] - start[:, _CHEST, None]
-    n = len(out)
-    turns = np.swapaxes(rotation_from_covariance(np.concatenate([
-        _covariance(was, now - now_c, weights),
-        _covariance(chest_was, out[:, _CHEST_CHILDREN] - out[:, _CHEST, None],
-                    _CHEST_WEIGHTS)])), -1, -2)
-    placed = now_c + was @ turns[:n]
+    turn = np.swapaxes(rotation_from_covariance(_covariance(was, now - now_c, weights)), -1, -2)
+    placed = now_c + was @ turn
     out[:, ROOT] = placed[:, 0]
     _place(out, _PELVIS_POINTS[1:], placed[:, 1:], _PELVIS_NEXT, _PELVIS_CARRY)
-    _place(out, _CHEST_CHILDREN, out[:, _CHEST, None] + chest_was @ turns[n:], _CHEST_NEXT,
-           _CHEST_CARRY)
     return out
 
 
