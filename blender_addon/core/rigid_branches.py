@@ -30,11 +30,14 @@ _HELD_PELVIS_WEIGHT = 1e6  # a pelvis with a goal of its own stays where it is
 _CHEST = JOINT_INDEX["chest"]
 _CHEST_CHILDREN = np.array([JOINT_INDEX[j] for j in ("neck", "l_clavicle", "r_clavicle")])
 # A branch child that moves swings its own bone back towards the joint below it (the
-# chest, the knees), as the rig's bone would: what hangs below moves by as little.
+# chest, the knees; the head, the shoulders), as the rig's bone would: what hangs below
+# moves by as little.
 _PELVIS_NEXT = np.array([JOINT_INDEX[j] for j in ("chest", "l_shin", "r_shin")])
 # The joints each of those carries (itself and below): its shift reaches them all in one
 # product, (21, K) @ (B, K, 3).
 _PELVIS_CARRY = np.stack([ANCESTORS[:, g] for g in _PELVIS_NEXT], axis=1)
+_CHEST_NEXT = np.array([JOINT_INDEX[j] for j in ("head", "l_upperarm", "r_upperarm")])
+_CHEST_CARRY = np.stack([ANCESTORS[:, g] for g in _CHEST_NEXT], axis=1)
 
 
 def _covariance(was: np.ndarray, now: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -57,16 +60,18 @@ def _place(out: np.ndarray, children: np.ndarray, placed: np.ndarray, nexts: np.
     out += carry @ (placed + toward * scale[..., None] - below)
 
 
-def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | None = None
-               ) -> np.ndarray:
+def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | None = None,
+               chest: bool = False) -> np.ndarray:
     """``pose`` (B, 21, 3) with the pelvis branch placed as in ``start`` (B, 21, 3), moved
     as a whole to best fit the pose's; every bone keeps its length. ``held_pelvis`` (B,):
-    poses whose pelvis must stay put.
+    poses whose pelvis must stay put; ``chest``: the chest branch too, turned about the
+    chest to fit (what a rig's rotation stage does with any answer: the drag benchmark's
+    view of a pose on a rig).
 
-    The chest branch keeps the pose's shape: the networks open or close the shoulders
-    mostly through it (a shoulders-openness request reaches 3 % of its change once the
-    chest is made rigid, 100 % without), and the rig's fit of its chest bone, then the
-    clavicles and the arms re-aimed to their effectors, costs millimetres at most where
+    The engine leaves the chest branch in the pose's shape: the networks open or close the
+    shoulders mostly through it (a shoulders-openness request reaches 3 % of its change
+    once the chest is made rigid, 100 % without), and the rig's fit of its chest bone, then
+    the clavicles and the arms re-aimed to their effectors, costs millimetres at most where
     the feet would lose centimetres of reach."""
     out = np.array(pose, dtype=np.float64)
     weights = _PELVIS_WEIGHTS
@@ -81,6 +86,13 @@ def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | No
     placed = now_c + was @ turn
     out[:, ROOT] = placed[:, 0]
     _place(out, _PELVIS_POINTS[1:], placed[:, 1:], _PELVIS_NEXT, _PELVIS_CARRY)
+    if chest:
+        centre = out[:, _CHEST, None]
+        was = start[:, _CHEST_CHILDREN] - start[:, _CHEST, None]
+        turn = rotation_from_covariance(_covariance(was, out[:, _CHEST_CHILDREN] - centre,
+                                                    np.ones(len(_CHEST_CHILDREN))))
+        _place(out, _CHEST_CHILDREN, centre + was @ np.swapaxes(turn, -1, -2), _CHEST_NEXT,
+               _CHEST_CARRY)
     return out
 
 
