@@ -210,7 +210,8 @@ def test_default_options_are_the_documented_ones() -> None:
         PoseEditor(None).solve(np.zeros((21, 3)), options=SolveOptions(body_follow=1.5))
 
 
-BRANCHES = (("pelvis", "spine", "l_thigh", "r_thigh"),)
+BRANCHES = (("pelvis", "spine", "l_thigh", "r_thigh"),
+            ("chest", "neck", "l_clavicle", "r_clavicle"))
 RIGID_M = 1e-9  # a branch's shape: unchanged to rounding
 HELD_FEET_M = 1e-4  # planted feet, from a rest pose: measured up to 0.033 mm
 
@@ -222,10 +223,10 @@ def _distances(points: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("joints", [HANDS, ALL_ENDS])
 @pytest.mark.parametrize("move", [(-0.15, 0.25, 0.0), (-0.25, -0.1, 0.2), (-0.1, 0.0, 0.3)])
 def test_a_drag_from_a_rest_pose_is_one_the_rig_can_take(shipped_models, joints, move) -> None:
-    """From a rest pose with straight legs, a large hand drag: the pelvis keeps its shape
-    (one rigid bone on a rig, which can show nothing else), the planted feet (or pinned
-    ankles, and their toes) stay although the legs have no slack, the hand is reached and
-    the pinned head stays."""
+    """From a rest pose with straight legs, a large hand drag: the pelvis and the chest keep
+    their shape (each is one rigid bone on a rig, which can show nothing else), the planted
+    feet (or pinned ankles, and their toes) stay although the legs have no slack, the hand
+    is reached and the pinned head stays."""
     pose = tpose()
     hand = skeleton.JOINT_INDEX["l_hand"]
     effectors = [Effector(j, pose[skeleton.JOINT_INDEX[j]] + (move if j == "l_hand" else 0.0))

@@ -112,7 +112,7 @@ def on_rig(out: np.ndarray, x: np.ndarray, mask: np.ndarray, targets: np.ndarray
     the rotation stage does (the start pose's shapes turned as a whole), then the limbs
     above the effectors re-aimed (no FABRIK: the add-on's rotation stage has none)."""
     goals = mask > 0
-    shaped = rigid_branches.keep_rigid(out, x, goals[:, skeleton.ROOT], chest=True)
+    shaped = rigid_branches.keep_rigid(out, x, goals[:, skeleton.ROOT])
     return exact_reach.solve(shaped, goals, targets, skeleton.bone_lengths(x),
                              RIG_FABRIK_TOLERANCE, fallback=False, bend_trunk=False)
 
