@@ -64,7 +64,7 @@ _REACH_MARGIN = 1e-6  # m: a goal this close to the neck's full reach counts as 
 
 
 def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: np.ndarray,
-          straightest: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+          straightest: float | np.ndarray = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Two segments, start ``s`` -> middle ``a`` (length ``l1``) -> end (``l2``), re-aimed
     from ``s`` so the end reaches ``target`` as near as their lengths allow (and no
     straighter than ``straightest``), bending in the plane of their current bend: the new
@@ -73,7 +73,7 @@ def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: 
     d = _norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
     d = _clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2),
-              (l1 + l2) * min(1.0 - _SLACK, straightest))
+              (l1 + l2) * np.minimum(1.0 - _SLACK, straightest))
     # The bend direction: the middle joint's offset from the start-target line (any
     # perpendicular when the limb is straight along it).
     side = (a - s) - u * ((a - s) * u).sum(-1, keepdims=True)
@@ -89,7 +89,7 @@ def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: 
 
 
 def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndarray,
-              lengths: np.ndarray, straightest: float = 1.0) -> None:
+              lengths: np.ndarray, straightest: float | np.ndarray = 1.0) -> None:
     """Re-aim the two bones above each (row, limb end) pair in place to put the end on its
     target; a toe below a moved ankle goes along."""
     end, mid, start = _END[limb], _MID[limb], _START[limb]
@@ -221,7 +221,7 @@ def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 
 def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np.ndarray,
-                straightest: float = 1.0) -> None:
+                straightest: float | np.ndarray = 1.0) -> None:
     """The head's two-bone re-aim from the chest, in place: the chest -> neck bone turns
     the whole chest branch (neck, clavicles, arms) as the rig's chest bone would, then the
     neck -> head bone takes the head to its target."""
@@ -235,12 +235,14 @@ def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
           tolerance: float | np.ndarray, fallback: bool = True, straightest: float = 1.0,
-          bend_trunk: bool = True) -> np.ndarray:
+          bend_trunk: bool = True, bent: np.ndarray | None = None) -> np.ndarray:
     """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept.
     ``fallback=False``: the analytic re-aim only (no FABRIK for what it leaves);
     ``straightest``: a two-bone limb's end stays within this share of the limb's length
-    from its start (below 1: the elbow or knee keeps a bend, as real ones do);
-    ``bend_trunk=False``: a far head goal leaves the trunk as it is."""
+    from its start (below 1: the elbow or knee keeps a bend, as real ones do), for the
+    goals in ``bent`` (B, 21) if given (the others may straighten fully);
+    ``bend_trunk=False``: a far head goal leaves the trunk, and a far hand the clavicle,
+    as they are."""
     p = np.array(pose, dtype=np.float64)
     if lengths.shape != goals.shape:
         lengths = np.broadcast_to(lengths, goals.shape)
@@ -250,20 +252,22 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
     start = p.copy() if fallback else p
-    if bend_trunk:  # not for the networks' own answer: a planted foot is no goal there
-        _keep_feet_in_reach(p, goals, targets, lengths, straightest)
+    straight = straightest if bent is None else np.where(bent, straightest, 1.0)
+    _keep_feet_in_reach(p, goals, targets, lengths, 1.0 if bent is not None else straightest)
     if bend_trunk and _bend_spine_to_head(p, goals, targets, lengths):
         err = np.where(goals, _norm(p - targets), 0.0)
     rows = np.flatnonzero(goals[:, _HEAD] & (err[:, _HEAD] > tol))
     if rows.size:
-        _reaim_head(p, rows, targets[rows, _HEAD], lengths, straightest)
+        _reaim_head(p, rows, targets[rows, _HEAD], lengths,
+                    straight if bent is None else straight[rows, _HEAD])
         err = np.where(goals, _norm(p - targets), 0.0)
     if bend_trunk:
         _shrug_to_hands(p, goals, targets, lengths, straightest)
     rows, limb = np.nonzero(goals[:, _END[_LIMBS]] & (err[:, _END[_LIMBS]] > tol[:, None]))
     if rows.size:
         limb = _LIMBS[limb]
-        _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths, straightest)
+        _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths,
+                  straight if bent is None else straight[rows, _END[limb]])
     for ankle, toe in _TOE_OF.items():
         rows = np.flatnonzero(goals[:, toe])
         if rows.size:

@@ -312,14 +312,11 @@ class PoseEditor:
             answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
                           ) @ turn.swapaxes(-1, -2) + move
             moved = (mask > 0) & (t != p).any(axis=-1)
-            out = exact_reach.solve(out, moved, answer, frame.lengths, tolerance,
-                                    fallback=False, straightest=NETWORK_STRAIGHTEST,
-                                    bend_trunk=False)
             held = (mask > 0) & (w >= 1.0) & ~moved
-            if held.any():  # (the moved ends kept where they are: a pinned head turns the chest)
-                out = exact_reach.solve(out, held | moved,
-                                        np.where(moved[..., None], out, t), frame.lengths,
-                                        tolerance, fallback=False, bend_trunk=False)
+            out = exact_reach.solve(out, moved | held, np.where(moved[..., None], answer, t),
+                                    frame.lengths, tolerance, fallback=False,
+                                    straightest=NETWORK_STRAIGHTEST, bend_trunk=False,
+                                    bent=moved)
         return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
