@@ -60,6 +60,7 @@ _SETTLE_PASSES = 4
 _TRUNK = np.flatnonzero(ANCESTORS[:, _CHEST] > 0)  # the chest and all it carries
 _ABOVE_CHEST = _TRUNK[_TRUNK != _CHEST]  # neck, head, clavicles and arms
 _YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])  # cross products by index
+_DIAG = np.arange(3)
 _REACH_MARGIN = 1e-6  # m: a goal this close to the neck's full reach counts as beyond it
 
 
@@ -110,12 +111,15 @@ def _rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     here are small; opposite directions would have no smallest one)."""
     a = a / np.maximum(_norm(a), _EPS)[:, None]
     b = b / np.maximum(_norm(b), _EPS)[:, None]
-    cross = a[:, _YZX] * b[:, _ZXY] - a[:, _ZXY] * b[:, _YZX]
-    skew = np.zeros((len(a), 3, 3))  # [v]x
-    skew[:, _ZXY, _YZX] = cross
-    skew[:, _YZX, _ZXY] = -cross
-    cos = (a * b).sum(-1)
-    return np.eye(3) + skew + (skew @ skew) / np.maximum(1.0 + cos, _EPS)[:, None, None]
+    v = a[:, _YZX] * b[:, _ZXY] - a[:, _ZXY] * b[:, _YZX]
+    cos = np.add.reduce(a * b, axis=-1)
+    # [v]x^2 = v v^T - |v|^2 I, and |v|^2 = 1 - c^2: I + [v]x + [v]x^2 / (1 + c)
+    # = c I + [v]x + v v^T / (1 + c).
+    out = v[:, :, None] * (v / np.maximum(1.0 + cos, _EPS)[:, None])[:, None, :]
+    out[:, _DIAG, _DIAG] += cos[:, None]
+    out[:, _ZXY, _YZX] += v
+    out[:, _YZX, _ZXY] -= v
+    return out
 
 
 def _turn_about(p: np.ndarray, rows: np.ndarray, pivot: int, joints: np.ndarray,
@@ -162,14 +166,15 @@ def _keep_feet_in_reach(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     other goals are limb ends (re-aimed after this) or the pelvis move: held feet come
     before a dragged pelvis, which a rig cannot reach with them anyway."""
     legs = goals[:, _LEG_ENDS]
-    rows = np.flatnonzero(legs.any(axis=1) & ~goals[:, _BODY].any(axis=1))
+    reach = (lengths[:, _LEG_MIDS] + lengths[:, _LEG_ENDS]) * min(1.0 - _SETTLE_SLACK,
+                                                                 straightest)
+    far = legs & (_norm(p[:, _LEG_STARTS] - targets[:, _LEG_ENDS]) > reach)
+    if not far.any():  # the common case, checked first: every held foot within reach
+        return
+    rows = np.flatnonzero(far.any(axis=1) & ~goals[:, _BODY].any(axis=1))
     if not rows.size:
         return
-    hips, goal = p[rows][:, _LEG_STARTS], targets[rows][:, _LEG_ENDS]
-    reach = (lengths[rows][:, _LEG_MIDS] + lengths[rows][:, _LEG_ENDS]) * min(
-        1.0 - _SETTLE_SLACK, straightest)
-    if not (legs[rows] & (_norm(hips - goal) > reach)).any():
-        return
+    hips, goal, reach = p[rows][:, _LEG_STARTS], targets[rows][:, _LEG_ENDS], reach[rows]
     shift = np.zeros((len(rows), 3))
     for _ in range(_SETTLE_PASSES):  # two legs: alternating projections, a few suffice
         for k in range(len(_LEG_ENDS)):
