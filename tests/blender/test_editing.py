@@ -473,7 +473,9 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
     scene.npe.refine_steps = steps
     assert _solve() == {"FINISHED"}
     assert np.allclose(rigs.pose_matrices(obj), paused, atol=1e-5)
-    assert np.abs(paused - dragged).max() > 10 * LIMB_SETTLE  # the refinement did something
+    # The refinement did something (the networks alone now hold the pins and planted feet
+    # too, so the two differ less: 0.057 measured here).
+    assert np.abs(paused - dragged).max() > 3 * LIMB_SETTLE
 
 
 def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:
