@@ -4,13 +4,15 @@ refinement has brought within reach, keeping every bone length.
 Hands and ankles are placed by an analytic two-bone re-aim of the two bones above them
 (upper arm and forearm, thigh and shin) from where the limb starts, bending in the limb's
 current plane; a toe is turned about its ankle; what hangs below a moved joint follows it
-rigidly. The head's two bones are the chest's (chest -> neck) and the neck's: the first
-turns the whole chest with the clavicles and arms, as the rig's one chest bone would
-(:mod:`.rigid_branches`), before the arms are re-aimed. A head goal beyond the neck's reach
-from the chest first bends the trunk at the spine joint, the same way one level down.
+rigidly. Every move keeps the pelvis and chest the rigid bones a rig has
+(:mod:`.rigid_branches`): where a held ankle is beyond its straight leg's reach the whole
+body settles onto its feet by the least shift; a hand beyond its arm's reach first turns
+its clavicle towards the goal; the head's two bones are the chest's (chest -> neck) and the
+neck's, the first turning the whole chest branch before the arms are re-aimed, and a head
+goal beyond the neck's reach from the chest first bends the trunk at the spine joint.
 Poses where a goal is still off (another effector joint: a pelvis, a spine, an elbow; or a
-limb end beyond its limb's reach) take a few full-body FABRIK iterations (:mod:`.fabrik`)
-from there, those poses only.
+limb end beyond its limb's reach) take rig-shaped FABRIK (:mod:`.fabrik`) from there,
+those poses only, and the re-aim once more.
 Everything is batched over poses; the loop runs over the few limb types.
 """
 
