@@ -18,6 +18,7 @@ from blender_addon.core.pipeline import (
 from blender_addon.core.propagate import curve_warning, propagate, weight_curve
 from blender_addon.core.skeleton import BONE_LENGTHS
 from tests.test_normalize import tpose
+from tests.test_rigid_branches import BRANCHES, branch_shape
 
 NULL_EDIT_M = 1e-3  # the bound: every joint within 1 mm
 REACH_M = 1e-3
@@ -210,14 +211,8 @@ def test_default_options_are_the_documented_ones() -> None:
         PoseEditor(None).solve(np.zeros((21, 3)), options=SolveOptions(body_follow=1.5))
 
 
-BRANCHES = (("pelvis", "spine", "l_thigh", "r_thigh"),
-            ("chest", "neck", "l_clavicle", "r_clavicle"))
 RIGID_M = 1e-9  # a branch's shape: unchanged to rounding
 HELD_FEET_M = 1e-4  # planted feet, from a rest pose: measured up to 0.033 mm
-
-
-def _distances(points: np.ndarray) -> np.ndarray:
-    return np.linalg.norm(points[:, None] - points[None], axis=-1)
 
 
 @pytest.mark.parametrize("joints", [HANDS, ALL_ENDS])
@@ -234,9 +229,8 @@ def test_a_drag_from_a_rest_pose_is_one_the_rig_can_take(shipped_models, joints,
     out = PoseEditor(shipped_models, skeleton.bone_lengths(pose)).solve(pose, effectors)
     out = out.positions[0]
     assert np.linalg.norm(out[hand] - effectors[0].target) < REACH_M
-    for branch in BRANCHES:
-        idx = skeleton.joint_indices(list(branch))
-        np.testing.assert_allclose(_distances(out[idx]), _distances(pose[idx]), atol=RIGID_M)
+    for idx in BRANCHES:
+        np.testing.assert_allclose(branch_shape(out, idx), branch_shape(pose, idx), atol=RIGID_M)
     assert np.linalg.norm(out[FEET] - pose[FEET], axis=-1).max() < HELD_FEET_M
     pins = skeleton.joint_indices([j for j in joints if j != "l_hand"])
     assert np.linalg.norm(out[pins] - pose[pins], axis=-1).max() < REACH_M

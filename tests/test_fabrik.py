@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from blender_addon.core import fabrik, skeleton
+from tests.test_rigid_branches import BRANCHES, branch_shape
 
 END_JOINTS = ["l_hand", "r_hand", "l_foot", "r_foot", "head"]
 
@@ -58,12 +59,10 @@ def test_rig_shaped_keeps_the_pelvis_and_chest_a_rig_can_take(synthetic_clip: np
     mask[:, skeleton.joint_indices(END_JOINTS)] = True
     out = fabrik.solve(x, mask, x2, iterations=60, rig_shaped=True)
     classic = fabrik.solve(x, mask, x2, iterations=60)
-    for branch in (["pelvis", "spine", "l_thigh", "r_thigh"],
-                   ["chest", "neck", "l_clavicle", "r_clavicle"]):
-        idx = skeleton.joint_indices(branch)
-        shape = lambda p: np.linalg.norm(p[:, idx, None] - p[:, None, idx], axis=-1)  # noqa: E731, B023
-        np.testing.assert_allclose(shape(out), shape(x), atol=1e-9)
-        assert np.abs(shape(classic) - shape(x)).max() > 1e-3  # what the option is for
+    for idx in BRANCHES:
+        np.testing.assert_allclose(branch_shape(out, idx), branch_shape(x, idx), atol=1e-9)
+        # what the option is for
+        assert np.abs(branch_shape(classic, idx) - branch_shape(x, idx)).max() > 1e-3
     err = np.linalg.norm(out - x2, axis=-1)[mask]
     assert np.median(err) < 1e-3
     np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(x), atol=1e-9)

@@ -95,11 +95,18 @@ def planted_feet(poses: np.ndarray) -> np.ndarray:
 REACHED_M = 1e-3  # a target within 1 mm is reached
 
 
+def free_planted_feet(poses: np.ndarray, taken: np.ndarray) -> np.ndarray:
+    """(B, 21) :func:`planted_feet` less every foot with an ankle or toe in ``taken``
+    (B, 21): a foot the user moves or pins is the user's."""
+    feet = planted_feet(poses)
+    for joints in FOOT_JOINTS.values():
+        feet[:, joints] &= ~taken[:, joints].any(axis=1, keepdims=True)
+    return feet
+
+
 def rig_shaped_fabrik(x: np.ndarray, mask: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """:data:`RIG_FABRIK`'s answer to a batch of requests."""
-    planted = planted_feet(x) & (mask <= 0)
-    for joints in FOOT_JOINTS.values():  # a foot with an effector is the user's
-        planted[:, joints] &= ~(mask[:, joints] > 0).any(axis=1, keepdims=True)
+    planted = free_planted_feet(x, mask > 0)
     goals = (mask > 0) | planted
     return fabrik.solve(x, goals, np.where(planted[..., None], x, targets),
                         skeleton.bone_lengths(x), exact_reach.FABRIK_ITERATIONS,
@@ -132,10 +139,7 @@ def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarra
     reach = np.linalg.norm(out - targets, axis=-1)[dragged]
     ours = reached(out, targets, dragged)
     shown = reached(on_rig(out, x, mask, targets), targets, dragged)
-    # A foot counts when neither its ankle nor its toe is dragged.
-    feet = planted_feet(x)
-    for joints in FOOT_JOINTS.values():
-        feet[:, joints] &= ~dragged[:, joints].any(axis=1, keepdims=True)
+    feet = free_planted_feet(x, dragged)  # a foot counts when none of it is dragged
     drift = moved[feet] if feet.any() else np.zeros(1)
     pelvis = moved[:, skeleton.ROOT][~dragged[:, skeleton.ROOT]]
     return {

@@ -46,7 +46,6 @@ _TOE = np.array([_TOE_OF.get(int(e), -1) for e in _END])  # the toe below an ank
 _SPINE, _CHEST, _NECK, _HEAD = (JOINT_INDEX[j]
                               for j in ("spine", "chest", "neck", "head"))
 _LIMBS = np.flatnonzero(_END != _HEAD)  # the limb types re-aimed by two bones of their own
-_HEAD_LIMB = int(np.flatnonzero(_END == _HEAD)[0])
 _LEG_ENDS = np.array([JOINT_INDEX["l_foot"], JOINT_INDEX["r_foot"]])
 _LEG_MIDS, _LEG_STARTS = PARENTS[_LEG_ENDS], PARENTS[PARENTS[_LEG_ENDS]]
 _CLAVICLES, _SHOULDERS, _ELBOWS, _HANDS = (
@@ -217,14 +216,10 @@ def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     side = u_now - u_goal * (u_now * u_goal).sum(-1, keepdims=True)
     side /= np.maximum(_norm(side), _EPS)[:, None]
     u_new = cos_phi[:, None] * u_goal + np.sqrt(1.0 - cos_phi * cos_phi)[:, None] * side
-    turn = _rotation(u_now, u_new)
     for k in (0, 1):  # each side's arm joints (a fixed set per side)
         on = arm == k
         if on.any():
-            r, moved = rows[on], _ARM_JOINTS[k]
-            centre = pivot[on, None]
-            p[r[:, None], moved[None]] = centre + (p[r][:, moved] - centre) @ turn[on].transpose(
-                0, 2, 1)
+            _turn_about(p, rows[on], int(_CLAVICLES[k]), _ARM_JOINTS[k], u_now[on], u_new[on])
 
 
 def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np.ndarray,
@@ -259,22 +254,20 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
     start = p.copy() if fallback else p
-    straight = straightest if bent is None else np.where(bent, straightest, 1.0)
+    straight = np.where(goals if bent is None else bent, straightest, 1.0)  # (B, 21)
     _keep_feet_in_reach(p, goals, targets, lengths, 1.0 if bent is not None else straightest)
     if bend_trunk and _bend_spine_to_head(p, goals, targets, lengths):
         err = np.where(goals, _norm(p - targets), 0.0)
     rows = np.flatnonzero(goals[:, _HEAD] & (err[:, _HEAD] > tol))
     if rows.size:
-        _reaim_head(p, rows, targets[rows, _HEAD], lengths,
-                    straight if bent is None else straight[rows, _HEAD])
+        _reaim_head(p, rows, targets[rows, _HEAD], lengths, straight[rows, _HEAD])
         err = np.where(goals, _norm(p - targets), 0.0)
     if bend_trunk:
         _shrug_to_hands(p, goals, targets, lengths, straightest)
     rows, limb = np.nonzero(goals[:, _END[_LIMBS]] & (err[:, _END[_LIMBS]] > tol[:, None]))
     if rows.size:
         limb = _LIMBS[limb]
-        _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths,
-                  straight if bent is None else straight[rows, _END[limb]])
+        _two_bone(p, rows, limb, targets[rows, _END[limb]], lengths, straight[rows, _END[limb]])
     for ankle, toe in _TOE_OF.items():
         rows = np.flatnonzero(goals[:, toe])
         if rows.size:

@@ -47,11 +47,6 @@ def _pull(child: np.ndarray, joint: np.ndarray, length: np.ndarray) -> np.ndarra
     return child + d * (length[..., None] / np.maximum(n, _EPS))
 
 
-def _rebuild(p: np.ndarray, bones: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Joints from ``p``'s pelvis and bone vectors, each bone at its length."""
-    return set_bone_lengths(p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones, lengths)
-
-
 def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
           lengths: np.ndarray | None = None, iterations: int = DEFAULT_ITERATIONS,
           tolerance: float | np.ndarray = DEFAULT_TOLERANCE, rig_shaped: bool = False
@@ -94,6 +89,6 @@ def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
         bones[..., ROOT, :] = 0.0
         if shapes is not None:
             bones = turn_branches(bones, shapes, active)
-        solved = _rebuild(p, bones, lengths)
+        solved = set_bone_lengths(p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones, lengths)
         p = np.where(running[..., None, None], solved, p)
     return p

@@ -519,18 +519,13 @@ def _feet_down(model: np.ndarray) -> np.ndarray:
             | (model[:, _ANKLES, 1] < PLANTED_ANKLE_HEIGHT))
 
 
-def _on_feet(feet: np.ndarray) -> np.ndarray:
-    """(B, 2) per-foot flags -> (B, 21) on each flagged foot's ankle and toe."""
+def _on_feet(feet: np.ndarray, parts: tuple[np.ndarray, ...] = (_ANKLES, _TOES)
+             ) -> np.ndarray:
+    """(B, 2) per-foot flags -> (B, 21) on those joints of each flagged foot (left, right
+    columns of each of ``parts``: by default its ankle and toe)."""
     out = np.zeros((len(feet), skeleton.NUM_JOINTS), dtype=bool)
-    out[:, _ANKLES] = feet
-    out[:, _TOES] = feet
-    return out
-
-
-def _on_toes(feet: np.ndarray) -> np.ndarray:
-    """(B, 2) per-foot flags -> (B, 21) on each flagged foot's toe."""
-    out = np.zeros((len(feet), skeleton.NUM_JOINTS), dtype=bool)
-    out[:, _TOES] = feet
+    for joints in parts:
+        out[:, joints] = feet
     return out
 
 
@@ -550,7 +545,7 @@ def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np
     ankle_free = mask[:, _ANKLES] <= 0
     ankle_kept = ~ankle_free & (
         np.linalg.norm(t[:, _ANKLES] - p[:, _ANKLES], axis=-1) <= unmoved[:, None])
-    plant = _on_feet(down & ankle_free) | _on_toes(down & ankle_kept)
+    plant = _on_feet(down & ankle_free) | _on_feet(down & ankle_kept, (_TOES,))
     if not plant.any():
         return mask, t, w
     mask, w = np.where(plant, 1.0, mask), np.where(plant, 1.0, w)
