@@ -130,6 +130,7 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     final_core = rig_io.armature_to_core(mw, seen)
     if models is not None:  # what the user sees
         metric_requests.measure_joints(scene, obj, info, seen)
+        notes += metric_requests.shortfalls(scene, requests)
     parts = []
     if targets:
         parts.append(f"{len(targets)} effector(s), largest miss "
@@ -310,9 +311,9 @@ def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyG
         with busy():
             outcome = edit(scene, obj, context.evaluated_depsgraph_get(), allow_nothing=True)
         STATUS.pop("metrics", None)
-        clamped = [n for n in outcome.notes if "clamped" in n]
-        if clamped:
-            STATUS["metrics"] = clamped[0]
+        said = [n for n in outcome.notes if "clamped" in n or "short of" in n]
+        if said:
+            STATUS["metrics"] = said[0]
     except EditError as exc:
         STATUS["metrics"] = str(exc)
         print(f"Neural Pose Editor: {exc}")

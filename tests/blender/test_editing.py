@@ -238,6 +238,27 @@ def test_a_request_beyond_what_the_models_know_is_clamped_and_said(
     assert bpy.ops.npe.apply_metrics("EXEC_DEFAULT", True) == {"FINISHED"}
 
 
+@pytest.mark.parametrize(("name", "change"), [("l_elbow_bend", 20.0),
+                                              ("shoulders_openness", -10.0)])
+def test_a_request_the_rig_shows_short_of_is_said(mixamo_rig: bpy.types.Object, name: str,
+                                                  change: float) -> None:
+    """The panel says so exactly when the pose, as Blender shows it, misses a slider's
+    request by more than metric_requests.SHORT_OF_RANGE of its range; the elbow reaches."""
+    scene = bpy.context.scene
+    metric_requests.measure(scene, mixamo_rig)
+    item = scene.npe.metrics[name]
+    item.enabled = True
+    wanted = item.measured + change
+    setattr(item, item.value_prop, wanted)
+    miss = abs(metric_requests.measure(scene, mixamo_rig)[name] - wanted)
+    short = miss > metric_requests.SHORT_OF_RANGE * (item.range_max - item.range_min)
+    said = errors.STATUS.get("metrics", "")
+    assert short == ("short of" in said), (miss, said)
+    assert not short or item.label in said
+    if name == "l_elbow_bend":
+        assert not short, miss
+
+
 def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
     obj = mixamo_rig
     scene = bpy.context.scene
