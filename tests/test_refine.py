@@ -13,6 +13,8 @@ FD_STEP = 1e-7
 JACOBIAN_ATOL = 1e-6
 TOLERANCE = 1e-4  # m, the engine's REACH_TOLERANCE
 HANDS = skeleton.joint_indices(["l_hand", "r_hand"])
+RIGID_GAIN = 0.6  # the rows cut how far the branches bend (by about half here)
+HAND_MISS_RATIO = 1.05  # the hands' miss before the exact-reach pass, with rows / without
 
 
 def _poses(synthetic_clip: np.ndarray, n: int) -> np.ndarray:
@@ -103,8 +105,8 @@ def test_a_head_beyond_the_necks_reach_bends_the_trunk(synthetic_clip: np.ndarra
 
 def test_effector_weight_rises_smoothly_with_a_full_body_request(synthetic_clip: np.ndarray
                                                                  ) -> None:
-    """Local requests (pins, one to three moved ends) keep the drag weight; it rises
-    geometrically with the fourth-most-moved end to the full-body weight, no jump."""
+    """Local requests (pins, one to three moved ends) keep the drag weights; they move
+    geometrically with the fourth-most-moved end to the full-body weights, no jump."""
     pose = np.repeat(_poses(synthetic_clip, 1), 5, axis=0)
     ends = skeleton.joint_indices(skeleton.END_JOINTS)
     mask = np.zeros(pose.shape[:2])
@@ -114,8 +116,58 @@ def test_effector_weight_rises_smoothly_with_a_full_body_request(synthetic_clip:
     targets[:, ends[:3], 1] += 0.3  # three ends moved far
     targets[:4, ends[3], 1] += step[:4]  # the fourth: not, half, just, twice the scale
     targets[4, ends[3:], 1] += step[4]  # row 4: the fourth and fifth, at the scale
-    w = refine.effector_weights(mask, targets, pose)
+    share = refine.full_body_share(mask, targets, pose)
+    np.testing.assert_allclose(share, [0.0, 0.5, 1.0, 1.0, 1.0])
     low, high = refine.EFFECTOR_WEIGHT, refine.FULL_BODY_EFFECTOR_WEIGHT
-    np.testing.assert_allclose(w, [low, np.sqrt(low * high), high, high, high])
+    np.testing.assert_allclose(refine.effector_weights(share),
+                               [low, np.sqrt(low * high), high, high, high])
+    # The hold on the other joints falls the same way, from firm to the full-body one.
+    hold, loose = refine.LEAST_CHANGE, refine.FULL_BODY_LEAST_CHANGE
+    np.testing.assert_allclose(refine.least_change_weights(share),
+                               [hold, np.sqrt(hold * loose), loose, loose, loose])
     mask[1, ends[3]] = 0.0  # no effector there: its target does not count
-    assert refine.effector_weights(mask, targets, pose)[1] == low
+    assert refine.full_body_share(mask, targets, pose)[1] == 0.0
+
+
+def test_rigid_rows_jacobian_matches_a_finite_difference(synthetic_clip: np.ndarray) -> None:
+    rng = np.random.default_rng(2)
+    pose = _poses(synthetic_clip, 3) + rng.normal(0, 0.01, (3, 21, 3))
+    spans = refine.rigid_spans(_poses(synthetic_clip, 3))
+    jac = rng.normal(size=(3, 63, 4))
+    _, rjac = refine._rigid_block(pose, jac, spans)
+    for k in range(4):
+        step = (jac[:, :, k] * FD_STEP).reshape(pose.shape)
+        fd = (refine._rigid_block(pose + step, None, spans)[0]
+              - refine._rigid_block(pose - step, None, spans)[0]) / (2 * FD_STEP)
+        np.testing.assert_allclose(rjac[:, :, k], fd, atol=JACOBIAN_ATOL)
+    # The start pose's own spans: nothing to correct.
+    np.testing.assert_allclose(refine._rigid_block(_poses(synthetic_clip, 3), None, spans)[0],
+                               0.0, atol=1e-12)
+
+
+def test_the_refinement_keeps_what_a_rig_holds_rigid(shipped_models, manifold_clip) -> None:
+    """Both hands dragged 15 cm, refined in model space: with the start's branch spans, the
+    distances between the pelvis's and the chest's children (one bone each on a rig) stay
+    much nearer the start's than without, and the hands get as near their targets."""
+    from blender_addon.core.normalize import to_model_space
+
+    model, _ = to_model_space(manifold_clip[::9])
+    b = len(model)
+    z = shipped_models.encode(model.astype(np.float32))
+    lengths = skeleton.bone_lengths(model)
+    weights = np.zeros((b, 21))
+    weights[:, HANDS] = 1.0
+    targets = model.copy()
+    targets[:, HANDS] += np.array([0.0, 0.15, 0.05])
+    offset = model - shipped_models.decode(z).astype(np.float64)
+    spans = refine.rigid_spans(model)
+    out = {}
+    for name, given in (("without", None), ("with", spans)):
+        _, pose, _ = refine.refine(shipped_models, z, offset, model, targets, weights, None,
+                                   np.ones(b), 3, np.zeros((b, 2)), lengths, spans=given)
+        out[name] = pose
+    off = {k: np.abs(refine.rigid_spans(p) - spans).max(axis=1) for k, p in out.items()}
+    assert np.median(off["with"]) < RIGID_GAIN * np.median(off["without"]), off
+    miss = {k: np.median(np.linalg.norm(p[:, HANDS] - targets[:, HANDS], axis=-1))
+            for k, p in out.items()}
+    assert miss["with"] < HAND_MISS_RATIO * miss["without"], miss

@@ -286,10 +286,14 @@ class PoseEditor:
             relinearize = rows is not None and each_pose
             steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
                 else options.refine_steps
+            share = refine.full_body_share(mask, t_rig, rig_model)
             z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig,
                                                w, rows, follow, steps, shift, rig_lengths,
-                                               relinearize,
-                                               refine.effector_weights(mask, t_rig, rig_model))
+                                               relinearize, refine.effector_weights(share),
+                                               refine.least_change_weights(share),
+                                               refine.rigid_spans(rig_model)
+                                               if options.fix_lengths and rows is None
+                                               else None)
             pose = pose - _shift3(shift)[:, None]
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
         move = 0.0

@@ -24,6 +24,7 @@ from .skeleton import ANCESTORS, CHILDREN, NUM_JOINTS, PARENTS
 
 _EPS = 1e-12
 LIMB_SLACK = 1e-6  # a limb never quite straightens (a straight limb has no bend plane)
+REACHED = 1e-6  # of a limb's length: a goal this near after the first pass needs no second
 # Joints hanging below each joint (carried along when it moves).
 _BELOW = {j: [k for k in range(NUM_JOINTS) if k != j and ANCESTORS[k, j]]
           for j in range(NUM_JOINTS)}
@@ -78,6 +79,14 @@ def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: 
     if not limbs:
         return q, loc
     joints, _ = joint_positions(mapped, q, loc)
+    # A pose the rig can take (the engine's answers are) is fitted exactly by the first
+    # pass: only limbs it leaves off their goals take the second.
+    limbs = {j: (mid, top) for j, (mid, top) in limbs.items()
+             if (_norm(joints[..., j, :] - goals[j]) > REACHED * (
+                 _norm(joints[..., j, :] - joints[..., mid, :])
+                 + _norm(joints[..., mid, :] - joints[..., top, :]))).any()}
+    if not limbs:
+        return q, loc
     adjusted = reach_limbs(joints, limbs, goals)
     # Only the limbs move: solve their joints alone (the top joints stay where they are, and
     # everything above keeps the first pass's rotations). Locations are the first pass's.

@@ -494,9 +494,10 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
     scene.npe.refine_steps = steps
     assert _solve() == {"FINISHED"}
     assert np.allclose(rigs.pose_matrices(obj), paused, atol=1e-5)
-    # The refinement did something (the networks alone now hold the pins and planted feet
-    # too, so the two differ less: 0.057 measured here).
-    assert np.abs(paused - dragged).max() > 3 * LIMB_SETTLE
+    # The refinement did something (the networks alone hold the pins and planted feet too,
+    # and a local drag's refinement keeps the networks' body firmly, so the two differ
+    # less: 0.030 measured here).
+    assert np.abs(paused - dragged).max() > 2 * LIMB_SETTLE
 
 
 def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:
