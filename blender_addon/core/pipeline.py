@@ -279,7 +279,8 @@ class PoseEditor:
             rig_model = set_bone_lengths(model, rig_lengths)
             t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
             moving = ((mask > 0) & (np.abs(t_rig - rig_model).max(axis=-1) > 1e-9)).any(axis=1)
-            rows = _metric_rows(requests, self._metrics, moving, rig_model)
+            rows = _metric_rows(requests, self._metrics, moving, rig_model,
+                                options.fix_lengths)
             # Body follow is how much the body joins a drag; a slider-only edit keeps the
             # rest of the pose (and takes more steps: metric rows are strongly curved).
             follow = np.where(moving, options.body_follow, 0.0)
@@ -557,14 +558,15 @@ def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np
 
 
 def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
-                 modules: dict[str, Module], moving: np.ndarray, rig_model: np.ndarray
-                 ) -> refine.MetricRows | None:
+                 modules: dict[str, Module], moving: np.ndarray, rig_model: np.ndarray,
+                 rigid: bool) -> refine.MetricRows | None:
     """Requested metrics changed as asked; where no effector moves (a slider edit), the
     other metrics held where they are. Targets are on the rig's proportions (model units):
-    its own value plus the requested change."""
+    its own value plus the requested change. ``rigid``: measured as a rig shows the pose
+    (the answer's pelvis and chest are made rigid afterwards)."""
     if not requests:
         return None
-    rows = refine.MetricRows([], [], [])
+    rows = refine.MetricRows([], [], [], rig_model if rigid else None)
     for name, module in modules.items():
         target = evaluate_metric(rig_model, module.metric)
         if name in requests:

@@ -8,7 +8,8 @@ the models' body would fall short), is refined over ``z`` to minimise, in model 
 (facing +Z, scaled to the models' leg length):
 
 - **requests**: effector and pin errors (weight ``w`` each), and metric errors in the
-  metric's unit times :data:`METRIC_UNIT_M` (1 degree counts as 1 cm);
+  metric's unit times :data:`METRIC_UNIT_M` (1 degree counts as 1 cm), measured on the pose
+  as a rig shows it (:class:`MetricRows`);
 - **least change**: how far the joints nobody asked about move from where they should stay:
   the input pose at ``body_follow`` 0, the networks' own answer at 1, a blend between;
   held firmly in a local drag, loosely in a full-body request;
@@ -36,6 +37,7 @@ from . import skeleton
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet
 from .normalize import set_bone_lengths_unchecked
+from .rigid_branches import keep_rigid
 
 METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
 # Per unit of effector weight, chosen on the drag and engine benchmarks (CMU test split,
@@ -158,27 +160,37 @@ def least_change_weights(share: np.ndarray) -> np.ndarray:
 @dataclass
 class MetricRows:
     """Metric residuals of one refinement: specs, their targets (B,) in model units, and
-    their weights (B,) (0 switches a row off)."""
+    their weights (B,) (0 switches a row off). ``start`` (B, 21, 3): measure the metrics on
+    the pose as a rig shows it, its pelvis and chest branches put back in the start's
+    shape (:func:`.rigid_branches.keep_rigid`, as the engine does afterwards); None: on
+    the pose itself."""
     specs: list[MetricSpec]
     targets: list[np.ndarray]
     weights: list[np.ndarray]
+    start: np.ndarray | None = None
 
 
-def metric_gradient(pose: np.ndarray, spec: MetricSpec) -> tuple[np.ndarray, np.ndarray]:
-    """The metric's value (B,) and its gradient with respect to the pose, (B, 63)."""
-    probes = pose[:, None] + _EYE_POSE[None]  # (B, 63, 21, 3)
-    base = evaluate_metric(pose, spec)
-    return base, (evaluate_metric(probes, spec) - base[:, None]) / FD_STEP
+def _as_rig_shows(pose: np.ndarray, start: np.ndarray | None) -> np.ndarray:
+    """Poses (B, ..., 21, 3) as a rig shows them (see :class:`MetricRows`)."""
+    if start is None:
+        return pose
+    flat = pose.reshape(len(pose), -1, skeleton.NUM_JOINTS, 3)
+    starts = np.repeat(start, flat.shape[1], axis=0)
+    return keep_rigid(flat.reshape(-1, skeleton.NUM_JOINTS, 3), starts).reshape(pose.shape)
 
 
 def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted metric residuals (B, M) and their pose gradients (B, M, 63); rows weighted
-    0 for every pose are skipped."""
+    """Weighted metric residuals (B, M) and their gradients with respect to the pose
+    (B, M, 63): a batched forward difference through the metrics as the sliders measure
+    them, on the pose as a rig shows it; rows weighted 0 for every pose are skipped."""
+    probes = _as_rig_shows(pose[:, None] + _EYE_POSE[None], rows.start)  # (B, 63, 21, 3)
+    shown = _as_rig_shows(pose, rows.start)
     res, grads = [], []
     for spec, target, weight in zip(rows.specs, rows.targets, rows.weights, strict=True):
         if not weight.any():
             continue
-        value, grad = metric_gradient(pose, spec)
+        value = evaluate_metric(shown, spec)
+        grad = (evaluate_metric(probes, spec) - value[:, None]) / FD_STEP
         s = np.sqrt(weight) * METRIC_UNIT_M[spec.unit]
         res.append((value - target) * s)
         grads.append(grad * s[:, None])
@@ -363,11 +375,12 @@ def _cost(pose: np.ndarray, v: np.ndarray, v_net: np.ndarray, goal: np.ndarray,
         res = _rigid_block(pose, None, spans)[0]
         cost += (res * res).sum(axis=1)
     if metrics is not None:
+        shown = _as_rig_shows(pose, metrics.start)
         for spec, target, weight in zip(metrics.specs, metrics.targets, metrics.weights,
                                         strict=True):
             if not weight.any():
                 continue
-            err = (evaluate_metric(pose, spec) - target) * METRIC_UNIT_M[spec.unit]
+            err = (evaluate_metric(shown, spec) - target) * METRIC_UNIT_M[spec.unit]
             cost += weight * err * err
     return cost, res
 
