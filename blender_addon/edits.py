@@ -311,7 +311,8 @@ def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyG
         with busy():
             outcome = edit(scene, obj, context.evaluated_depsgraph_get(), allow_nothing=True)
         STATUS.pop("metrics", None)
-        said = [n for n in outcome.notes if "clamped" in n or "short of" in n]
+        said = [n for n in outcome.notes
+                if "clamped" in n or metric_requests.OFF_NOTE in n]
         if said:
             STATUS["metrics"] = said[0]
     except EditError as exc:

@@ -40,25 +40,26 @@ def requested_metrics(scene: bpy.types.Scene) -> dict[str, float]:
     return {m.name: m.requested for m in scene.npe.metrics if m.enabled}
 
 
-# A request the solved pose, as the rig shows it, misses by more than this share of the
-# slider's range is reported: the rig cannot take it (its chest, for one, is a single rigid
-# bone, so a shoulders request the models meet by bending the chest shows little).
-SHORT_OF_RANGE = 0.01
+# A request the solved pose, as the rig shows it, misses (short of it or past it) by more
+# than this share of the slider's range is reported: the rig cannot take it exactly (its
+# chest, for one, is a single rigid bone, so a shoulders request the models meet by
+# bending the chest shows little).
+OFF_REQUEST = 0.01
+OFF_NOTE = "off the request"  # in every such note (the panel picks them out by it)
 
 
 def shortfalls(scene: bpy.types.Scene, requests: dict[str, float]) -> list[str]:
-    """A note for each request the measured pose (see :func:`store_measured`) falls short
-    of."""
+    """A note for each request the measured pose (see :func:`store_measured`) misses."""
     notes = []
     for item in scene.npe.metrics:
         if item.name not in requests or not item.has_measured:
             continue
         miss = requests[item.name] - item.measured
-        if abs(miss) > SHORT_OF_RANGE * max(item.range_max - item.range_min, 0.0):
+        if abs(miss) > OFF_REQUEST * max(item.range_max - item.range_min, 0.0):
             unit = "°" if item.unit == "deg" else " m"
             notes.append(f"{item.label or item.name}: the rig shows {item.measured:.3g}{unit}, "
-                         f"{abs(miss):.2g}{unit} short of the request: this rig cannot "
-                         "take more (add effectors, or pose by hand)")
+                         f"{abs(miss):.2g}{unit} {OFF_NOTE}: this rig cannot take it "
+                         "exactly (add effectors, or pose by hand)")
     return notes
 
 
