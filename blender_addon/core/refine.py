@@ -197,19 +197,24 @@ def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.nd
     return np.stack(res, axis=1), np.stack(grads, axis=1)
 
 
+def _rigid_gaps(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The vectors between each rigid branch's children in ``pose`` (B, 21, 3), (B, 6, 3),
+    and their lengths (B, 6)."""
+    gap = pose[:, _RIGID_PAIRS[0]] - pose[:, _RIGID_PAIRS[1]]
+    return gap, np.sqrt((gap * gap).sum(-1))
+
+
 def rigid_spans(pose: np.ndarray) -> np.ndarray:
     """(B, 6) the distances between each rigid branch's children in ``pose`` (B, 21, 3):
     what :func:`refine` keeps (``spans``)."""
-    gap = pose[:, _RIGID_PAIRS[0]] - pose[:, _RIGID_PAIRS[1]]
-    return np.sqrt((gap * gap).sum(-1))
+    return _rigid_gaps(pose)[1]
 
 
 def _rigid_block(pose: np.ndarray, jac: np.ndarray | None, spans: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray | None]:
     """Weighted rigid-branch residuals (B, 6), each child distance off its span, and,
     given the pose's Jacobian (B, 63, V), their Jacobian (B, 6, V)."""
-    gap = pose[:, _RIGID_PAIRS[0]] - pose[:, _RIGID_PAIRS[1]]  # (B, 6, 3)
-    dist = np.sqrt((gap * gap).sum(-1))
+    gap, dist = _rigid_gaps(pose)
     scale = np.sqrt(RIGID_WEIGHT)
     res = (dist - spans) * scale
     if jac is None:
@@ -269,7 +274,11 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     damping = np.full(b, LM_START)
     hess = inverse = None
     eye = np.eye(rank + 2)
+    measured_at = None  # the pose the metric rows (mres, mgrad) were last measured on
     for _ in range(steps):
+        if metrics is not None and measured_at is not pose:  # one forward difference a pose
+            mres, mgrad = _metric_block(pose, metrics)
+            measured_at = pose
         # Metric rows are strongly curved: a single pose's metric request re-linearizes
         # every step. Otherwise the first Jacobian, and its factorization while no step
         # fails, serve every step (a chord method; the exact-reach pass removes what is
@@ -277,7 +286,6 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
         if hess is None or relinearize:
             hess = jac.transpose(0, 2, 1) @ (jac * row_w[:, :, None])
             if metrics is not None:
-                _, mgrad = _metric_block(pose, metrics)
                 mjac = mgrad @ jac  # (B, M, K + 2)
                 hess += mjac.transpose(0, 2, 1) @ mjac
             if spans is not None:
@@ -291,7 +299,6 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
         grad = (((pose.reshape(b, -1) - goal) * row_w)[:, None, :] @ jac)[:, 0]
         grad += prior * (v - v_net)
         if metrics is not None:
-            mres, mgrad = _metric_block(pose, metrics)
             grad += (mres[:, None, :] @ (mgrad @ jac))[:, 0]
         if spans is not None:
             grad += (rres[:, None, :] @ rjac)[:, 0]
