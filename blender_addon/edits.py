@@ -130,7 +130,8 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     final_core = rig_io.armature_to_core(mw, seen)
     if models is not None:  # what the user sees
         metric_requests.measure_joints(scene, obj, info, seen)
-        notes += metric_requests.shortfalls(scene, requests)
+        before = {k: float(v[0]) for k, v in editor.metric_values(start[None]).items()}
+        notes += metric_requests.shortfalls(scene, requests, before)
     parts = []
     if targets:
         parts.append(f"{len(targets)} effector(s), largest miss "

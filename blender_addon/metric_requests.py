@@ -41,23 +41,38 @@ def requested_metrics(scene: bpy.types.Scene) -> dict[str, float]:
 
 
 # A request the solved pose, as the rig shows it, misses (short of it or past it) by more
-# than this share of the slider's range is reported: the rig cannot take it exactly (its
-# chest, for one, is a single rigid bone, so a shoulders request the models meet by
-# bending the chest shows little).
+# than OFF_SHARE of the change asked for is reported (the slider sweep's bound: it reached
+# 95 to 105 %), and always past OFF_REQUEST of the slider's range; a miss within
+# OFF_FLOOR of the range is noise. A rig may not take a request exactly: its chest is one
+# rigid bone, held metrics and planted feet trade with the request, effectors hold limbs.
+OFF_SHARE = 0.05
 OFF_REQUEST = 0.01
+OFF_FLOOR = 0.0005
 OFF_NOTE = "off the request"  # in every such note (the panel picks them out by it)
 
 
-def shortfalls(scene: bpy.types.Scene, requests: dict[str, float]) -> list[str]:
-    """A note for each request the measured pose (see :func:`store_measured`) misses."""
+def off_tolerance(item: bpy.types.PropertyGroup, requested: float, before: float | None
+                  ) -> float:
+    """How far the rig may miss a request before the panel says so (see OFF_SHARE)."""
+    span = max(item.range_max - item.range_min, 0.0)
+    if before is None:
+        return OFF_REQUEST * span
+    return min(OFF_REQUEST * span, max(OFF_SHARE * abs(requested - before), OFF_FLOOR * span))
+
+
+def shortfalls(scene: bpy.types.Scene, requests: dict[str, float],
+               before: dict[str, float] | None = None) -> list[str]:
+    """A note for each request the measured pose (see :func:`store_measured`) misses;
+    ``before``: each metric's value before the edit (rig units), so a small request is
+    judged by the change it asked for."""
     notes = []
     for item in scene.npe.metrics:
         if item.name not in requests or not item.has_measured:
             continue
         miss = requests[item.name] - item.measured
-        if abs(miss) > OFF_REQUEST * max(item.range_max - item.range_min, 0.0):
+        if abs(miss) > off_tolerance(item, requests[item.name], (before or {}).get(item.name)):
             unit = "°" if item.unit == "deg" else " m"
-            notes.append(f"{item.label or item.name}: the rig shows {item.measured:.3g}{unit}, "
+            notes.append(f"{item.label or item.name}: the rig shows {item.measured:.4g}{unit}, "
                          f"{abs(miss):.2g}{unit} {OFF_NOTE}: this rig cannot take it "
                          "exactly (add effectors, or pose by hand)")
     return notes

@@ -56,13 +56,9 @@ def test_tpose_values():
     for name in ("spine_flexion", "l_elbow_bend", "r_elbow_bend", "l_knee_bend", "r_knee_bend"):
         assert v[name] == pytest.approx(0.0, abs=1e-6), name
     assert v["head_tilt"] == pytest.approx(0.0, abs=1e-6)
-    # shoulders_openness = angle(spine - r_upperarm, l_upperarm - spine). In the T-pose the
-    # shoulders (upperarm joints) sit the chest bone above the spine joint and
-    # w = clavicle + upperarm bones to either side: u = (w, -d, 0), v = (w, d, 0), so the
-    # angle is 2 atan(d / w) (about 50 degrees), not 180: it is 0 only when the spine joint
-    # lies on the shoulder line.
-    d, w = L["chest"], L["l_clavicle"] + L["l_upperarm"]
-    assert v["shoulders_openness"] == pytest.approx(np.degrees(2 * np.arctan2(d, w)), abs=1e-9)
+    # shoulders_openness = angle(l_upperarm - l_clavicle, r_clavicle - r_upperarm): the
+    # T-pose's clavicles lie on one line across the chest.
+    assert v["shoulders_openness"] == pytest.approx(0.0, abs=1e-6)
     # legs_spread = angle(pelvis - r_shin, l_shin - pelvis): knees straight below the hips,
     # u = (hip, thigh, 0), v = (hip, -thigh, 0) -> 2 atan(thigh / hip).
     hip, thigh = L["l_thigh"], L["l_shin"]
@@ -71,14 +67,20 @@ def test_tpose_values():
     assert v["hands_height"] == pytest.approx(LEG + L["spine"] + L["chest"], abs=1e-12)
 
 
-def test_shoulders_in_line_with_the_spine_joint_give_zero():
-    pose = pose_from()
-    pose[J["spine"], 1] = pose[J["l_upperarm"], 1]  # spine joint on the shoulder line
-    assert evaluate_metric(pose, metric_by_name("shoulders_openness")) == pytest.approx(0.0)
-    # Shrugging (shoulders up relative to the spine joint) opens the angle further.
-    shrug = pose_from()
-    shrug[[J["l_upperarm"], J["r_upperarm"]], 1] += 0.05
-    assert values(shrug)["shoulders_openness"] > values(pose_from())["shoulders_openness"]
+@pytest.mark.parametrize("shrug_deg", [5.0, 20.0])
+def test_shoulders_openness_of_a_known_shrug(shrug_deg):
+    # Each clavicle raised by the same angle: the two bones meet at twice that angle, and
+    # a hunch (both swung forward) opens it the same way.
+    a = np.radians(shrug_deg)
+    shrug = pose_from({"l_upperarm": (np.cos(a), np.sin(a), 0),
+                       "r_upperarm": (-np.cos(a), np.sin(a), 0)})
+    assert values(shrug)["shoulders_openness"] == pytest.approx(2 * shrug_deg, abs=1e-9)
+    hunch = pose_from({"l_upperarm": (np.cos(a), 0, np.sin(a)),
+                       "r_upperarm": (-np.cos(a), 0, np.sin(a))})
+    assert values(hunch)["shoulders_openness"] == pytest.approx(2 * shrug_deg, abs=1e-9)
+    # One side alone: the angle is that side's.
+    one = pose_from({"l_upperarm": (np.cos(a), np.sin(a), 0)})
+    assert values(one)["shoulders_openness"] == pytest.approx(shrug_deg, abs=1e-9)
 
 
 @pytest.mark.parametrize("alpha_deg", [0.0, 15.0, 30.0, 45.0])
@@ -182,7 +184,8 @@ def test_axis_angles():
 def test_json_round_trip(tmp_path):
     dicts = [s.to_dict() for s in DEFAULT_METRICS]
     assert dicts[0]["a"] == ["pelvis", "neck"] and dicts[0]["b"] == "up"
-    assert dicts[1]["a"] == ["r_upperarm", "spine"] and dicts[1]["b"] == ["spine", "l_upperarm"]
+    assert dicts[1]["a"] == ["l_clavicle", "l_upperarm"]
+    assert dicts[1]["b"] == ["r_upperarm", "r_clavicle"]
     assert dicts[7]["joints"] == ["l_foot", "r_foot"]
     text = json.dumps(dicts)
     assert [MetricSpec.from_dict(d) for d in json.loads(text)] == list(DEFAULT_METRICS)

@@ -171,3 +171,55 @@ def test_the_refinement_keeps_what_a_rig_holds_rigid(shipped_models, manifold_cl
     miss = {k: np.median(np.linalg.norm(p[:, HANDS] - targets[:, HANDS], axis=-1))
             for k, p in out.items()}
     assert miss["with"] < HAND_MISS_RATIO * miss["without"], miss
+
+
+def test_shrug_jacobian_matches_a_finite_difference(synthetic_clip: np.ndarray) -> None:
+    """The clavicles' turns: their columns exact at any turn, the other variables' columns
+    carried through the turn exactly where it is zero (the refinement's first Jacobian)."""
+    rng = np.random.default_rng(3)
+    pose = _poses(synthetic_clip, 3)
+    jac = rng.normal(size=(3, 63, 4))
+    turn = rng.normal(0, 0.2, (3, 4))
+    _, tjac = refine._shrugged(pose, turn, jac)
+    assert tjac.shape == (3, 63, 8)
+    for k in range(4):
+        step = np.zeros_like(turn)
+        step[:, k] = FD_STEP
+        fd = (refine._shrugged(pose, turn + step)[0] - refine._shrugged(pose, turn - step)[0])
+        np.testing.assert_allclose(tjac[:, :, 4 + k], fd.reshape(3, 63) / (2 * FD_STEP),
+                                   atol=JACOBIAN_ATOL)
+    zero = np.zeros_like(turn)
+    _, tjac = refine._shrugged(pose, zero, jac)
+    for k in range(4):
+        step = (jac[:, :, k] * FD_STEP).reshape(pose.shape)
+        fd = (refine._shrugged(pose + step, zero)[0] - refine._shrugged(pose - step, zero)[0])
+        np.testing.assert_allclose(tjac[:, :, k], fd.reshape(3, 63) / (2 * FD_STEP),
+                                   atol=JACOBIAN_ATOL)
+
+
+def test_a_shrug_turns_the_arms_about_the_clavicles(synthetic_clip: np.ndarray) -> None:
+    """Bone lengths kept, only the arms moved, and the shoulders metric (the angle between
+    the clavicle bones) changed by at most the turns; positive elevation turns lower both
+    shoulders, protraction turns move them forward or back."""
+    from blender_addon.core.metrics import evaluate_metric, metric_by_name
+
+    pose = _poses(synthetic_clip, 4)
+    turn = np.array([[0.1, 0.1, 0, 0], [-0.2, -0.2, 0, 0], [0.05, 0, 0, 0], [0, 0, 0.1, 0.1]])
+    out, _ = refine._shrugged(pose, turn)
+    np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(pose),
+                               atol=1e-12)
+    arms = np.unique(refine._SHRUG_ARMS)
+    still = np.setdiff1d(np.arange(skeleton.NUM_JOINTS), arms)
+    np.testing.assert_array_equal(out[:, still], pose[:, still])
+    shoulders = skeleton.joint_indices(["l_upperarm", "r_upperarm"])
+    lowered = (out[:, shoulders, 1] - pose[:, shoulders, 1]).sum(axis=1)
+    assert lowered[0] < 0 < lowered[1] and abs(lowered[3]) < 1e-3
+    forward = np.abs(out[:, shoulders, 2] - pose[:, shoulders, 2]).sum(axis=1)
+    assert forward[3] > 5 * abs(lowered[3])
+    spec = metric_by_name("shoulders_openness")
+    assert refine.moves_shoulders(spec)
+    assert not refine.moves_shoulders(metric_by_name("l_elbow_bend"))
+    change = np.abs(evaluate_metric(out, spec) - evaluate_metric(pose, spec))
+    # At most the turns (each clavicle's own turn changes the angle by at most its own).
+    assert (change <= np.degrees(np.abs(turn).sum(axis=1)) + 1e-9).all()
+    assert change[1] > change[0] > 0 and change[3] > 0

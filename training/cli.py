@@ -278,6 +278,34 @@ def _run_train_metric(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_add_metric(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("add-metric", help="train a metric network onto an exported model set "
+                       "(its autoencoder rebuilt from the ONNX files) and add it, or replace "
+                       "the one of the same name")
+    _add_common_train(p)
+    p.add_argument("--models", default="models", help="model folder (default %(default)s)")
+    p.add_argument("--metric", action="append", required=True, metavar="NAME",
+                   help="metric name (repeatable)")
+    p.add_argument("--metric-specs", default=None, metavar="FILE.json",
+                   help="metric specs (default: the built-in metrics)")
+    p.set_defaults(run=_run_add_metric, out="runs/add-metric")
+
+
+def _run_add_metric(args: argparse.Namespace) -> int:
+    from training.add_metric import add_metric
+    from training.recipes import TRAIN_ALL_BUDGET, resolve_metrics
+
+    epochs, steps = TRAIN_ALL_BUDGET["metric"]
+    if not args.steps_per_epoch:
+        args.steps_per_epoch = steps  # the budget train-all gives a metric network
+    run = _run_from(args, epochs)
+    for spec in resolve_metrics(args.metric, args.metric_specs):
+        entry = add_metric(args.models, run, spec, args.command_line)
+        print(f"{args.models}/{entry['file']}: {spec.name}, best val loss "
+              f"{entry['best_val']:.4e} ({entry['seconds']:.0f} s); manifest updated")
+    return 0
+
+
 def _run_train_all(args: argparse.Namespace) -> int:
     from training.recipes import TRAIN_ALL_EPOCHS, resolve_metrics, train_all
 
@@ -578,7 +606,8 @@ def _run_render_walkthrough(args: argparse.Namespace) -> int:
 
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _add_prepare, _add_train, _add_export, _add_export_jacobian, _add_evaluate, _add_benchmark,
+    _add_prepare, _add_train, _add_export, _add_export_jacobian, _add_add_metric, _add_evaluate,
+    _add_benchmark,
     _add_benchmark_bvh, _add_describe, _add_solver_check, _add_slider_reach,
     _add_benchmark_blender, _add_render_walkthrough, _add_results,
 )

@@ -126,8 +126,6 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
     """Write ``out/*.onnx`` and ``out/manifest.json`` (and TorchScript files if asked).
 
     ``about`` (name, data, licence, commercial_use, credit) goes to the manifest as is."""
-    import onnxruntime as ort
-
     runs, out = Path(runs), Path(out)
     pd = PoseData.load(data) if data is not None else None
     nets, info = collect(runs, basis_poses(pd, seed) if pd is not None else None)
@@ -141,47 +139,57 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
     latent = info["latent"]
     modules, parity = [], {}
     for item in nets:
-        item.net.eval()
         group = len(item.extra.get("joints", ()))
         group_poses = real[:, skeleton.joint_indices(item.extra["joints"])] if group else real
         example = _examples(item.role, latent, group, group_poses, gen)
         if item.role in ("ik_universal", "metric", "decoder", "decoder_jacobian"):
             z = info["ae"].encode(real).detach()
             example = (z, *example[1:])
-        blob = onnx_bytes(item.net, example, item.role)
-        file = f"{item.name}.onnx"
-        with atomic_open(out / file) as fh:
-            fh.write(blob)
-        sess = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
-        feeds = {i.name: t.numpy() for i, t in zip(sess.get_inputs(), example, strict=True)}
-        with torch.no_grad():
-            want = item.net(*example)
-        want = want if isinstance(want, tuple) else (want,)
-        err = max(float(np.abs(got - w.numpy()).max())
-                  for got, w in zip(sess.run(None, feeds), want, strict=True))
-        parity[item.name] = err
-        if err > PARITY_TOLERANCE:
-            raise RuntimeError(f"{out / file}: onnxruntime differs from torch by {err:.2e} "
-                               f"(> {PARITY_TOLERANCE:.0e})")
-        if torchscript is not None:
-            with atomic_open(Path(torchscript) / f"{item.name}.pt") as fh:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # TorchScript's deprecation notes
-                    torch.jit.save(torch.jit.trace(item.net, example), fh)
-        entry = {"name": item.name, "role": item.role, "file": file,
-                 "parameters": initializer_count(blob), "bytes": len(blob),
-                 **core_models.module_io(item.role, latent, group,
-                                         item.extra["config"].get("rank"))}
-        for key in ("joints", "metric", "range"):
-            if key in item.extra:
-                entry[key] = item.extra[key]
-        entry["config"] = item.extra["config"]
+        entry, parity[item.name] = write_module(item, example, out, latent, torchscript)
         modules.append(entry)
     manifest = build_manifest(runs, info, modules, parity)
     if about is not None:
         manifest = {"about": about, **manifest}
     write_json(out / core_models.MANIFEST_NAME, manifest)
     return manifest
+
+
+def write_module(item: Exported, example: tuple[torch.Tensor, ...], out: Path, latent: int,
+                 torchscript: str | Path | None = None) -> tuple[dict[str, Any], float]:
+    """Write ``out/<name>.onnx`` (and TorchScript if asked) once onnxruntime agrees with
+    torch on ``example`` within :data:`PARITY_TOLERANCE`; its manifest entry and that error."""
+    import onnxruntime as ort
+
+    item.net.eval()
+    blob = onnx_bytes(item.net, example, item.role)
+    file = f"{item.name}.onnx"
+    sess = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
+    feeds = {i.name: t.numpy() for i, t in zip(sess.get_inputs(), example, strict=True)}
+    with torch.no_grad():
+        want = item.net(*example)
+    want = want if isinstance(want, tuple) else (want,)
+    err = max(float(np.abs(got - w.numpy()).max())
+              for got, w in zip(sess.run(None, feeds), want, strict=True))
+    if err > PARITY_TOLERANCE:
+        raise RuntimeError(f"{out / file}: onnxruntime differs from torch by {err:.2e} "
+                           f"(> {PARITY_TOLERANCE:.0e})")
+    with atomic_open(out / file) as fh:
+        fh.write(blob)
+    if torchscript is not None:
+        with atomic_open(Path(torchscript) / f"{item.name}.pt") as fh:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # TorchScript's deprecation notes
+                torch.jit.save(torch.jit.trace(item.net, example), fh)
+    group = len(item.extra.get("joints", ()))
+    entry = {"name": item.name, "role": item.role, "file": file,
+             "parameters": initializer_count(blob), "bytes": len(blob),
+             **core_models.module_io(item.role, latent, group,
+                                     item.extra["config"].get("rank"))}
+    for key in ("joints", "metric", "range"):
+        if key in item.extra:
+            entry[key] = item.extra[key]
+    entry["config"] = item.extra["config"]
+    return entry, err
 
 
 def build_manifest(runs: Path, info: dict[str, Any], modules: list[dict[str, Any]],

@@ -118,25 +118,35 @@ def jacobian_basis(ae: PoseAutoencoder, poses: torch.Tensor, rank: int = JACOBIA
     return vecs[:, -rank:].flip(-1).T.float().contiguous()
 
 
-def autoencoder_from_onnx(folder: Path, manifest: dict[str, Any]) -> PoseAutoencoder:
-    """The autoencoder's decoder rebuilt from ``decoder.onnx``'s named weights."""
+def autoencoder_from_onnx(folder: Path, manifest: dict[str, Any],
+                          parts: tuple[str, ...] = ("decoder",)) -> PoseAutoencoder:
+    """The autoencoder rebuilt from the set's ONNX graphs' named weights: the decoder's
+    (``decoder.onnx``), and the encoder's too with ``parts`` ``("encoder", "decoder")``."""
     import onnx
     from onnx import numpy_helper
 
-    entry = next(m for m in manifest["modules"] if m["role"] == "decoder")
-    path = folder / entry["file"]
-    weights = {i.name.removeprefix("ae."): torch.from_numpy(numpy_helper.to_array(i).copy())
-               for i in onnx.load(str(path)).graph.initializer if i.name.startswith("ae.")}
-    if "norm.mean" not in weights:
-        raise ValueError(f"{path}: no named autoencoder weights (ae.*) in the graph; "
-                         "export the set again with `python -m training export`")
-    cfg = entry["config"]
+    weights: dict[str, torch.Tensor] = {}
+    cfg: dict[str, Any] = {}
+    for role in parts:
+        entry = next((m for m in manifest["modules"] if m["role"] == role), None)
+        if entry is None:
+            raise ValueError(f"{folder / core_models.MANIFEST_NAME}: no {role} module listed")
+        path = folder / entry["file"]
+        found = {i.name.removeprefix("ae."): torch.from_numpy(numpy_helper.to_array(i).copy())
+                 for i in onnx.load(str(path)).graph.initializer if i.name.startswith("ae.")}
+        if "norm.mean" not in found:
+            raise ValueError(f"{path}: no named autoencoder weights (ae.*) in the graph; "
+                             "export the set again with `python -m training export`")
+        weights.update(found)
+        cfg = entry["config"]
     ae = PoseAutoencoder(weights["norm.mean"], weights["norm.std"], hidden=cfg["hidden"],
                          latent=cfg["latent"], tied=cfg["tied"], layernorm=cfg["layernorm"])
+    prefixes = tuple({"decoder": ("decoder.", "dec_bias."), "encoder": ("encoder.",)}[r]
+                     for r in parts)
     missing = [k for k in ae.state_dict() if k not in weights
-               and (k.startswith("decoder.") or k.startswith("dec_bias."))]
+               and any(k.startswith(x) for pre in prefixes for x in pre)]
     if missing:
-        raise ValueError(f"{path}: decoder weights {missing} not found in the graph")
+        raise ValueError(f"{folder}: autoencoder weights {missing} not found in its graphs")
     ae.load_state_dict(weights, strict=False)
     return ae.eval()
 

@@ -126,8 +126,11 @@ def train_solver(run: Run, group: str) -> dict[str, Any]:
                {**net.config, "group": group})
 
 
-def train_metric(run: Run, spec: MetricSpec) -> dict[str, Any]:
-    ae = _need_ae(run)
+def train_metric(run: Run, spec: MetricSpec, ae: PoseAutoencoder | None = None
+                 ) -> dict[str, Any]:
+    """A metric network for ``spec`` on ``run.out``'s autoencoder, or on ``ae`` (a shipped
+    set's, :func:`training.add_metric.add_metric`)."""
+    ae = ae or _need_ae(run)
     train = run.sampler("train", (spec,))
     values = train.metric_values[:, 0]
     seed_everything(run.cfg.seed)

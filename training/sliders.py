@@ -31,7 +31,7 @@ def sweep(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
           deltas: tuple[float, ...] = DELTAS) -> dict[str, dict[str, Any]]:
     """Per metric and delta: share, other metrics' change, joints moved (see module doc)."""
     now = editor.metric_values(poses)
-    ranges = editor.metric_ranges(poses)
+    ranges = editor.metric_ranges(poses, widen=False)
     no_effectors = np.zeros(poses.shape[:2])
     out: dict[str, dict[str, Any]] = {}
     for name in now:

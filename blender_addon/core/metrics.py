@@ -203,8 +203,9 @@ DEFAULT_METRICS: tuple[MetricSpec, ...] = (
         description="Bend of the trunk: angle between pelvis->neck and straight up (0 = upright)",
     ),
     MetricSpec(
-        "shoulders_openness", "angle", ("r_upperarm", "spine", "spine", "l_upperarm"),
-        description="Bend of the shoulder line at the spine: 0 = in line, grows with shrug/hunch",
+        "shoulders_openness", "angle", ("l_clavicle", "l_upperarm", "r_upperarm", "r_clavicle"),
+        description="Angle between the clavicles (left clavicle->shoulder vs right "
+        "shoulder->clavicle): 0 = in line, grows with a shrug or hunch",
     ),
     MetricSpec(
         "legs_spread", "angle", ("r_shin", "pelvis", "pelvis", "l_shin"),

@@ -294,7 +294,10 @@ class PoseEditor:
                                                refine.least_change_weights(share),
                                                refine.rigid_spans(rig_model)
                                                if options.fix_lengths and rows is None
-                                               else None)
+                                               else None,
+                                               any(refine.moves_shoulders(
+                                                   self._metrics[name].metric)
+                                                   for name in requests))
             pose = pose - _shift3(shift)[:, None]
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
         move = 0.0
@@ -350,7 +353,9 @@ class PoseEditor:
                          metrics: dict[str, np.ndarray], notes: list[str]
                          ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Rig-unit requests -> (requested, current) values in model units, each clamped to
-        the range the metric's network saw in training."""
+        the range the metric's network saw in training, widened to hold the pose's own value
+        (a rig whose rest shape lies outside it, such as clavicles in line where the data's
+        always rise, never jumps there; see :meth:`metric_ranges`)."""
         out = {}
         for name, value in metrics.items():
             module = self._metrics[name]
@@ -361,7 +366,7 @@ class PoseEditor:
             want = model_now + (value - rig_now) * per_unit
             if module.value_range is not None:
                 lo, hi = module.value_range
-                clamped = np.clip(want, lo, hi)
+                clamped = np.clip(want, np.minimum(lo, model_now), np.maximum(hi, model_now))
                 if (np.abs(clamped - want) > 1e-9).any():
                     unit = spec.unit
                     notes.append(f"{name}: request clamped to the range the models know "
@@ -379,15 +384,20 @@ class PoseEditor:
         facing = facing_pose(p, frame)
         return {name: evaluate_metric(facing, m.metric) for name, m in self._metrics.items()}
 
-    def metric_ranges(self, positions: np.ndarray) -> dict[str, tuple[float, float]]:
-        """Each metric's training-data range in the rig's units, for the first pose."""
+    def metric_ranges(self, positions: np.ndarray, widen: bool = True
+                      ) -> dict[str, tuple[float, float]]:
+        """Each metric's training-data range in the rig's units for the first pose, widened
+        (``widen``) to hold that pose's own value: what a request may ask unclamped."""
         p = _check_positions(positions)[:1]
         _, frame = to_model_space(p, self.lengths)
+        facing = facing_pose(p, frame)
         out = {}
         for name, m in self._metrics.items():
             if m.value_range is not None:
                 per_unit = float(_model_per_rig_unit(m.metric, frame)[0])
-                out[name] = (m.value_range[0] / per_unit, m.value_range[1] / per_unit)
+                lo, hi = m.value_range[0] / per_unit, m.value_range[1] / per_unit
+                now = float(evaluate_metric(facing, m.metric)[0]) if widen else lo
+                out[name] = (min(lo, now), max(hi, now))
         return out
 
     def clean_pose(self, positions: np.ndarray) -> np.ndarray:
@@ -577,6 +587,9 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
         rows.specs.append(module.metric)
         rows.targets.append(target)
         rows.weights.append(weight)
+    # The body kept over its feet as the held metrics are (a slider edit).
+    rows.balance = refine.balance(rig_model)
+    rows.balance_weights = np.where(moving, 0.0, refine.BALANCE_WEIGHT)
     return rows
 
 

@@ -73,6 +73,7 @@ FULL_BODY_MOVE = 0.02
 # 5.6 / 8.5 / 2.58, 38 % of poses with an angle out of range; these: 1.3 / 10.7 / 1.52, 22 %.
 METRIC_WEIGHT = 3000.0
 HOLD_WEIGHT = 10.0  # metrics nobody asked about, during a metric-only edit
+BALANCE_WEIGHT = HOLD_WEIGHT  # the body's lean over its feet (:func:`balance`), per metre
 # Per non-requested joint coordinate, for a local request (LEAST_CHANGE) and a full-body
 # one (FULL_BODY_LEAST_CHANGE), between them as the effector weight (geometrically with the
 # same share). A local drag's answers are taken as a rig takes them (pelvis and chest
@@ -85,15 +86,24 @@ HOLD_WEIGHT = 10.0  # metrics nobody asked about, during a metric-only edit
 # Bandai set on Bandai Namco: 1.17 / 1.06 cm at 0.8, 1.15 / 1.03 at 0.2; 1.27 on CMU at 10).
 LEAST_CHANGE = 10.0
 FULL_BODY_LEAST_CHANGE = 0.2
-# In an edit with metric requests the held metrics keep the body; a firmer least change
-# there spreads the request over the held metrics (lowering the hands 20 cm, median over
-# 150 CMU test poses: elbows 4.5 degrees, left knee 6.4 at 0.8; 3.3 and 5.6 at 0.5).
-LEAST_CHANGE_METRIC_EDIT = 0.5
+# In an edit with metric requests the held metrics (and the body's balance over its feet)
+# keep the body; a firmer least change there spreads the request over the held metrics.
+# Slider sweep, 60 CMU test poses, the other metrics' largest change (median) / joints
+# moved: lowering the hands 20 cm 16.2 deg / 13.3 cm at 0.5, 12.9 / 15.2 at 0.2 (4.2 /
+# 19.8 at 0.05 without the balance hold, by leaning the body over its feet); flexing the
+# spine 40 deg 1.4 / 11.5 at 0.5, 0.6 / 12.3 at 0.2; every request still reached.
+LEAST_CHANGE_METRIC_EDIT = 0.2
 LEARNED_PRIOR = 1e-4  # m^2 per latent unit^2: stay near the networks' latent
 SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
 DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
 LM_START, LM_UP, LM_DOWN = 1e-4, 10.0, 0.3  # Levenberg-Marquardt damping, its changes
 FD_STEP = 1e-4  # metres: the metric gradient's finite-difference step
+# An angle of 0 or 180 degrees (two vectors in line, as a T-pose's clavicles) is a kink: any
+# move opens it, so a forward difference there points every way at once. A metric held at
+# such a value (value and target within this of it) keeps its cost but no gradient: its
+# rows would otherwise fight every other request (lowering a T-pose rig's hands reached
+# 95 % of the request with the clavicle angle held at 0 through its gradient).
+KINK_DEG = 0.5
 # A rig's pelvis bone carries the spine and both hips rigidly, its chest bone the neck and
 # both clavicles (:mod:`.rigid_branches`): rows on the distances between each branch's
 # children (in metres, this weight each) keep the refinement near answers a rig can take,
@@ -109,6 +119,26 @@ _RIGID_PAIRS = np.array([[skeleton.JOINT_INDEX[a], skeleton.JOINT_INDEX[b]] for 
 _RIGID_SIGNS = (np.eye(skeleton.NUM_JOINTS)[_RIGID_PAIRS[0]]
                 - np.eye(skeleton.NUM_JOINTS)[_RIGID_PAIRS[1]])  # (6, 21)
 _POSE_DIM = skeleton.NUM_JOINTS * 3
+# The clavicles' turns (a shrug or the shoulders let down, and a hunch or the shoulders
+# drawn back), each arm turned about its clavicle joint: variables of their own in an edit
+# that asks for a metric reading a clavicle (:func:`moves_shoulders`). CMU's clavicles
+# never move (the angle between them is 31.0-31.1 degrees in 99 % of its poses), so its
+# latent has no shrug and met such a request by bending the chest, which a rig's one chest
+# bone cannot take, and the rest of the body with it. A radian of turn costs like a joint
+# moved SHRUG_PRIOR ** 0.5 m; a radian of protraction, PROTRACTION_PRIOR ** 0.5 m: left
+# as cheap, it let the refinement swing the arms and bend the body to make up for it. Slider
+# sweep, 60 test poses, the other metrics' largest change (median), opening CMU poses'
+# shoulders 20 degrees / closing Bandai Namco poses' 20 with the CMU set: 7.6 / 0.2
+# degrees at 1e-2, 3.1 / 0.3 at 0.1, 2.2 / 0.8 at 0.3. Elevation alone (the evaluate
+# sweep, 300 poses): 2.7 degrees opening CMU poses', and closing Bandai Namco poses'
+# reached 31 % of its change (8.9 degrees elsewhere).
+SHRUG_PRIOR = 1e-2
+PROTRACTION_PRIOR = 0.3
+_SHRUG_VARIABLES = 4  # elevation and protraction, each side
+_SHRUG_SIDES = skeleton.joint_indices(["l_clavicle", "r_clavicle"])
+_SHRUG_NEXT = skeleton.joint_indices(["l_upperarm", "r_upperarm"])
+_SHRUG_ARMS = np.stack([np.flatnonzero(skeleton.ANCESTORS[:, j] > 0) for j in _SHRUG_NEXT])
+_TRUNK_UP = skeleton.joint_indices(["chest", "neck"])
 _ENDS = skeleton.joint_indices(skeleton.END_JOINTS)
 _BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
 _PARENTS = skeleton.PARENTS[1:]
@@ -157,6 +187,61 @@ def least_change_weights(share: np.ndarray) -> np.ndarray:
     return LEAST_CHANGE * (FULL_BODY_LEAST_CHANGE / LEAST_CHANGE) ** share
 
 
+def moves_shoulders(spec: MetricSpec) -> bool:
+    """Whether a metric reads a clavicle bone (a clavicle joint and its upper arm), so a
+    request for it gets the clavicles' turns as variables (:data:`SHRUG_PRIOR`)."""
+    joints = {skeleton.JOINT_INDEX[j] for j in spec.joints}
+    return any({int(c), int(u)} <= joints for c, u in zip(_SHRUG_SIDES, _SHRUG_NEXT,
+                                                           strict=True))
+
+
+def _rotations(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """(..., 3, 3) rotations by ``angle`` (...) radians about unit ``axis`` (..., 3)."""
+    cos, sin = np.cos(angle)[..., None, None], np.sin(angle)[..., None, None]
+    cross = np.zeros((*axis.shape, 3))  # [axis]x
+    cross[..., 0, 1], cross[..., 0, 2] = -axis[..., 2], axis[..., 1]
+    cross[..., 1, 2] = -axis[..., 0]
+    cross -= np.swapaxes(cross, -1, -2)
+    return cos * np.eye(3) + sin * cross + (1.0 - cos) * (axis[..., :, None] * axis[..., None, :])
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+
+
+def _shrugged(pose: np.ndarray, turn: np.ndarray, jac: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray | None]:
+    """The pose (B, 21, 3) with each arm turned about its clavicle joint and, given the
+    pose's Jacobian (B, 63, V), the turned pose's with the turns' columns appended (the
+    axes taken as fixed). ``turn`` (B, 4) radians: the left and right clavicles' elevation
+    (about the axis square to the trunk and the clavicle bone; positive lowers both), then
+    their protraction (about the axis square to that one and the bone: a hunch)."""
+    centre = pose[:, _SHRUG_SIDES]  # (B, 2, 3)
+    up = pose[:, _TRUNK_UP[1]] - pose[:, _TRUNK_UP[0]]
+    bone = pose[:, _SHRUG_NEXT] - centre
+    lift = _unit(np.cross(up[:, None], bone))
+    reach = _unit(np.cross(bone, lift))
+    first, second = _rotations(lift, turn[:, :2]), _rotations(reach, turn[:, 2:])
+    rot = second @ first  # (B, 2, 3, 3)
+    out = pose.copy()
+    turned = (pose[:, _SHRUG_ARMS] - centre[:, :, None]) @ np.swapaxes(rot, -1, -2)
+    out[:, _SHRUG_ARMS] = centre[:, :, None] + turned
+    if jac is None:
+        return out, None
+    b, variables = len(pose), jac.shape[-1]
+    j = jac.reshape(b, skeleton.NUM_JOINTS, 3, variables).copy()
+    base = j[:, _SHRUG_SIDES][:, :, None]  # (B, 2, 1, 3, V)
+    j[:, _SHRUG_ARMS] = base + rot[:, :, None] @ (j[:, _SHRUG_ARMS] - base)
+    # d/dturn of R2 R1 (p - c): (R2 lift) x (R (p - c)), and reach x (R (p - c)).
+    lift_now = (second @ lift[..., None])[..., 0]
+    columns = np.zeros((b, skeleton.NUM_JOINTS, 3, 4))
+    for k, axis in enumerate((lift_now, reach)):
+        moved = np.cross(axis[:, :, None], turned)  # (B, 2, 3, 3)
+        for side in range(2):
+            columns[..., 2 * k + side][:, _SHRUG_ARMS[side]] = moved[:, side]
+    return out, np.concatenate([j, columns], axis=3).reshape(b, _POSE_DIM, variables + 4)
+
+
 @dataclass
 class MetricRows:
     """Metric residuals of one refinement: specs, their targets (B,) in model units, and
@@ -168,6 +253,28 @@ class MetricRows:
     targets: list[np.ndarray]
     weights: list[np.ndarray]
     start: np.ndarray | None = None
+    # (B, 2) the pelvis's floor offset from the ankles to keep (:func:`balance`) and its
+    # weights (B,), or None.
+    balance: np.ndarray | None = None
+    balance_weights: np.ndarray | None = None
+
+
+# The pelvis's offset along the floor (x, z) from the midpoint of the ankles, as rows over
+# the flat pose (2, 63): how far the body leans over its feet. No slider measures it, so
+# without a hold a request the held metrics resist (lowering the hands 20 cm with knees
+# and trunk held) is met by tilting straight legs: the body slides half a metre over its
+# planted feet.
+_ANKLES = skeleton.joint_indices(["l_foot", "r_foot"])
+_BALANCE_ROWS = np.zeros((2, skeleton.NUM_JOINTS, 3))
+for _row, _axis in enumerate((0, 2)):
+    _BALANCE_ROWS[_row, skeleton.ROOT, _axis] = 1.0
+    _BALANCE_ROWS[_row, _ANKLES, _axis] = -0.5
+_BALANCE_ROWS = _BALANCE_ROWS.reshape(2, _POSE_DIM)
+
+
+def balance(pose: np.ndarray) -> np.ndarray:
+    """(B, 2) the pelvis's floor offset from the midpoint of the ankles, of poses (B, 21, 3)."""
+    return pose.reshape(len(pose), -1) @ _BALANCE_ROWS.T
 
 
 def _as_rig_shows(pose: np.ndarray, start: np.ndarray | None) -> np.ndarray:
@@ -191,10 +298,22 @@ def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.nd
             continue
         value = evaluate_metric(shown, spec)
         grad = (evaluate_metric(probes, spec) - value[:, None]) / FD_STEP
+        if spec.kind == "angle":
+            grad[_at_kink(value) & _at_kink(target)] = 0.0
         s = np.sqrt(weight) * METRIC_UNIT_M[spec.unit]
         res.append((value - target) * s)
         grads.append(grad * s[:, None])
+    if rows.balance is not None:
+        s = np.sqrt(rows.balance_weights)[:, None]
+        res.extend(((balance(pose) - rows.balance) * s).T)
+        grads.extend(np.broadcast_to(_BALANCE_ROWS[None] * s[..., None],
+                                     (len(pose), *_BALANCE_ROWS.shape)).transpose(1, 0, 2))
     return np.stack(res, axis=1), np.stack(grads, axis=1)
+
+
+def _at_kink(angle: np.ndarray) -> np.ndarray:
+    """Angles (degrees) within :data:`KINK_DEG` of 0 or 180."""
+    return np.minimum(angle, 180.0 - angle) < KINK_DEG
 
 
 def _rigid_gaps(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,8 +348,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
            targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
            body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray,
            relinearize: bool = False, effector_weight: np.ndarray | float = EFFECTOR_WEIGHT,
-           least_change: np.ndarray | float = LEAST_CHANGE, spans: np.ndarray | None = None
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           least_change: np.ndarray | float = LEAST_CHANGE, spans: np.ndarray | None = None,
+           shrug: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
     ``offset``: what is added to the decoded pose (``x - D(z_base)``, or 0); ``base``: the
@@ -245,13 +364,16 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     ``effector_weight``: per unit of request weight, and ``least_change``: per other joint
     coordinate, each one for all or (B,) (:func:`effector_weights`,
     :func:`least_change_weights`). ``spans`` (B, 6): the rigid branches' child distances
-    to keep (:func:`rigid_spans` of the start pose), or None.
+    to keep (:func:`rigid_spans` of the start pose), or None. ``shrug``: the clavicles'
+    turns are variables too (see :data:`SHRUG_PRIOR`).
     """
     b = len(z_net)
-    point = _Point(models, z_net.astype(np.float64), offset, lengths)
+    point = _Point(models, z_net.astype(np.float64), offset, lengths, shrug)
     rank = len(point.basis)
-    # The variables: the latent's move along the basis, then the body's shift.
-    v_net = np.concatenate([np.zeros((b, rank)), shift], axis=1)
+    n_vars = rank + _SHRUG_VARIABLES * shrug + 2
+    # The variables: the latent's move along the basis, the clavicles' turns (with
+    # ``shrug``), then the body's shift.
+    v_net = np.concatenate([np.zeros((b, n_vars - 2)), shift], axis=1)
     v = v_net.copy()
     pose, jac = point.linearize(v)
     # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere,
@@ -266,14 +388,14 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     follow = np.broadcast_to(np.asarray(body_follow, dtype=np.float64), (b,))[:, None]
     keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)
     goal = np.where(asked, targets.reshape(b, -1), keep)
-    prior = _prior(rank)
+    prior = _prior(rank, shrug)
     cost, rres = _cost(pose, v, v_net, goal, row_w, metrics, prior, spans)
     rjac = None
     # Levenberg-Marquardt damping per pose, relative to the Gauss-Newton diagonal: raised
     # where a step fails (and lowered again where a re-linearized one succeeds).
     damping = np.full(b, LM_START)
     hess = inverse = None
-    eye = np.eye(rank + 2)
+    eye = np.eye(n_vars)
     measured_at = None  # the pose the metric rows (mres, mgrad) were last measured on
     for _ in range(steps):
         if metrics is not None and measured_at is not pose:  # one forward difference a pose
@@ -291,7 +413,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
             if spans is not None:
                 _, rjac = _rigid_block(pose, jac, spans)
                 hess += rjac.transpose(0, 2, 1) @ rjac
-            scale = np.einsum("bii->b", hess) / (rank + 2)
+            scale = np.einsum("bii->b", hess) / n_vars
             hess += prior * eye
             inverse = None
         if inverse is None:
@@ -321,7 +443,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
             pose, jac = point.linearize(v)
         else:
             pose = np.where(better[:, None, None], pose_try, pose)
-    return point.latent(v).astype(np.float32), pose, v[:, rank:]
+    return point.latent(v).astype(np.float32), pose, v[:, -2:]
 
 
 _XZ = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # a shift (x, z) as a vector
@@ -329,9 +451,12 @@ _SHIFT_JAC = np.tile(_XZ.T, (skeleton.NUM_JOINTS, 1))  # d pose / d shift (63, 2
 
 
 @functools.cache
-def _prior(rank: int) -> np.ndarray:
-    """Per-variable prior weights: the latent's moves, then the body's shift."""
-    out = np.r_[np.full(rank, LEARNED_PRIOR + DAMPING), np.full(2, SHIFT_PRIOR)]
+def _prior(rank: int, shrug: bool) -> np.ndarray:
+    """Per-variable prior weights: the latent's moves, the clavicles' turns (with
+    ``shrug``), then the body's shift."""
+    out = np.r_[np.full(rank, LEARNED_PRIOR + DAMPING),
+                np.full(2 * shrug, SHRUG_PRIOR), np.full(2 * shrug, PROTRACTION_PRIOR),
+                np.full(2, SHIFT_PRIOR)]
     out.flags.writeable = False
     return out
 
@@ -341,25 +466,33 @@ def _shifted(pose: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 class _Point:
-    """The refinement's variables (a move along the latent basis, a floor shift) -> poses,
-    around the networks' latent ``z_net``."""
+    """The refinement's variables (a move along the latent basis, the clavicles' turns with
+    ``shrug``, a floor shift) -> poses, around the networks' latent ``z_net``."""
 
     def __init__(self, models: ModelSet, z_net: np.ndarray, offset: np.ndarray,
-                 lengths: np.ndarray) -> None:
+                 lengths: np.ndarray, shrug: bool = False) -> None:
         self.models, self.z_net, self.offset, self.lengths = models, z_net, offset, lengths
         self.basis = models.jacobian_basis  # (K, L)
         self.graph = next(iter(models.by_role("decoder_jacobian")), None)
+        self.shrug = shrug
+        self.rank = len(self.basis)
 
     def latent(self, v: np.ndarray) -> np.ndarray:
-        return self.z_net + v[:, :-2] @ self.basis
+        return self.z_net + v[:, :self.rank] @ self.basis
+
+    def _turns(self, v: np.ndarray) -> np.ndarray:
+        return v[:, self.rank:self.rank + _SHRUG_VARIABLES]
 
     def pose(self, v: np.ndarray) -> np.ndarray:
         """The length-fixed, shifted pose of variables ``v``."""
         decoded = self.models.decode(self.latent(v).astype(np.float32)).astype(np.float64)
-        return _shifted(_fixed(self.offset + decoded, self.lengths)[0], v)
+        pose = _fixed(self.offset + decoded, self.lengths)[0]
+        if self.shrug:
+            pose = _shrugged(pose, self._turns(v))[0]
+        return _shifted(pose, v)
 
     def linearize(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The pose of variables ``v`` and its Jacobian (B, 63, K + 2)."""
+        """The pose of variables ``v`` and its Jacobian (B, 63, variables)."""
         z = self.latent(v).astype(np.float32)
         if self.graph is not None:
             decoded, jac = self.graph.run_all(z)[:2]
@@ -367,6 +500,8 @@ class _Point:
         else:  # a set exported before the Jacobian graph: a forward difference, one call
             decoded, jac = _fd_jacobian(self.models, z, self.basis)
         pose, jac = _fixed(self.offset + decoded.astype(np.float64), self.lengths, jac)
+        if self.shrug:
+            pose, jac = _shrugged(pose, self._turns(v), jac)
         shift = np.broadcast_to(_SHIFT_JAC, (len(v), *_SHIFT_JAC.shape))
         return _shifted(pose, v), np.concatenate([jac, shift], axis=2)
 
@@ -389,6 +524,9 @@ def _cost(pose: np.ndarray, v: np.ndarray, v_net: np.ndarray, goal: np.ndarray,
                 continue
             err = (evaluate_metric(shown, spec) - target) * METRIC_UNIT_M[spec.unit]
             cost += weight * err * err
+        if metrics.balance is not None:
+            off = balance(pose) - metrics.balance
+            cost += metrics.balance_weights * (off * off).sum(axis=1)
     return cost, res
 
 

@@ -12,8 +12,8 @@ from blender_addon import errors, metric_requests  # noqa: E402
 
 STEP = {"deg": 10.0, "m": 0.05}  # the request: the measured value plus or minus this
 REACHED = (0.95, 1.05)  # achieved / requested change: the slider did what it says
-# Sliders a rig may not take (shoulders openness on this rig: +10 degrees reaches 27 %);
-# each says so in the panel.
+# Sliders a rig may fall short on (lowering this rig's hands 5 cm reaches 94-95 %: the held
+# metrics trade with the request); each says so in the panel.
 MAY_FALL_SHORT = 1
 
 
@@ -40,5 +40,5 @@ def test_a_slider_reaches_its_request_or_says_it_cannot(mixamo_rig: bpy.types.Ob
         item.enabled = False
         assert bpy.ops.npe.reset_edits("EXEC_DEFAULT", True) == {"FINISHED"}
         metric_requests.measure(scene, mixamo_rig)
-    assert tried >= 6
+    assert tried >= 5  # lowering: knees, spine, head and clavicles start near their ends
     assert len(short) <= MAY_FALL_SHORT, short
