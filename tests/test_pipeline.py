@@ -76,14 +76,15 @@ def test_without_refinement_the_hand_stays_where_the_networks_put_it(
 
 def test_a_drag_update_leaves_full_body_fabrik_to_the_pause(editor: PoseEditor,
                                                            manifold_clip: np.ndarray) -> None:
-    """``solve(drag=True)``: a target within reach gives the pause's solve exactly; one
-    beyond the arm's reach gets the arm stretched straight at it (the analytic re-aim)
-    instead of full-body FABRIK, which the pause's solve runs and which reaches closer."""
+    """``solve(drag=True)``: a target within reach gives the pause's solve (to 0.1 mm: a
+    drag update takes at most pipeline.DRAG_REFINE_STEPS chord steps); one beyond the arm's
+    reach gets the arm stretched straight at it (the analytic re-aim) instead of full-body
+    FABRIK, which the pause's solve runs and which reaches closer."""
     pose = manifold_clip[40]
     hand, shoulder = HANDS[1], skeleton.JOINT_INDEX["r_upperarm"]
     near = [Effector("r_hand", pose[hand] + [0.05, 0.1, -0.04])]
     drag = editor.solve(pose, near, drag=True).positions
-    np.testing.assert_allclose(drag, editor.solve(pose, near).positions, atol=1e-12)
+    np.testing.assert_allclose(drag, editor.solve(pose, near).positions, atol=1e-4)
     reach = skeleton.bone_lengths(pose)[[hand, skeleton.PARENTS[hand]]].sum()
     out = pose[hand] - pose[shoulder]
     far = [Effector("r_hand", pose[shoulder] + out / np.linalg.norm(out) * 1.4 * reach)]

@@ -197,10 +197,11 @@ def test_shrug_jacobian_matches_a_finite_difference(synthetic_clip: np.ndarray) 
                                    atol=JACOBIAN_ATOL)
 
 
-def test_a_shrug_turns_the_arms_about_the_clavicles(synthetic_clip: np.ndarray) -> None:
-    """Bone lengths kept, only the arms moved, and the shoulders metric (the angle between
-    the clavicle bones) changed by at most the turns; positive elevation turns lower both
-    shoulders, protraction turns move them forward or back."""
+def test_a_shrug_turns_the_clavicles_and_carries_the_arms(synthetic_clip: np.ndarray) -> None:
+    """Bone lengths kept, only the arms moved (carried as they hang, not swung), and the
+    shoulders metric (the angle between the clavicle bones) changed by at most the turns;
+    positive elevation turns lower both shoulders, protraction turns move them forward or
+    back."""
     from blender_addon.core.metrics import evaluate_metric, metric_by_name
 
     pose = _poses(synthetic_clip, 4)
@@ -208,9 +209,13 @@ def test_a_shrug_turns_the_arms_about_the_clavicles(synthetic_clip: np.ndarray) 
     out, _ = refine._shrugged(pose, turn)
     np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(pose),
                                atol=1e-12)
-    arms = np.unique(refine._SHRUG_ARMS)
+    arms = np.r_[refine._SHRUG_NEXT, refine._SHRUG_BELOW.ravel()]
     still = np.setdiff1d(np.arange(skeleton.NUM_JOINTS), arms)
     np.testing.assert_array_equal(out[:, still], pose[:, still])
+    # The arms hang as they did: each shoulder moves, its arm's bones keep their directions.
+    below = refine._SHRUG_BELOW.ravel()
+    np.testing.assert_allclose(out[:, below] - out[:, skeleton.PARENTS[below]],
+                               pose[:, below] - pose[:, skeleton.PARENTS[below]], atol=1e-12)
     shoulders = skeleton.joint_indices(["l_upperarm", "r_upperarm"])
     lowered = (out[:, shoulders, 1] - pose[:, shoulders, 1]).sum(axis=1)
     assert lowered[0] < 0 < lowered[1] and abs(lowered[3]) < 1e-3

@@ -34,9 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import skeleton
+from .conversions import axis_angle_to_quat
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet
 from .normalize import set_bone_lengths_unchecked
+from .quaternions import EPS, norm, quat_to_matrix
 from .rigid_branches import keep_rigid
 
 METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
@@ -120,24 +122,26 @@ _RIGID_SIGNS = (np.eye(skeleton.NUM_JOINTS)[_RIGID_PAIRS[0]]
                 - np.eye(skeleton.NUM_JOINTS)[_RIGID_PAIRS[1]])  # (6, 21)
 _POSE_DIM = skeleton.NUM_JOINTS * 3
 # The clavicles' turns (a shrug or the shoulders let down, and a hunch or the shoulders
-# drawn back), each arm turned about its clavicle joint: variables of their own in an edit
-# that asks for a metric reading a clavicle (:func:`moves_shoulders`). CMU's clavicles
-# never move (the angle between them is 31.0-31.1 degrees in 99 % of its poses), so its
-# latent has no shrug and met such a request by bending the chest, which a rig's one chest
-# bone cannot take, and the rest of the body with it. A radian of turn costs like a joint
-# moved SHRUG_PRIOR ** 0.5 m; a radian of protraction, PROTRACTION_PRIOR ** 0.5 m: left
-# as cheap, it let the refinement swing the arms and bend the body to make up for it. Slider
-# sweep, 60 test poses, the other metrics' largest change (median), opening CMU poses'
-# shoulders 20 degrees / closing Bandai Namco poses' 20 with the CMU set: 7.6 / 0.2
-# degrees at 1e-2, 3.1 / 0.3 at 0.1, 2.2 / 0.8 at 0.3. Elevation alone (the evaluate
-# sweep, 300 poses): 2.7 degrees opening CMU poses', and closing Bandai Namco poses'
-# reached 31 % of its change (8.9 degrees elsewhere).
+# drawn back), each clavicle bone turned about its clavicle joint with the arm carried as it
+# hangs: variables of their own in an edit that asks for a metric reading a clavicle
+# (:func:`moves_shoulders`). CMU's clavicles never move (the angle between them is
+# 31.0-31.1 degrees in 99 % of its poses), so its latent has no shrug and met such a
+# request by bending the chest, which a rig's one chest bone cannot take, and the rest of
+# the body with it. A radian of elevation costs like a joint moved SHRUG_PRIOR ** 0.5 m, a
+# radian of protraction PROTRACTION_PRIOR ** 0.5 m: left as cheap, it let the refinement
+# bend the body elsewhere. Slider sweep, the other metrics' largest change (median),
+# opening 150 CMU test poses' shoulders 20 degrees / closing 20 Bandai Namco test poses'
+# with the CMU set: 8.1 / 0.6 degrees at 1e-2, 2.1 / 1.7 at 0.3. Turning the whole arm
+# about the clavicle joint instead of carrying it swung the hands and bent the knees to
+# hold their height (6.3 degrees opening CMU poses' by 20 with 300 poses); elevation alone
+# reached 31 % of a closing request on Bandai Namco poses.
 SHRUG_PRIOR = 1e-2
 PROTRACTION_PRIOR = 0.3
 _SHRUG_VARIABLES = 4  # elevation and protraction, each side
 _SHRUG_SIDES = skeleton.joint_indices(["l_clavicle", "r_clavicle"])
 _SHRUG_NEXT = skeleton.joint_indices(["l_upperarm", "r_upperarm"])
-_SHRUG_ARMS = np.stack([np.flatnonzero(skeleton.ANCESTORS[:, j] > 0) for j in _SHRUG_NEXT])
+# What hangs below each shoulder (elbow, wrist): carried along by a shrug, not swung.
+_SHRUG_BELOW = np.stack([np.flatnonzero(skeleton.ANCESTORS[:, j] > 0)[1:] for j in _SHRUG_NEXT])
 _TRUNK_UP = skeleton.joint_indices(["chest", "neck"])
 _ENDS = skeleton.joint_indices(skeleton.END_JOINTS)
 _BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
@@ -197,25 +201,22 @@ def moves_shoulders(spec: MetricSpec) -> bool:
 
 def _rotations(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
     """(..., 3, 3) rotations by ``angle`` (...) radians about unit ``axis`` (..., 3)."""
-    cos, sin = np.cos(angle)[..., None, None], np.sin(angle)[..., None, None]
-    cross = np.zeros((*axis.shape, 3))  # [axis]x
-    cross[..., 0, 1], cross[..., 0, 2] = -axis[..., 2], axis[..., 1]
-    cross[..., 1, 2] = -axis[..., 0]
-    cross -= np.swapaxes(cross, -1, -2)
-    return cos * np.eye(3) + sin * cross + (1.0 - cos) * (axis[..., :, None] * axis[..., None, :])
+    return quat_to_matrix(axis_angle_to_quat(np.concatenate([angle[..., None], axis], -1)))
 
 
 def _unit(v: np.ndarray) -> np.ndarray:
-    return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
+    return v / np.maximum(norm(v), EPS)[..., None]
 
 
 def _shrugged(pose: np.ndarray, turn: np.ndarray, jac: np.ndarray | None = None
               ) -> tuple[np.ndarray, np.ndarray | None]:
-    """The pose (B, 21, 3) with each arm turned about its clavicle joint and, given the
-    pose's Jacobian (B, 63, V), the turned pose's with the turns' columns appended (the
-    axes taken as fixed). ``turn`` (B, 4) radians: the left and right clavicles' elevation
-    (about the axis square to the trunk and the clavicle bone; positive lowers both), then
-    their protraction (about the axis square to that one and the bone: a hunch)."""
+    """The pose (B, 21, 3) with each clavicle bone turned about its clavicle joint, the arm
+    below carried along as it hangs (its shoulder moves, its direction stays: the shoulder
+    joint takes the turn back, as a shrug does), and, given the pose's Jacobian (B, 63, V),
+    the turned pose's with the turns' columns appended (the axes taken as fixed). ``turn``
+    (B, 4) radians: the left and right clavicles' elevation (about the axis square to the
+    trunk and the clavicle bone; positive lowers both), then their protraction (about the
+    axis square to that one and the bone: a hunch)."""
     centre = pose[:, _SHRUG_SIDES]  # (B, 2, 3)
     up = pose[:, _TRUNK_UP[1]] - pose[:, _TRUNK_UP[0]]
     bone = pose[:, _SHRUG_NEXT] - centre
@@ -223,22 +224,27 @@ def _shrugged(pose: np.ndarray, turn: np.ndarray, jac: np.ndarray | None = None
     reach = _unit(np.cross(bone, lift))
     first, second = _rotations(lift, turn[:, :2]), _rotations(reach, turn[:, 2:])
     rot = second @ first  # (B, 2, 3, 3)
+    turned = (rot @ bone[..., None])[..., 0]
+    move = turned - bone  # (B, 2, 3): the shoulder's, and all it carries
     out = pose.copy()
-    turned = (pose[:, _SHRUG_ARMS] - centre[:, :, None]) @ np.swapaxes(rot, -1, -2)
-    out[:, _SHRUG_ARMS] = centre[:, :, None] + turned
+    out[:, _SHRUG_NEXT] += move
+    out[:, _SHRUG_BELOW] += move[:, :, None]
     if jac is None:
         return out, None
     b, variables = len(pose), jac.shape[-1]
     j = jac.reshape(b, skeleton.NUM_JOINTS, 3, variables).copy()
-    base = j[:, _SHRUG_SIDES][:, :, None]  # (B, 2, 1, 3, V)
-    j[:, _SHRUG_ARMS] = base + rot[:, :, None] @ (j[:, _SHRUG_ARMS] - base)
-    # d/dturn of R2 R1 (p - c): (R2 lift) x (R (p - c)), and reach x (R (p - c)).
+    base = j[:, _SHRUG_SIDES]  # (B, 2, 3, V)
+    dmove = rot @ (j[:, _SHRUG_NEXT] - base) - (j[:, _SHRUG_NEXT] - base)
+    j[:, _SHRUG_NEXT] += dmove
+    j[:, _SHRUG_BELOW] += dmove[:, :, None]
+    # d/dturn of R2 R1 bone: (R2 lift) x (R bone), and reach x (R bone).
     lift_now = (second @ lift[..., None])[..., 0]
     columns = np.zeros((b, skeleton.NUM_JOINTS, 3, 4))
     for k, axis in enumerate((lift_now, reach)):
-        moved = np.cross(axis[:, :, None], turned)  # (B, 2, 3, 3)
+        moved = np.cross(axis, turned)  # (B, 2, 3)
         for side in range(2):
-            columns[..., 2 * k + side][:, _SHRUG_ARMS[side]] = moved[:, side]
+            carried = np.r_[_SHRUG_NEXT[side], _SHRUG_BELOW[side]]
+            columns[..., 2 * k + side][:, carried] = moved[:, side, None]
     return out, np.concatenate([j, columns], axis=3).reshape(b, _POSE_DIM, variables + 4)
 
 

@@ -345,9 +345,13 @@ def test_reset_after_a_frame_change_keeps_that_frames_pose(mixamo_rig: bpy.types
     assert np.allclose(rigs.pose_matrices(obj), at_61, atol=1e-6)
 
 
+DRAG_STEPS_TOL = 1e-3  # of the rig's size: a drag update's two chord steps against three
+
+
 def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Object) -> None:
     """With Refine While Dragging on (the default), every live update is the refined solve:
-    the pose after a drag step equals Solve's from the same empties, no pause needed."""
+    the pose after a drag step is Solve's from the same empties, no pause needed (to what
+    Solve's last chord step adds: a drag update takes pipeline.DRAG_REFINE_STEPS of them)."""
     obj = mixamo_rig
     scene = bpy.context.scene
     _setup_hands_and_pinned_feet(obj)
@@ -357,10 +361,12 @@ def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Obje
     hand.location = np.array(hand.location) + HAND_MOVE
     bpy.context.view_layer.update()  # the handler solves here, refined
     assert errors.STATUS.get(obj.name) is None
-    dragged = rigs.pose_matrices(obj)
+    info = mapped_rig.rig_for(obj)
+    dragged = edits.evaluated_joints(obj, info)
     scene.npe.live = False
     assert _solve() == {"FINISHED"}
-    assert np.allclose(rigs.pose_matrices(obj), dragged, atol=1e-5)
+    gap = np.linalg.norm(edits.evaluated_joints(obj, info) - dragged, axis=-1).max()
+    assert gap < DRAG_STEPS_TOL * np.ptp(dragged, axis=0).max(), gap  # of the rig's size
 
 
 def test_rest_pose_changed_in_edit_mode_is_read_again(mixamo_rig: bpy.types.Object) -> None:

@@ -42,7 +42,7 @@ from blender_addon import (
 )
 from blender_addon.core import models as core_models
 from blender_addon.core.fileio import write_json
-from blender_addon.core.pipeline import PoseEditor, SolveOptions
+from blender_addon.core.pipeline import DRAG_REFINE_STEPS, PoseEditor, SolveOptions
 from blender_addon.core.skeleton import JOINT_INDEX, JOINTS
 from training.blender_side import host, rigs
 
@@ -311,7 +311,8 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
                 ("Live, refinement off", True, 0, False),
                 (f"Live, refinement {DEFAULT_REFINE} steps when the drag pauses",
                  True, DEFAULT_REFINE, False),
-                (f"Live, refinement {DEFAULT_REFINE} steps on every update (default)", True,
+                (f"Live, refinement on every update ({DRAG_REFINE_STEPS} steps; "
+                 f"{DEFAULT_REFINE} at the pause) (default)", True,
                  DEFAULT_REFINE, True))
     for setting, on, refine, every in settings:
         host.progress(f"live updates: {label}, {setting} ({moves} moves)")
