@@ -73,8 +73,9 @@ def shortfalls(scene: bpy.types.Scene, requests: dict[str, float],
         if abs(miss) > off_tolerance(item, requests[item.name], (before or {}).get(item.name)):
             unit = "°" if item.unit == "deg" else " m"
             notes.append(f"{item.label or item.name}: the rig shows {item.measured:.4g}{unit}, "
-                         f"{abs(miss):.2g}{unit} {OFF_NOTE}: this rig cannot take it "
-                         "exactly (add effectors, or pose by hand)")
+                         f"{abs(miss):.2g}{unit} {OFF_NOTE}: with the rest of the pose "
+                         "held, this rig cannot take it exactly (add effectors, or pose "
+                         "by hand)")
     return notes
 
 
