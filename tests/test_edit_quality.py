@@ -276,3 +276,22 @@ def test_without_refinement_planted_feet_and_pins_are_held(shipped_models, manif
     held = [*FEET, skeleton.JOINT_INDEX["head"]]
     drift = np.linalg.norm(out[:, held] - clip[:, held], axis=-1)
     assert np.percentile(drift, 90) < HELD_FEET_M
+
+
+def test_a_rig_value_outside_the_data_range_widens_it(shipped_models) -> None:
+    """A T-pose's clavicles lie in line (0 degrees), below anything CMU shows: the slider's
+    range starts at the rig's own value, a request from there is not clamped (no jump to
+    the data's range) and is met, and asking for the value it has changes nothing."""
+    from tests.test_metrics import pose_from
+
+    pose = pose_from()
+    editor = PoseEditor(shipped_models)
+    data_lo, data_hi = editor.metric_ranges(pose[None], widen=False)["shoulders_openness"]
+    lo, hi = editor.metric_ranges(pose[None])["shoulders_openness"]
+    assert data_lo > 10.0 and lo == pytest.approx(0.0, abs=1e-6) and hi == data_hi
+    result = editor.solve(pose, metrics={"shoulders_openness": 10.0})
+    assert not any("clamped" in n for n in result.notes), result.notes
+    got = editor.metric_values(result.positions)["shoulders_openness"][0]
+    assert abs(got - 10.0) < 0.5
+    same = editor.solve(pose, metrics={"shoulders_openness": 0.0}).positions[0]
+    assert np.abs(same - pose).max() < NULL_EDIT_M

@@ -228,3 +228,20 @@ def test_a_shrug_turns_the_clavicles_and_carries_the_arms(synthetic_clip: np.nda
     # At most the turns (each clavicle's own turn changes the angle by at most its own).
     assert (change <= np.degrees(np.abs(turn).sum(axis=1)) + 1e-9).all()
     assert change[1] > change[0] > 0 and change[3] > 0
+
+
+def test_a_held_angle_at_its_kink_keeps_its_cost_but_no_gradient() -> None:
+    """Clavicles in line (0 degrees): any move opens the angle, so a forward difference
+    points every way; held there, the row has no gradient. Off the kink it has one."""
+    from blender_addon.core.metrics import evaluate_metric, metric_by_name
+    from tests.test_metrics import pose_from
+
+    spec = metric_by_name("shoulders_openness")
+    line = pose_from()[None]
+    raised = pose_from({"l_upperarm": (1.0, 0.2, 0.0), "r_upperarm": (-1.0, 0.2, 0.0)})[None]
+    for pose, at_kink in ((line, True), (raised, False)):
+        value = evaluate_metric(pose, spec)
+        rows = refine.MetricRows([spec], [value], [np.full(1, refine.HOLD_WEIGHT)])
+        res, grad = refine._metric_block(pose, rows)
+        np.testing.assert_allclose(res, 0.0, atol=1e-9)
+        assert (np.abs(grad).max() == 0.0) == at_kink
