@@ -51,17 +51,14 @@ OFF_FLOOR = 0.0005
 OFF_NOTE = "off the request"  # in every such note (the panel picks them out by it)
 
 
-def off_tolerance(item: bpy.types.PropertyGroup, requested: float, before: float | None
-                  ) -> float:
+def off_tolerance(item: bpy.types.PropertyGroup, requested: float, before: float) -> float:
     """How far the rig may miss a request before the panel says so (see OFF_SHARE)."""
     span = max(item.range_max - item.range_min, 0.0)
-    if before is None:
-        return OFF_REQUEST * span
     return min(OFF_REQUEST * span, max(OFF_SHARE * abs(requested - before), OFF_FLOOR * span))
 
 
 def shortfalls(scene: bpy.types.Scene, requests: dict[str, float],
-               before: dict[str, float] | None = None) -> list[str]:
+               before: dict[str, float]) -> list[str]:
     """A note for each request the measured pose (see :func:`store_measured`) misses;
     ``before``: each metric's value before the edit (rig units), so a small request is
     judged by the change it asked for."""
@@ -70,7 +67,7 @@ def shortfalls(scene: bpy.types.Scene, requests: dict[str, float],
         if item.name not in requests or not item.has_measured:
             continue
         miss = requests[item.name] - item.measured
-        if abs(miss) > off_tolerance(item, requests[item.name], (before or {}).get(item.name)):
+        if abs(miss) > off_tolerance(item, requests[item.name], before[item.name]):
             unit = "°" if item.unit == "deg" else " m"
             notes.append(f"{item.label or item.name}: the rig shows {item.measured:.4g}{unit}, "
                          f"{abs(miss):.2g}{unit} {OFF_NOTE}: with the rest of the pose "

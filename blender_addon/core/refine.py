@@ -377,7 +377,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     """
     b = len(z_net)
     point = _Point(models, z_net.astype(np.float64), offset, lengths, shrug)
-    rank = len(point.basis)
+    rank = point.rank
     n_vars = rank + _SHRUG_VARIABLES * shrug + 2
     # The variables: the latent's move along the basis, the clavicles' turns (with
     # ``shrug``), then the body's shift.
