@@ -95,6 +95,26 @@ def test_a_drag_update_leaves_full_body_fabrik_to_the_pause(editor: PoseEditor,
     assert paused.effector_error[0, hand] < drag.effector_error[0, hand]
 
 
+def test_a_drag_reuses_its_start_pose_and_gives_what_a_fresh_editor_gives(
+        shipped_models, manifold_clip: np.ndarray) -> None:
+    """A single pose's start-pose preparation is kept between solves (a drag's updates share
+    it): the answers are exactly a fresh editor's, whatever was solved in between, kept
+    arrays cannot be changed by a caller, and new rig lengths drop what was kept."""
+    kept = PoseEditor(shipped_models)
+    poses = manifold_clip[[10, 40, 10]]
+    moves = np.array([[0.05, 0.1, -0.04], [0.0, -0.08, 0.1], [0.12, 0.02, 0.0]])
+    for pose, move in zip(poses, moves, strict=True):
+        effs = [Effector("r_hand", pose[HANDS[1]] + move), Effector("l_foot", pin=True)]
+        fresh = PoseEditor(shipped_models).solve(pose, effs, drag=True).positions
+        np.testing.assert_array_equal(kept.solve(pose, effs, drag=True).positions, fresh)
+    start = kept._start(poses[:1], None, None)
+    assert start is kept._start(poses[:1].copy(), None, None)
+    with pytest.raises(ValueError, match="read-only"):
+        start.model[0, 0, 0] = 1.0
+    kept.lengths = skeleton.bone_lengths(poses[0]) * 1.1
+    assert kept._start(poses[:1], None, None) is not start
+
+
 def test_pins_hold_while_hands_move(editor: PoseEditor, manifold_clip: np.ndarray) -> None:
     pose = manifold_clip[40]
     effs = [Effector("l_hand", pose[HANDS[0]] + [0.1, 0.15, 0.1]),

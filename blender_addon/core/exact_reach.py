@@ -31,7 +31,7 @@ _TOE_OF = {JOINT_INDEX["l_foot"]: JOINT_INDEX["l_toe"], JOINT_INDEX["r_foot"]: J
 
 
 def _norm(v: np.ndarray) -> np.ndarray:
-    return np.sqrt((v * v).sum(-1))
+    return np.sqrt(np.add.reduce(v * v, -1))
 
 
 def _clip(v: np.ndarray, low: np.ndarray | float, high: np.ndarray | float) -> np.ndarray:
@@ -78,7 +78,7 @@ def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: 
               (l1 + l2) * np.minimum(1.0 - _SLACK, straightest))
     # The bend direction: the middle joint's offset from the start-target line (any
     # perpendicular when the limb is straight along it).
-    side = (a - s) - u * ((a - s) * u).sum(-1, keepdims=True)
+    side = (a - s) - u * np.add.reduce((a - s) * u, -1, keepdims=True)
     side_n = _norm(side)
     straight = side_n < _SLACK * l1
     if straight.any():
@@ -213,7 +213,7 @@ def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     cos_phi = _clip((radius * radius + dist * dist - reach * reach) / (2.0 * radius * dist),
                     -1.0, 1.0)
     u_now = (at - pivot) / radius[:, None]
-    side = u_now - u_goal * (u_now * u_goal).sum(-1, keepdims=True)
+    side = u_now - u_goal * np.add.reduce(u_now * u_goal, -1, keepdims=True)
     side /= np.maximum(_norm(side), _EPS)[:, None]
     u_new = cos_phi[:, None] * u_goal + np.sqrt(1.0 - cos_phi * cos_phi)[:, None] * side
     for k in (0, 1):  # each side's arm joints (a fixed set per side)

@@ -74,6 +74,9 @@ _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 # (real elbows: the training data's 0.1 percentile is 8-10 degrees): an answer beyond
 # reach would otherwise lock the elbow straight.
 NETWORK_STRAIGHTEST = math.cos(math.radians(10.0) / 2)
+# Start poses whose preparation (:class:`_Start`) a single-pose solve keeps: a drag solves
+# the same start pose on every update, a few of them while the user switches characters.
+START_CACHE_SIZE = 4
 
 
 @dataclass
@@ -129,11 +132,40 @@ def _check_positions(positions: np.ndarray, name: str = "positions") -> np.ndarr
     return p
 
 
+@dataclass(frozen=True)
+class _Start:
+    """What an edit needs of its start pose alone (B, 21, 3), read-only: its model space and
+    frame, the rig's bone lengths there and the pose with them, and which feet touch the
+    floor. A drag solves the same start pose on every update: a single pose's is made once
+    (:meth:`PoseEditor._start`)."""
+    model: np.ndarray
+    frame: BodyFrame
+    turn: np.ndarray
+    rig_lengths: np.ndarray  # (B, 21) the rig's bone lengths in model units
+    rig_model: np.ndarray  # the model-space pose with them
+    feet_down: np.ndarray  # (B, 2) :func:`_feet_down`
+    spans: np.ndarray  # (B, 6) :func:`refine.rigid_spans` of ``rig_model``
+
+    @classmethod
+    def of(cls, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
+           ) -> _Start:
+        model, frame, turn = to_model_space_unchecked(p, lengths, scale)
+        rig_lengths = frame.lengths * np.asarray(frame.scale)[:, None]
+        rig_model = set_bone_lengths(model, rig_lengths)
+        start = cls(model, frame, turn, rig_lengths, rig_model, _feet_down(model),
+                    refine.rigid_spans(rig_model))
+        for a in (*vars(start).values(), *vars(frame).values()):
+            if isinstance(a, np.ndarray):
+                a.flags.writeable = False
+        return start
+
+
 class PoseEditor:
     """Edits poses of one rig (its bone lengths) with one model set."""
 
     def __init__(self, models: ModelSet | None, lengths: np.ndarray | None = None) -> None:
         self.models = models
+        self._starts: dict[bytes, _Start] = {}
         self.lengths = lengths
         self._universal = self._fused = None
         if models is not None:
@@ -159,6 +191,23 @@ class PoseEditor:
         # As a batch of one with its pelvis-height scale, made once: every solve shares them.
         self._rig_lengths = None if value is None else value[None]
         self._rig_scale = None if value is None else leg_scale(self._rig_lengths)
+        self._starts.clear()
+
+    def _start(self, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
+               ) -> _Start:
+        """The start pose's :class:`_Start`; a single pose's is kept (the last
+        :data:`START_CACHE_SIZE`), keyed by its coordinates (the rig's lengths are this
+        editor's)."""
+        if len(p) != 1:
+            return _Start.of(p, lengths, scale)
+        key = p.tobytes()
+        start = self._starts.get(key)
+        if start is None:
+            start = _Start.of(p, lengths, scale)
+            if len(self._starts) >= START_CACHE_SIZE:
+                self._starts.pop(next(iter(self._starts)))
+            self._starts[key] = start
+        return start
 
     # -- public API -------------------------------------------------------------------
 
@@ -255,11 +304,12 @@ class PoseEditor:
         lengths, scale = self._rig_lengths, self._rig_scale
         if lengths is not None and len(p) != 1:
             lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
-        model, frame, turn = to_model_space_unchecked(p, lengths, scale)
+        start = self._start(p, lengths, scale)
+        model, frame, turn = start.model, start.frame, start.turn
         user_mask = mask
         if options.keep_planted_feet and not any(
                 _moves_legs(self._metrics[name].metric) for name in metrics):
-            mask, t, w = _hold_planted_feet(model, p, mask, t, w,
+            mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(frame.scale))
         t_model = self.targets_to_model(p, t, model, frame, turn)
         notes: list[str] = []
@@ -281,8 +331,7 @@ class PoseEditor:
             # Refinement works on the rig's own proportions (in model units), where its
             # targets are exact: a canonical-length pose put on a rig with shorter arms
             # would leave the hand short of its target.
-            rig_lengths = frame.lengths * np.asarray(frame.scale)[:, None]
-            rig_model = set_bone_lengths(model, rig_lengths)
+            rig_lengths, rig_model = start.rig_lengths, start.rig_model
             t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
             moving = ((mask > 0) & (np.abs(t_rig - rig_model).max(axis=-1) > 1e-9)).any(axis=1)
             rows = _metric_rows(requests, self._metrics, moving, rig_model,
@@ -299,7 +348,7 @@ class PoseEditor:
                                                w, rows, follow, steps, shift, rig_lengths,
                                                relinearize, refine.effector_weights(share),
                                                refine.least_change_weights(share),
-                                               refine.rigid_spans(rig_model)
+                                               start.spans
                                                if options.fix_lengths and rows is None
                                                else None,
                                                any(refine.moves_shoulders(
@@ -511,7 +560,9 @@ class PoseEditor:
 
 def _shift3(shift: np.ndarray) -> np.ndarray:
     """(B, 2) floor shifts (x, z) -> (B, 3) vectors."""
-    return np.stack([shift[:, 0], np.zeros(len(shift)), shift[:, 1]], axis=1)
+    out = np.zeros((len(shift), 3))
+    out[:, ::2] = shift
+    return out
 
 
 def facing_pose(p: np.ndarray, frame: BodyFrame) -> np.ndarray:
@@ -557,13 +608,14 @@ def planted_feet(model: np.ndarray) -> np.ndarray:
     return _on_feet(_feet_down(model))
 
 
-def _hold_planted_feet(model: np.ndarray, p: np.ndarray, mask: np.ndarray, t: np.ndarray,
-                       w: np.ndarray, unmoved: np.ndarray
+def _hold_planted_feet(feet_down: np.ndarray, p: np.ndarray, mask: np.ndarray,
+                       t: np.ndarray, w: np.ndarray, unmoved: np.ndarray
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pins on the ankle and toe of every foot that touches the floor and carries no
-    effector, and on the toe of one whose ankle effector stays within ``unmoved`` (B,) of
-    the ankle (a pinned foot keeps its toe down too); each pose decides for itself."""
-    down = _feet_down(model) & (mask[:, _TOES] <= 0)
+    """Pins on the ankle and toe of every foot that touches the floor (``feet_down`` (B, 2),
+    :func:`_feet_down`) and carries no effector, and on the toe of one whose ankle effector
+    stays within ``unmoved`` (B,) of the ankle (a pinned foot keeps its toe down too); each
+    pose decides for itself."""
+    down = feet_down & (mask[:, _TOES] <= 0)
     ankle_free = mask[:, _ANKLES] <= 0
     ankle_kept = ~ankle_free & (
         np.linalg.norm(t[:, _ANKLES] - p[:, _ANKLES], axis=-1) <= unmoved[:, None])

@@ -161,10 +161,10 @@ def _fixed(pose: np.ndarray, lengths: np.ndarray, jac: np.ndarray | None = None
     b, latent = jac.shape[0], jac.shape[-1]
     j = jac.reshape(b, skeleton.NUM_JOINTS, 3, latent)
     vec = pose[:, 1:] - pose[:, _PARENTS]  # (B, 20, 3)
-    norm = np.sqrt((vec * vec).sum(-1))
+    norm = np.sqrt(np.add.reduce(vec * vec, -1))
     unit = vec / norm[..., None]
     dvec = j[:, 1:] - j[:, _PARENTS]  # (B, 20, 3, L)
-    along = (unit[..., None] * dvec).sum(2)
+    along = np.add.reduce(unit[..., None] * dvec, 2)
     dbone = (dvec - unit[..., None] * along[:, :, None]) * (lengths[:, 1:] / norm)[..., None, None]
     djoint = (_BONE_SUMS @ dbone.reshape(b, len(_PARENTS), -1)).reshape(j.shape)
     djoint += j[:, :1]
@@ -328,7 +328,7 @@ def _rigid_gaps(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The vectors between each rigid branch's children in ``pose`` (B, 21, 3), (B, 6, 3),
     and their lengths (B, 6)."""
     gap = pose[:, _RIGID_PAIRS[0]] - pose[:, _RIGID_PAIRS[1]]
-    return gap, np.sqrt((gap * gap).sum(-1))
+    return gap, np.sqrt(np.add.reduce(gap * gap, -1))
 
 
 def rigid_spans(pose: np.ndarray) -> np.ndarray:
@@ -387,13 +387,13 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     # Per-coordinate weights of the pose rows: requests where asked, least change elsewhere,
     # towards the input pose (body_follow 0) or the networks' own pose (1), or between.
     asked = weights.repeat(3, axis=1) > 0
-    per_pose = np.broadcast_to(np.asarray(effector_weight, dtype=np.float64), (b,))[:, None]
-    hold = np.broadcast_to(np.asarray(least_change, dtype=np.float64), (b,))[:, None]
+    per_pose = _per_pose(effector_weight, b)
+    hold = _per_pose(least_change, b)
     if metrics is not None:  # held as firmly as a requested metric (see METRIC_WEIGHT)
         per_pose = np.maximum(per_pose, METRIC_WEIGHT)
         hold = np.full((b, 1), LEAST_CHANGE_METRIC_EDIT)
     row_w = np.where(asked, weights.repeat(3, axis=1) * per_pose, hold)
-    follow = np.broadcast_to(np.asarray(body_follow, dtype=np.float64), (b,))[:, None]
+    follow = _per_pose(body_follow, b)
     keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)
     goal = np.where(asked, targets.reshape(b, -1), keep)
     prior = _prior(rank, shrug)
@@ -454,6 +454,12 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     return point.latent(v).astype(np.float32), pose, v[:, -2:]
 
 
+def _per_pose(value: np.ndarray | float, b: int) -> np.ndarray:
+    """A weight given for all poses or per pose (B,), as a column (B, 1)."""
+    a = np.asarray(value, dtype=np.float64)
+    return a.reshape(-1, 1) if a.ndim else np.full((b, 1), float(a))
+
+
 _XZ = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])  # a shift (x, z) as a vector
 _SHIFT_JAC = np.tile(_XZ.T, (skeleton.NUM_JOINTS, 1))  # d pose / d shift (63, 2): every joint
 
@@ -510,8 +516,10 @@ class _Point:
         pose, jac = _fixed(self.offset + decoded.astype(np.float64), self.lengths, jac)
         if self.shrug:
             pose, jac = _shrugged(pose, self._turns(v), jac)
-        shift = np.broadcast_to(_SHIFT_JAC, (len(v), *_SHIFT_JAC.shape))
-        return _shifted(pose, v), np.concatenate([jac, shift], axis=2)
+        out = np.empty((*jac.shape[:2], jac.shape[2] + 2))
+        out[..., :-2] = jac
+        out[..., -2:] = _SHIFT_JAC
+        return _shifted(pose, v), out
 
 
 def _cost(pose: np.ndarray, v: np.ndarray, v_net: np.ndarray, goal: np.ndarray,
@@ -519,11 +527,12 @@ def _cost(pose: np.ndarray, v: np.ndarray, v_net: np.ndarray, goal: np.ndarray,
           spans: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
     """Each pose's cost (B,) and its rigid-branch residuals (B, 6) (None without spans)."""
     diff = pose.reshape(len(pose), -1) - goal
-    cost = (diff * diff * row_w).sum(axis=1) + (prior * (v - v_net) ** 2).sum(axis=1)
+    dv = v - v_net
+    cost = np.add.reduce(diff * diff * row_w, 1) + np.add.reduce(prior * (dv * dv), 1)
     res = None
     if spans is not None:
         res = _rigid_block(pose, None, spans)[0]
-        cost += (res * res).sum(axis=1)
+        cost += np.add.reduce(res * res, 1)
     if metrics is not None:
         shown = _as_rig_shows(pose, metrics.start)
         for spec, target, weight in zip(metrics.specs, metrics.targets, metrics.weights,
