@@ -93,6 +93,35 @@ def mixamo_rig(prefix: str = "mixamorig:") -> tuple[Rig, dict]:
     )  # fmt: skip
 
 
+def lafan1_rig() -> tuple[Rig, dict]:
+    """Ubisoft LaFAN1 (and Truebones): Mixamo's names, but ``LeftToe``, which the preset
+    does not name: the toe is still the real joint below the foot, not a synthesized one."""
+    pairs = chain(None, "Hips", "Spine", "Spine1", "Spine2", "Neck", "Head")
+    for s in ("Left", "Right"):
+        pairs += chain("Spine2", *(f"{s}{n}" for n in ("Shoulder", "Arm", "ForeArm", "Hand")))
+        pairs += chain("Hips", *(f"{s}{n}" for n in ("UpLeg", "Leg", "Foot", "Toe")))
+    lim = ("Shoulder", "Arm", "ForeArm", "Hand", "UpLeg", "Leg", "Foot", "Toe")
+    return build(pairs), expected(
+        ("Hips", "Spine", "Spine2", "Neck", "Head"),
+        [f"Left{n}" for n in lim], [f"Right{n}" for n in lim],
+    )  # fmt: skip
+
+
+def optitrack_rig(prefix: str = "Skeleton1_") -> tuple[Rig, dict]:
+    """OptiTrack Motive: ``LUArm``/``LFArm`` and a ``Hip``-``Ab``-``Chest`` spine, each name
+    behind the skeleton asset's name."""
+    p = prefix
+    pairs = chain(None, *(p + n for n in ("Hip", "Ab", "Chest", "Neck", "Head")))
+    for s in "LR":
+        pairs += chain(p + "Chest", *(f"{p}{s}{n}" for n in ("Shoulder", "UArm", "FArm", "Hand")))
+        pairs += chain(p + "Hip", *(f"{p}{s}{n}" for n in ("Thigh", "Shin", "Foot", "Toe")))
+    lim = ("Shoulder", "UArm", "FArm", "Hand", "Thigh", "Shin", "Foot", "Toe")
+    return build(pairs), expected(
+        [p + n for n in ("Hip", "Ab", "Chest", "Neck", "Head")],
+        [f"{p}L{n}" for n in lim], [f"{p}R{n}" for n in lim],
+    )  # fmt: skip
+
+
 def character1_rig() -> tuple[Rig, dict]:
     """MotionBuilder HumanIK naming: a common prefix, four spine joints, roll helpers."""
     p = "Character1_"
@@ -214,6 +243,9 @@ FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": th
     "mixamo": (mixamo_rig, "mixamo"),
     "mixamo-bare": (lambda: mixamo_rig(""), "mixamo"),
     "mixamo-other-namespace": (lambda: mixamo_rig("mixamorig7:"), "mixamo"),
+    "lafan1": (lafan1_rig, "mixamo"),
+    "optitrack": (optitrack_rig, "optitrack"),
+    "optitrack-bare": (lambda: optitrack_rig(""), "optitrack"),
     "character1": (character1_rig, "auto"),
     "daz": (daz_rig, "daz"),
     "genesis": (genesis_rig, "auto"),
@@ -224,7 +256,8 @@ FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": th
     "generic": (generic_rig, "auto"),
     "smpl": (smpl_rig, "auto"),
 }
-HEURISTIC_FAMILIES = ("bandai", "cmu", "mixamo", "character1", "daz", "genesis", "generic", "smpl")
+HEURISTIC_FAMILIES = ("bandai", "cmu", "mixamo", "lafan1", "character1", "daz", "genesis",
+                      "generic", "smpl")
 
 
 def heuristic(rig: Rig) -> dict[str, str]:
@@ -261,10 +294,12 @@ def test_heuristic_alone_agrees_in_any_joint_order(family: str) -> None:
         assert heuristic(shuffled(rig, seed)) == want
 
 
-@pytest.mark.parametrize("preset", ["bandai", "cmu", "mixamo", "daz", "rigify", "metarig"])
+@pytest.mark.parametrize("preset", ["bandai", "cmu", "mixamo", "daz", "optitrack", "rigify",
+                                    "metarig"])
 def test_presets_by_name(preset: str) -> None:
     make = {"bandai": bandai_rig, "cmu": cmu_rig, "mixamo": mixamo_rig, "daz": daz_rig,
-            "rigify": rigify_rig, "metarig": metarig}[preset]  # fmt: skip
+            "optitrack": optitrack_rig, "rigify": rigify_rig,
+            "metarig": metarig}[preset]  # fmt: skip
     (names, parents), want = make()
     jm = resolve_mapping(names, parents, preset)
     assert (jm.joints, jm.source) == (want, preset)

@@ -121,6 +121,11 @@ PRESETS: dict[str, dict[str, str]] = {
         ("hip", "abdomen", "chest", "neck", "head"), "l{}", "r{}",
         ("Collar", "Shldr", "ForeArm", "Hand", "Thigh", "Shin", "Foot", "Toe"),
     ),
+    # OptiTrack Motive's skeleton (its NatNet and FBX names, often behind "<asset>_").
+    "optitrack": _preset(
+        ("Hip", "Ab", "Chest", "Neck", "Head"), "L{}", "R{}",
+        ("Shoulder", "UArm", "FArm", "Hand", "Thigh", "Shin", "Foot", "Toe"),
+    ),
     "rigify_controls": _preset(_RIGIFY_CONTROL_SPINE, "{}.L", "{}.R", _RIGIFY_CONTROL_LIMBS),
     "rigify": _preset(
         tuple(f"DEF-{n}" for n in _RIGIFY_SPINE), "DEF-{}.L", "DEF-{}.R", _RIGIFY_LIMBS
@@ -524,6 +529,21 @@ def _finish(
     return JointMap(joints, synthesized, source)
 
 
+def _with_toes(found: dict[str, int], infos: list[_Info], tree: _Tree) -> dict[str, int]:
+    """A preset's joints with the toes it did not name found by the heuristic below their
+    feet (LaFAN1 and Truebones have Mixamo's names but ``LeftToe``, not ``LeftToeBase``):
+    a real toe joint beats a synthesized one."""
+    if all(t in found for t in TOES):
+        return found
+    try:
+        more = _Detector(infos, tree, found).run()
+    except MappingError:
+        return found
+    toes = {t: more[t] for t in TOES if t not in found and t in more
+            and tree.is_ancestor(found[t[:2] + "foot"], more[t])}
+    return found | toes
+
+
 def _auto(names: Sequence[str], parents: Sequence[int], fixed: dict[str, int]) -> dict:
     """Preset or heuristic result: {"found": canonical -> index, "source", "infos"}."""
     infos = _describe(names)
@@ -531,7 +551,8 @@ def _auto(names: Sequence[str], parents: Sequence[int], fixed: dict[str, int]) -
     best = _best_preset(infos, tree)
     if best is not None:
         name, found = best
-        return {"found": found | fixed, "source": name, "infos": infos}
+        return {"found": _with_toes(found, infos, tree) | fixed, "source": name,
+                "infos": infos}
     return {"found": _Detector(infos, tree, fixed).run(), "source": "auto", "infos": infos}
 
 

@@ -10,8 +10,8 @@ from . import common
 
 _PRESET_LABELS = {
     "bandai": "Bandai Namco BVH", "cmu": "CMU BVH", "mixamo": "Mixamo", "daz": "Daz Genesis",
-    "rigify_controls": "Rigify (controls)", "rigify": "Rigify (DEF bones)",
-    "metarig": "Rigify Metarig",
+    "optitrack": "OptiTrack Motive", "rigify_controls": "Rigify (controls)",
+    "rigify": "Rigify (DEF bones)", "metarig": "Rigify Metarig",
 }  # fmt: skip
 PRESET_ITEMS = (
     ("auto", "Auto-Detect", "Find the joints by bone names and hierarchy"),
