@@ -25,6 +25,7 @@ the networks in one session call; anything else takes the separate modules.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -135,29 +136,44 @@ def _check_positions(positions: np.ndarray, name: str = "positions") -> np.ndarr
 @dataclass(frozen=True)
 class _Start:
     """What an edit needs of its start pose alone (B, 21, 3), read-only: its model space and
-    frame, the rig's bone lengths there and the pose with them, and which feet touch the
-    floor. A drag solves the same start pose on every update: a single pose's is made once
-    (:meth:`PoseEditor._start`)."""
+    frame, which feet touch the floor and, made when first asked, the rig's bone lengths in
+    model units and the pose with them. A drag solves the same start pose on every update:
+    a single pose's is made once (:meth:`PoseEditor._start`)."""
     model: np.ndarray
     frame: BodyFrame
     turn: np.ndarray
-    rig_lengths: np.ndarray  # (B, 21) the rig's bone lengths in model units
-    rig_model: np.ndarray  # the model-space pose with them
     feet_down: np.ndarray  # (B, 2) :func:`_feet_down`
-    spans: np.ndarray  # (B, 6) :func:`refine.rigid_spans` of ``rig_model``
 
     @classmethod
     def of(cls, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
            ) -> _Start:
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
-        rig_lengths = frame.lengths * np.asarray(frame.scale)[:, None]
-        rig_model = set_bone_lengths(model, rig_lengths)
-        start = cls(model, frame, turn, rig_lengths, rig_model, _feet_down(model),
-                    refine.rigid_spans(rig_model))
-        for a in (*vars(start).values(), *vars(frame).values()):
+        return cls(*_read_only(model, frame, turn, _feet_down(model)))
+
+    @functools.cached_property
+    def rig_lengths(self) -> np.ndarray:
+        """(B, 21) the rig's bone lengths in model units."""
+        return _read_only(self.frame.lengths * np.asarray(self.frame.scale)[:, None])[0]
+
+    @functools.cached_property
+    def rig_model(self) -> np.ndarray:
+        """The model-space pose with the rig's bone lengths."""
+        return _read_only(set_bone_lengths(self.model, self.rig_lengths))[0]
+
+    @functools.cached_property
+    def spans(self) -> np.ndarray:
+        """(B, 6) :func:`refine.rigid_spans` of :attr:`rig_model`."""
+        return _read_only(refine.rigid_spans(self.rig_model))[0]
+
+
+def _read_only(*values: object) -> tuple:
+    """The values with their arrays (a frame's too) made read-only: kept between solves,
+    they must not be changed by one."""
+    for v in values:
+        for a in vars(v).values() if isinstance(v, BodyFrame) else (v,):
             if isinstance(a, np.ndarray):
                 a.flags.writeable = False
-        return start
+    return values
 
 
 class PoseEditor:
