@@ -135,6 +135,27 @@ def test_body_follow_moves_the_rest_of_the_body(shipped_models, manifold_clip) -
     assert moved[0.0] < moved[1.0]
 
 
+def test_a_full_body_request_gets_the_whole_learned_answer(shipped_models,
+                                                           manifold_clip) -> None:
+    """Body follow is about local drags: hands, feet and head all moved several centimetres
+    (refine.full_body_share 1) give the same pose whatever it says, and a one-hand drag
+    does not."""
+    x, x2 = manifold_clip[:-15:4], manifold_clip[15::4]
+    ends = skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"])
+    full = np.linalg.norm(x2[:, ends] - x[:, ends], axis=-1)
+    x, x2 = x[np.sort(full, axis=1)[:, 1] > 0.05], x2[np.sort(full, axis=1)[:, 1] > 0.05]
+    assert len(x) >= 5
+    mask = np.zeros(x.shape[:2])
+    mask[:, ends] = 1.0
+    outs = [PoseEditor(shipped_models).solve_arrays(
+        x, mask, x2, options=SolveOptions(body_follow=f)).positions for f in (0.0, 1.0)]
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-9)
+    mask, targets = _hand_drags(x, seed=2)
+    outs = [PoseEditor(shipped_models).solve_arrays(
+        x, mask, targets, options=SolveOptions(body_follow=f)).positions for f in (0.0, 1.0)]
+    assert np.abs(outs[0] - outs[1]).max() > 1e-3
+
+
 @pytest.mark.parametrize("metric, delta", [
     ("l_knee_bend", 20.0), ("spine_flexion", 10.0), ("feet_distance", 0.10), ("head_tilt", 10.0),
     # these moved another metric by 4-20 degrees while the sliders held it loosely

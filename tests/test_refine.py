@@ -245,3 +245,20 @@ def test_a_held_angle_at_its_kink_keeps_its_cost_but_no_gradient() -> None:
         res, grad = refine._metric_block(pose, rows)
         np.testing.assert_allclose(res, 0.0, atol=1e-9)
         assert (np.abs(grad).max() == 0.0) == at_kink
+
+
+def test_forward_difference_probes_skip_the_rigid_fit_only_where_it_cannot_see(
+        synthetic_clip: np.ndarray) -> None:
+    """The metric rows' probes, as a rig shows them: only coordinates of the joints the
+    rigid fit reads (rigid_branches.FIT_JOINTS) go through it; moving any other joint moves
+    it alone, so the shortcut gives the full fit's probes."""
+    from blender_addon.core.rigid_branches import keep_rigid
+
+    rng = np.random.default_rng(3)
+    start = synthetic_clip[:6]
+    pose = synthetic_clip[10:16] + rng.normal(scale=0.02, size=start.shape)
+    shown = keep_rigid(pose, start)
+    fast = refine._probes(pose, shown, start)
+    full = refine._as_rig_shows(pose[:, None] + refine._EYE_POSE[None], start)
+    np.testing.assert_allclose(fast, full, atol=1e-12)
+    assert len(refine.FIT_JOINTS) < skeleton.NUM_JOINTS

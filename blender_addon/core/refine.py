@@ -39,7 +39,7 @@ from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet
 from .normalize import set_bone_lengths_unchecked
 from .quaternions import EPS, norm, quat_to_matrix
-from .rigid_branches import keep_rigid
+from .rigid_branches import FIT_JOINTS, keep_rigid
 
 METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
 # Per unit of effector weight, chosen on the drag and engine benchmarks (CMU test split,
@@ -294,29 +294,47 @@ def _as_rig_shows(pose: np.ndarray, start: np.ndarray | None) -> np.ndarray:
     return keep_rigid(flat.reshape(-1, skeleton.NUM_JOINTS, 3), starts).reshape(pose.shape)
 
 
-def _metric_block(pose: np.ndarray, rows: MetricRows) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted metric residuals (B, M) and their gradients with respect to the pose
-    (B, M, 63): a batched forward difference through the metrics as the sliders measure
-    them, on the pose as a rig shows it; rows weighted 0 for every pose are skipped."""
-    probes = _as_rig_shows(pose[:, None] + _EYE_POSE[None], rows.start)  # (B, 63, 21, 3)
+def _probes(pose: np.ndarray, shown: np.ndarray, start: np.ndarray | None) -> np.ndarray:
+    """The forward difference's probes (B, 63, 21, 3): the pose with each coordinate moved
+    by :data:`FD_STEP`, as a rig shows it. A probe moving a joint outside
+    :data:`.rigid_branches.FIT_JOINTS` is the shown pose with that joint moved (the fit
+    does not see it): only the others go through the fit."""
+    if start is None:
+        return pose[:, None] + _EYE_POSE[None]
+    probes = shown[:, None] + _EYE_POSE[None]
+    probes[:, _FIT_COORDS] = _as_rig_shows(pose[:, None] + _EYE_POSE[_FIT_COORDS][None], start)
+    return probes
+
+
+_FIT_COORDS = (3 * FIT_JOINTS[:, None] + np.arange(3)).ravel()  # their coordinates in 63
+
+
+def _metric_block(pose: np.ndarray, rows: MetricRows, gradient: bool = True
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+    """Weighted metric residuals (B, M) and, with ``gradient``, their gradients with respect
+    to the pose (B, M, 63): a batched forward difference through the metrics as the sliders
+    measure them, on the pose as a rig shows it; rows weighted 0 for every pose are
+    skipped."""
     shown = _as_rig_shows(pose, rows.start)
+    probes = _probes(pose, shown, rows.start) if gradient else None
     res, grads = [], []
     for spec, target, weight in zip(rows.specs, rows.targets, rows.weights, strict=True):
         if not weight.any():
             continue
         value = evaluate_metric(shown, spec)
-        grad = (evaluate_metric(probes, spec) - value[:, None]) / FD_STEP
-        if spec.kind == "angle":
-            grad[_at_kink(value) & _at_kink(target)] = 0.0
         s = np.sqrt(weight) * METRIC_UNIT_M[spec.unit]
         res.append((value - target) * s)
-        grads.append(grad * s[:, None])
+        if gradient:
+            grad = (evaluate_metric(probes, spec) - value[:, None]) / FD_STEP
+            if spec.kind == "angle":
+                grad[_at_kink(value) & _at_kink(target)] = 0.0
+            grads.append(grad * s[:, None])
     if rows.balance is not None:
         s = np.sqrt(rows.balance_weights)[:, None]
         res.extend(((balance(pose) - rows.balance) * s).T)
         grads.extend(np.broadcast_to(_BALANCE_ROWS[None] * s[..., None],
                                      (len(pose), *_BALANCE_ROWS.shape)).transpose(1, 0, 2))
-    return np.stack(res, axis=1), np.stack(grads, axis=1)
+    return np.stack(res, axis=1), np.stack(grads, axis=1) if gradient else None
 
 
 def _at_kink(angle: np.ndarray) -> np.ndarray:
@@ -404,10 +422,16 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     damping = np.full(b, LM_START)
     hess = inverse = None
     eye = np.eye(n_vars)
-    measured_at = None  # the pose the metric rows (mres, mgrad) were last measured on
+    measured_at = None  # the pose the metric rows (mres) were last measured on
+    mgrad = None
     for _ in range(steps):
-        if metrics is not None and measured_at is not pose:  # one forward difference a pose
-            mres, mgrad = _metric_block(pose, metrics)
+        if metrics is not None and measured_at is not pose:
+            # Residuals on every new pose; their gradient (a forward difference) where the
+            # Jacobian is taken: every step when re-linearizing, else once (a chord method,
+            # as for the pose rows).
+            fresh = relinearize or mgrad is None
+            mres, gradient = _metric_block(pose, metrics, fresh)
+            mgrad = gradient if fresh else mgrad
             measured_at = pose
         # Metric rows are strongly curved: a single pose's metric request re-linearizes
         # every step. Otherwise the first Jacobian, and its factorization while no step
@@ -429,7 +453,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
         grad = (((pose.reshape(b, -1) - goal) * row_w)[:, None, :] @ jac)[:, 0]
         grad += prior * (v - v_net)
         if metrics is not None:
-            grad += (mres[:, None, :] @ (mgrad @ jac))[:, 0]
+            grad += (mres[:, None, :] @ mjac)[:, 0]
         if spans is not None:
             grad += (rres[:, None, :] @ rjac)[:, 0]
         v_try = v - (inverse @ grad[..., None])[..., 0]

@@ -40,6 +40,12 @@ _CHEST_NEXT = np.array([JOINT_INDEX[j] for j in ("head", "l_upperarm", "r_uppera
 _CHEST_CARRY = np.stack([ANCESTORS[:, g] for g in _CHEST_NEXT], axis=1)
 
 
+# The joints whose place changes :func:`keep_rigid`'s answer elsewhere: the branches' points
+# and the joints each child's bone swings towards. Moving any other joint moves it alone.
+FIT_JOINTS = np.unique(np.r_[_PELVIS_POINTS, _CHEST, _CHEST_CHILDREN, _PELVIS_NEXT,
+                             _CHEST_NEXT])
+
+
 def _covariance(was: np.ndarray, now: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """(B, 3, 3) sum_k w_k was_k now_k^T, whose best rotation (Kabsch) minimises
     sum_k w_k |R was_k - now_k|^2; ``was`` / ``now`` (B, K, 3), ``weights`` (K,) or (B, K)."""
