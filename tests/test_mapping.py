@@ -93,33 +93,34 @@ def mixamo_rig(prefix: str = "mixamorig:") -> tuple[Rig, dict]:
     )  # fmt: skip
 
 
+def _plain_rig(spine: Sequence[str], chest: str, sides: tuple[str, str],
+               arm: Sequence[str], leg: Sequence[str], center: Sequence[str]
+               ) -> tuple[Rig, dict]:
+    """A chain of ``spine`` names from the root, arms (clavicle first) hanging from
+    ``chest`` and legs (thigh first) from the root, each side's names behind its
+    ``sides`` prefix; and the map expected (``center``: pelvis, spine, chest, neck, head)."""
+    pairs = chain(None, *spine)
+    for side in sides:
+        pairs += chain(chest, *(side + n for n in arm))
+        pairs += chain(spine[0], *(side + n for n in leg))
+    return build(pairs), expected(center, *([side + n for n in (*arm, *leg)] for side in sides))
+
+
 def lafan1_rig() -> tuple[Rig, dict]:
     """Ubisoft LaFAN1 (and Truebones): Mixamo's names, but ``LeftToe``, which the preset
     does not name: the toe is still the real joint below the foot, not a synthesized one."""
-    pairs = chain(None, "Hips", "Spine", "Spine1", "Spine2", "Neck", "Head")
-    for s in ("Left", "Right"):
-        pairs += chain("Spine2", *(f"{s}{n}" for n in ("Shoulder", "Arm", "ForeArm", "Hand")))
-        pairs += chain("Hips", *(f"{s}{n}" for n in ("UpLeg", "Leg", "Foot", "Toe")))
-    lim = ("Shoulder", "Arm", "ForeArm", "Hand", "UpLeg", "Leg", "Foot", "Toe")
-    return build(pairs), expected(
-        ("Hips", "Spine", "Spine2", "Neck", "Head"),
-        [f"Left{n}" for n in lim], [f"Right{n}" for n in lim],
-    )  # fmt: skip
+    return _plain_rig(("Hips", "Spine", "Spine1", "Spine2", "Neck", "Head"), "Spine2",
+                      ("Left", "Right"), ("Shoulder", "Arm", "ForeArm", "Hand"),
+                      ("UpLeg", "Leg", "Foot", "Toe"), ("Hips", "Spine", "Spine2", "Neck", "Head"))
 
 
 def optitrack_rig(prefix: str = "Skeleton1_") -> tuple[Rig, dict]:
     """OptiTrack Motive: ``LUArm``/``LFArm`` and a ``Hip``-``Ab``-``Chest`` spine, each name
     behind the skeleton asset's name."""
-    p = prefix
-    pairs = chain(None, *(p + n for n in ("Hip", "Ab", "Chest", "Neck", "Head")))
-    for s in "LR":
-        pairs += chain(p + "Chest", *(f"{p}{s}{n}" for n in ("Shoulder", "UArm", "FArm", "Hand")))
-        pairs += chain(p + "Hip", *(f"{p}{s}{n}" for n in ("Thigh", "Shin", "Foot", "Toe")))
-    lim = ("Shoulder", "UArm", "FArm", "Hand", "Thigh", "Shin", "Foot", "Toe")
-    return build(pairs), expected(
-        [p + n for n in ("Hip", "Ab", "Chest", "Neck", "Head")],
-        [f"{p}L{n}" for n in lim], [f"{p}R{n}" for n in lim],
-    )  # fmt: skip
+    center = [prefix + n for n in ("Hip", "Ab", "Chest", "Neck", "Head")]
+    return _plain_rig(center, prefix + "Chest", (prefix + "L", prefix + "R"),
+                      ("Shoulder", "UArm", "FArm", "Hand"), ("Thigh", "Shin", "Foot", "Toe"),
+                      center)
 
 
 def character1_rig() -> tuple[Rig, dict]:
@@ -226,15 +227,10 @@ def generic_rig() -> tuple[Rig, dict]:
 
 def smpl_rig() -> tuple[Rig, dict]:
     """SMPL joint names: hip/knee/ankle, shoulder below collar, 'foot' is the ball."""
-    pairs = chain(None, "pelvis", "spine1", "spine2", "spine3", "neck", "head")
-    for s in ("left", "right"):
-        pairs += chain("spine3", *(f"{s}_{n}" for n in ("collar", "shoulder", "elbow", "wrist")))
-        pairs += chain("pelvis", *(f"{s}_{n}" for n in ("hip", "knee", "ankle", "foot")))
-    lim = ("collar", "shoulder", "elbow", "wrist", "hip", "knee", "ankle", "foot")
-    return build(pairs), expected(
-        ("pelvis", "spine1", "spine3", "neck", "head"),
-        [f"left_{n}" for n in lim], [f"right_{n}" for n in lim],
-    )  # fmt: skip
+    return _plain_rig(("pelvis", "spine1", "spine2", "spine3", "neck", "head"), "spine3",
+                      ("left_", "right_"), ("collar", "shoulder", "elbow", "wrist"),
+                      ("hip", "knee", "ankle", "foot"),
+                      ("pelvis", "spine1", "spine3", "neck", "head"))
 
 
 FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": the heuristic)
