@@ -137,9 +137,9 @@ def test_body_follow_moves_the_rest_of_the_body(shipped_models, manifold_clip) -
 
 def test_a_full_body_request_gets_the_whole_learned_answer(shipped_models,
                                                            manifold_clip) -> None:
-    """Body follow is about local drags: hands, feet and head all moved several centimetres
-    (refine.full_body_share 1) give the same pose whatever it says, and a one-hand drag
-    does not."""
+    """Body follow is about drags of a limb: hands, feet and head all moved several
+    centimetres (refine.full_body_share 1), or a dragged pelvis, give the same pose
+    whatever it says, and a one-hand drag does not."""
     x, x2 = manifold_clip[:-15:4], manifold_clip[15::4]
     ends = skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"])
     full = np.linalg.norm(x2[:, ends] - x[:, ends], axis=-1)
@@ -149,6 +149,14 @@ def test_a_full_body_request_gets_the_whole_learned_answer(shipped_models,
     mask[:, ends] = 1.0
     outs = [PoseEditor(shipped_models).solve_arrays(
         x, mask, x2, options=SolveOptions(body_follow=f)).positions for f in (0.0, 1.0)]
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-9)
+    pelvis = skeleton.JOINT_INDEX["pelvis"]
+    mask = np.zeros(x.shape[:2])
+    mask[:, pelvis] = 1.0
+    targets = x.copy()
+    targets[:, pelvis] += [0.05, -0.12, 0.04]
+    outs = [PoseEditor(shipped_models).solve_arrays(
+        x, mask, targets, options=SolveOptions(body_follow=f)).positions for f in (0.0, 1.0)]
     np.testing.assert_allclose(outs[0], outs[1], atol=1e-9)
     mask, targets = _hand_drags(x, seed=2)
     outs = [PoseEditor(shipped_models).solve_arrays(

@@ -58,14 +58,15 @@ METRIC_STEPS = 8  # at least this many steps when metrics are requested (slider 
 # mm (median of the largest difference; p90 1.2 mm), the other joints' displacement the
 # same to 0.05 mm; one step: 0.5 mm, p90 5 mm. Each step is a decoder call and its cost.
 DRAG_REFINE_STEPS = 2
-# How much of the body joins a local drag by default; a request that moves most of the end
-# joints gets the learned body's whole answer whatever the option says (refine.
-# full_body_share). Chosen on the drag and pair benchmarks (300 test poses, one hand dragged
-# 10-25 cm; 1000 pairs of random 1-6 effectors): the other joints' mean displacement over
-# classic FABRIK's, CMU set on Bandai Namco poses 1.59x at 1, 1.42x at 0.5, 1.37x at 0.3
-# (CMU poses 1.46x / 1.24x; out-of-range angles 15 % / 18 %, FABRIK 21 %); the pairs'
-# non-effector error (FABRIK 6.13 cm) 5.79 / 6.06 / 6.20 cm; hands, feet and head pairs
-# 1.24 / 1.22 / 1.21 cm (FABRIK 3.40).
+# How much of the body joins the drag of a limb by default; a request that moves most of the
+# end joints, or the trunk, gets the learned body's whole answer whatever the option says.
+# Chosen on the drag and pair benchmarks (300 test poses, one hand dragged 10-25 cm; 1000
+# pairs of random 1-6 effectors), the other joints' mean displacement over classic
+# FABRIK's, CMU set on Bandai Namco poses: 1.59x at 1, 1.42x at 0.5, 1.37x at 0.3 (CMU
+# poses 1.46x / 1.24x; out-of-range angles 15 % / 18 %, FABRIK 21 %). With the trunk held
+# back too, dragged pelvises fell short by 10 cm (median) instead of 3, and the pairs'
+# non-effector error rose 5.79 -> 6.06 cm on Bandai Namco poses (FABRIK 6.13); a moved
+# trunk following fully, 4.38 -> 4.49 cm on CMU poses.
 DEFAULT_BODY_FOLLOW = 0.5
 # A foot touches the floor when its toe or ankle is this low (model space, canonical metres;
 # the training actor's toe rests at 4.3 cm and ankle at 11.7 cm).
@@ -76,6 +77,8 @@ FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
                for side in ("l", "r")}
 _ANKLES = np.array([FOOT_JOINTS[side][0] for side in ("l", "r")])
 _TOES = np.array([FOOT_JOINTS[side][1] for side in ("l", "r")])
+_TRUNK = skeleton.joint_indices(["pelvis", "spine", "chest", "neck", "head"])
+MOVED_M = 1e-9  # model metres: a target this far off its joint asks for a move
 REACH_TOLERANCE = 1e-4  # m on the models' body: 0.1 mm on a 1.7 m rig, 0.01 units in cm
 CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in reach tolerances
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
@@ -357,15 +360,18 @@ class PoseEditor:
             # would leave the hand short of its target.
             rig_lengths, rig_model = start.rig_lengths, start.rig_model
             t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
-            moving = ((mask > 0) & (np.abs(t_rig - rig_model).max(axis=-1) > 1e-9)).any(axis=1)
+            moving = _moves(mask, t_rig, rig_model)
             rows = _metric_rows(requests, self._metrics, moving, rig_model,
                                 options.fix_lengths)
             share = refine.full_body_share(mask, t_rig, rig_model)
-            # Body follow is how much the body joins a drag, up to all of it for a request
-            # that describes the whole body (as its effectors' weight, see
-            # refine.full_body_share); a slider-only edit keeps the rest of the pose (and
-            # takes more steps: metric rows are strongly curved).
-            follow = np.where(moving, options.body_follow + (1.0 - options.body_follow) * share,
+            # Body follow is how much the body joins a drag of a limb, up to all of it for a
+            # request that describes the whole body (as its effectors' weight, see
+            # refine.full_body_share) or moves the trunk (a dragged pelvis or head carries
+            # the body: held back, the pelvis fell 10 cm short where it fell 3 cm short);
+            # a slider-only edit keeps the rest of the pose (and takes more steps: metric
+            # rows are strongly curved).
+            whole = np.where(_moves(mask, t_rig, rig_model, _TRUNK), 1.0, share)
+            follow = np.where(moving, options.body_follow + (1.0 - options.body_follow) * whole,
                               0.0)
             relinearize = rows is not None and each_pose
             steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
@@ -583,6 +589,16 @@ class PoseEditor:
     def _errors(out: np.ndarray, t: np.ndarray, mask: np.ndarray) -> np.ndarray:
         diff = out - t
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
+
+
+_ALL_JOINTS = slice(None)
+
+
+def _moves(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray,
+           joints: np.ndarray | slice = _ALL_JOINTS) -> np.ndarray:
+    """(B,) whether an effector on one of ``joints`` has its target off its joint."""
+    off = np.abs(targets[:, joints] - pose[:, joints]).max(axis=-1) > MOVED_M
+    return ((mask[:, joints] > 0) & off).any(axis=1)
 
 
 def _shift3(shift: np.ndarray) -> np.ndarray:
