@@ -380,8 +380,9 @@ class NPE_SceneSettings(PropertyGroup):
     body_follow: FloatProperty(
         name="Body Follow",
         description="How much of the body follows a drag: 0 moves only what the targets "
-        "need, 1 lets the models move the whole body as they learned (a drag that moves "
-        "most of the hands, feet and head always gets the models' whole answer)",
+        "need, 1 lets the models move the whole body as they learned (a drag of the "
+        "pelvis, spine, chest, neck or head, or of most of the hands, feet and head, "
+        "always gets the models' whole answer)",
         default=_SOLVE.body_follow,
         min=0.0,
         max=1.0,
