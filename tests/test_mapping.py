@@ -123,6 +123,42 @@ def optitrack_rig(prefix: str = "Skeleton1_") -> tuple[Rig, dict]:
                       center)
 
 
+def xsens_rig() -> tuple[Rig, dict]:
+    """Xsens MVN: a five-joint spine named by vertebrae (L5, L3, T12, T8)."""
+    return _plain_rig(("Pelvis", "L5", "L3", "T12", "T8", "Neck", "Head"), "T8",
+                      ("Left", "Right"), ("Shoulder", "UpperArm", "ForeArm", "Hand"),
+                      ("UpperLeg", "LowerLeg", "Foot", "Toe"),
+                      ("Pelvis", "L5", "T8", "Neck", "Head"))
+
+
+def unreal_rig() -> tuple[Rig, dict]:
+    """Unreal Engine's mannequin: side suffixes, ``calf`` and ``ball``."""
+    spine = ("pelvis", "spine_01", "spine_02", "spine_03", "neck_01", "head")
+    pairs = chain(None, *spine)
+    for s in "lr":
+        pairs += chain("spine_03", *(f"{n}_{s}" for n in ("clavicle", "upperarm", "lowerarm",
+                                                           "hand")))
+        pairs += chain("pelvis", *(f"{n}_{s}" for n in ("thigh", "calf", "foot", "ball")))
+    lim = ("clavicle", "upperarm", "lowerarm", "hand", "thigh", "calf", "foot", "ball")
+    return build(pairs), expected(("pelvis", "spine_01", "spine_03", "neck_01", "head"),
+                                  *([f"{n}_{s}" for n in lim] for s in "lr"))
+
+
+def style100_rig() -> tuple[Rig, dict]:
+    """100STYLE: Chest..Chest4, collar/shoulder/elbow/wrist and hip/knee/ankle/toe."""
+    return _plain_rig(("Hips", "Chest", "Chest2", "Chest3", "Chest4", "Neck", "Head"), "Chest4",
+                      ("Left", "Right"), ("Collar", "Shoulder", "Elbow", "Wrist"),
+                      ("Hip", "Knee", "Ankle", "Toe"), ("Hips", "Chest", "Chest4", "Neck", "Head"))
+
+
+def rokoko_rig() -> tuple[Rig, dict]:
+    """Rokoko: Spine1..Spine4 and Thigh/Shin/Foot/Toe."""
+    return _plain_rig(("Hips", "Spine1", "Spine2", "Spine3", "Spine4", "Neck", "Head"), "Spine4",
+                      ("Left", "Right"), ("Shoulder", "Arm", "ForeArm", "Hand"),
+                      ("Thigh", "Shin", "Foot", "Toe"),
+                      ("Hips", "Spine1", "Spine4", "Neck", "Head"))
+
+
 def character1_rig() -> tuple[Rig, dict]:
     """MotionBuilder HumanIK naming: a common prefix, four spine joints, roll helpers."""
     p = "Character1_"
@@ -242,6 +278,10 @@ FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": th
     "lafan1": (lafan1_rig, "mixamo"),
     "optitrack": (optitrack_rig, "optitrack"),
     "optitrack-bare": (lambda: optitrack_rig(""), "optitrack"),
+    "xsens": (xsens_rig, "auto"),
+    "unreal": (unreal_rig, "auto"),
+    "100style": (style100_rig, "auto"),
+    "rokoko": (rokoko_rig, "auto"),
     "character1": (character1_rig, "auto"),
     "daz": (daz_rig, "daz"),
     "genesis": (genesis_rig, "auto"),
@@ -252,8 +292,8 @@ FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": th
     "generic": (generic_rig, "auto"),
     "smpl": (smpl_rig, "auto"),
 }
-HEURISTIC_FAMILIES = ("bandai", "cmu", "mixamo", "lafan1", "character1", "daz", "genesis",
-                      "generic", "smpl")
+HEURISTIC_FAMILIES = ("bandai", "cmu", "mixamo", "lafan1", "xsens", "unreal", "100style",
+                      "rokoko", "character1", "daz", "genesis", "generic", "smpl")
 
 
 def heuristic(rig: Rig) -> dict[str, str]:
