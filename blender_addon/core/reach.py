@@ -81,10 +81,14 @@ def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: 
     joints, _ = joint_positions(mapped, q, loc)
     # A pose the rig can take (the engine's answers are) is fitted exactly by the first
     # pass: only limbs it leaves off their goals take the second.
-    limbs = {j: (mid, top) for j, (mid, top) in limbs.items()
-             if (_norm(joints[..., j, :] - goals[j]) > REACHED * (
-                 _norm(joints[..., j, :] - joints[..., mid, :])
-                 + _norm(joints[..., mid, :] - joints[..., top, :]))).any()}
+    ends = list(limbs)
+    mids, tops = ([limbs[j][k] for j in ends] for k in (0, 1))
+    end_at, mid_at = joints[..., ends, :], joints[..., mids, :]
+    wanted = np.stack([np.broadcast_to(goals[j], (*end_at.shape[:-2], 3)) for j in ends], -2)
+    off = _norm(end_at - wanted) > REACHED * (_norm(end_at - mid_at)
+                                              + _norm(mid_at - joints[..., tops, :]))
+    off = off.reshape(-1, len(ends)).any(axis=0)
+    limbs = {j: limbs[j] for j, o in zip(ends, off, strict=True) if o}
     if not limbs:
         return q, loc
     adjusted = reach_limbs(joints, limbs, goals)
@@ -163,7 +167,7 @@ def reach_limbs(joints: np.ndarray, limbs: Mapping[int, tuple[int, int]],
 
 
 def _norm(v: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.sum(v * v, axis=-1))
+    return np.sqrt(np.add.reduce(v * v, axis=-1))
 
 
 def any_perpendicular(u: np.ndarray) -> np.ndarray:
