@@ -43,7 +43,7 @@ def test_exact_reach_puts_limb_ends_on_reachable_targets(synthetic_clip: np.ndar
     targets[:, HANDS] += rng.normal(0, 0.03, (len(pose), 2, 3))  # a few cm: within reach
     goals = np.zeros(pose.shape[:2], dtype=bool)
     goals[:, HANDS] = True
-    out = exact_reach.solve(pose, goals, targets, lengths, TOLERANCE, fallback=False)
+    out = exact_reach.solve(pose, goals, targets, lengths, TOLERANCE)
     reach = np.linalg.norm(out[:, HANDS] - targets[:, HANDS], axis=-1)
     shoulder_to_target = np.linalg.norm(
         targets[:, HANDS] - pose[:, skeleton.joint_indices(["l_upperarm", "r_upperarm"])],
@@ -88,7 +88,7 @@ def test_a_head_beyond_the_necks_reach_bends_the_trunk(synthetic_clip: np.ndarra
     reachable = beyond_neck & (np.linalg.norm(targets[:, head] - pose[:, spine], axis=-1)
                                < trunk + neck)
     assert reachable.mean() > 0.5
-    out = exact_reach.solve(pose, goals, targets, lengths, TOLERANCE, fallback=False)
+    out = exact_reach.solve(pose, goals, targets, lengths, TOLERANCE)
     miss = np.linalg.norm(out[:, head] - targets[:, head], axis=-1)
     assert (miss[reachable] < TOLERANCE).all(), miss
     np.testing.assert_allclose(skeleton.bone_lengths(out), lengths, atol=1e-9)

@@ -109,7 +109,7 @@ def rig_shaped_fabrik(x: np.ndarray, mask: np.ndarray, targets: np.ndarray) -> n
     planted = free_planted_feet(x, mask > 0)
     goals = (mask > 0) | planted
     return fabrik.solve(x, goals, np.where(planted[..., None], x, targets),
-                        skeleton.bone_lengths(x), exact_reach.FABRIK_ITERATIONS,
+                        skeleton.bone_lengths(x), fabrik.RIG_SHAPED_ITERATIONS,
                         RIG_FABRIK_TOLERANCE, rig_shaped=True)
 
 
@@ -121,7 +121,7 @@ def on_rig(out: np.ndarray, x: np.ndarray, mask: np.ndarray, targets: np.ndarray
     goals = mask > 0
     shaped = rigid_branches.keep_rigid(out, x, goals[:, skeleton.ROOT])
     return exact_reach.solve(shaped, goals, targets, skeleton.bone_lengths(x),
-                             RIG_FABRIK_TOLERANCE, fallback=False, bend_trunk=False)
+                             RIG_FABRIK_TOLERANCE, bend_trunk=False)
 
 
 def reached(out: np.ndarray, targets: np.ndarray, dragged: np.ndarray) -> np.ndarray:

@@ -10,9 +10,9 @@ body settles onto its feet by the least shift; a hand beyond its arm's reach fir
 its clavicle towards the goal; the head's two bones are the chest's (chest -> neck) and the
 neck's, the first turning the whole chest branch before the arms are re-aimed, and a head
 goal beyond the neck's reach from the chest first bends the trunk at the spine joint.
-Poses where a goal is still off (another effector joint: a pelvis, a spine, an elbow; or a
-limb end beyond its limb's reach) take rig-shaped FABRIK (:mod:`.fabrik`) from there,
-those poses only, and the re-aim once more.
+A goal still off after this (another effector joint: a pelvis, a spine, an elbow; or a
+limb end beyond its limb's reach) is the caller's: the engine runs rig-shaped FABRIK for
+those poses and this re-aim once more (``pipeline._reach_exactly``).
 Everything is batched over poses; the loop runs over the few limb types.
 """
 
@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import fabrik
 from .skeleton import ANCESTORS, END_JOINTS, JOINT_INDEX, PARENTS
 
-FABRIK_ITERATIONS = 60  # rig-shaped FABRIK (rigid pelvis and chest) converges slower
 _EPS = 1e-12
 _SLACK = 1e-9  # of a limb's length: how far from fully straight or folded a limb stays
 _LIMB_ENDS = tuple(JOINT_INDEX[j] for j in END_JOINTS)
@@ -236,12 +234,12 @@ def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
-          tolerance: float | np.ndarray, fallback: bool = True, straightest: float = 1.0,
+          tolerance: float | np.ndarray, straightest: float = 1.0,
           bend_trunk: bool = True, bent: np.ndarray | None = None) -> np.ndarray:
-    """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept.
-    ``fallback=False``: the analytic re-aim only (no FABRIK for what it leaves);
-    ``straightest``: a two-bone limb's end stays within this share of the limb's length
-    from its start (below 1: the elbow or knee keeps a bend, as real ones do), for the
+    """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept,
+    as near as the analytic re-aims get. ``straightest``: a two-bone limb's end stays
+    within this share of the limb's length from its start (below 1: the elbow or knee
+    keeps a bend, as real ones do), for the
     goals in ``bent`` (B, 21) if given (the others may straighten fully);
     ``bend_trunk=False``: a far head goal leaves the trunk, and a far hand the clavicle,
     as they are."""
@@ -253,7 +251,6 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     err = np.where(goals, _norm(p - targets), 0.0)
     if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
-    start = p.copy() if fallback else p
     straight = np.where(goals if bent is None else bent, straightest, 1.0)  # (B, 21)
     _keep_feet_in_reach(p, goals, targets, lengths, 1.0 if bent is not None else straightest)
     if bend_trunk and _bend_spine_to_head(p, goals, targets, lengths):
@@ -274,20 +271,4 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
             aim = targets[rows, toe] - p[rows, ankle]
             p[rows, toe] = p[rows, ankle] + aim * (lengths[rows, toe]
                                                    / np.maximum(_norm(aim), _EPS))[:, None]
-    if not fallback:
-        return p
-    err = np.where(goals, _norm(p - targets), 0.0)
-    left = np.flatnonzero(err.max(axis=1) > tol)
-    if left.size:
-        # From the pose before the re-aim: a limb pulled straight towards a target out of
-        # its reach would stay straight through FABRIK; the refined bend carries over.
-        # Rig-shaped: the pelvis and chest keep the start's shape, as the rig's rigid bones
-        # do. Classic FABRIK moves the rest of the body less (one hand dragged 10-25 cm,
-        # 300 CMU test poses: other joints 1.66 cm against 1.87) but a rig cannot take its
-        # answers: as a rig shows them, 20 % of those drags miss by over 1 mm (1 % here).
-        first = fabrik.solve(start[left], goals[left], targets[left], lengths[left],
-                             FABRIK_ITERATIONS, tol[left], rig_shaped=True)
-        p[left] = solve(first,
-                        goals[left], targets[left], lengths[left], tol[left], fallback=False,
-                        straightest=straightest, bend_trunk=bend_trunk)
     return p

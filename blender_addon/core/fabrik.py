@@ -25,6 +25,7 @@ from .skeleton import ANCESTORS, DEPTHS, NUM_JOINTS, PARENTS, ROOT, bone_lengths
 
 DEFAULT_ITERATIONS = 20
 DEFAULT_TOLERANCE = 1e-3  # metres: stop once every effector is this close
+RIG_SHAPED_ITERATIONS = 60  # rig-shaped FABRIK (rigid pelvis and chest) converges slower
 _EPS = 1e-12
 
 # Per depth level (deepest first, pelvis excluded): the joints at that level.
