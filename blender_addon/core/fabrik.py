@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .normalize import set_bone_lengths
+from .quaternions import norm
 from .rigid_branches import branch_shapes, turn_branches
 from .skeleton import ANCESTORS, DEPTHS, NUM_JOINTS, PARENTS, ROOT, bone_lengths
 
@@ -68,28 +69,33 @@ def solve(positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
         np.asarray(lengths, dtype=np.float64), (*batch, NUM_JOINTS))
     active = (mask.astype(np.float64) @ ANCESTORS) > 0  # an effector at or below the joint
     eff = mask & (np.arange(NUM_JOINTS) != ROOT)
-    shapes = branch_shapes(p) if rig_shaped else None
+    branches = branch_shapes(p, active) if rig_shaped else None
+    # What each level's inward step needs and no iteration changes, made once.
+    steps = []
+    for level in _LEVELS:
+        children = _CHILD_TABLE[level]  # (n, C)
+        valid = _CHILD_VALID[level] & active[..., children]  # (..., n, C)
+        count = valid.sum(-1)
+        steps.append((level, children, valid[..., None], np.maximum(count, 1)[..., None],
+                      (count > 0)[..., None], eff[..., level, None], targets[..., level, :],
+                      lengths[..., children]))
     for _ in range(iterations):
-        err = np.where(eff, np.linalg.norm(p - targets, axis=-1), 0.0)
+        err = np.where(eff, norm(p - targets), 0.0)
         running = err.max(axis=-1, initial=0.0) > tolerance  # each pose stops on its own
         if not running.any():
             break
         q = p.copy()
-        for level in _LEVELS:
-            children = _CHILD_TABLE[level]  # (n, C)
-            valid = _CHILD_VALID[level] & active[..., children]  # (..., n, C)
-            proposals = _pull(q[..., children, :], q[..., level, None, :],
-                              lengths[..., children])
-            count = valid.sum(-1)
-            centroid = (proposals * valid[..., None]).sum(-2) / np.maximum(count, 1)[..., None]
-            moved = np.where((count > 0)[..., None], centroid, q[..., level, :])
-            q[..., level, :] = np.where(eff[..., level, None], targets[..., level, :], moved)
+        for level, children, valid, count, some, fixed, goal, length in steps:
+            proposals = _pull(q[..., children, :], q[..., level, None, :], length)
+            centroid = (proposals * valid).sum(-2) / count
+            moved = np.where(some, centroid, q[..., level, :])
+            q[..., level, :] = np.where(fixed, goal, moved)
         # Branches without effectors follow rigidly: their bones keep their old directions.
         bones = np.where(active[..., None], q - q[..., PARENTS.clip(min=0), :],
                          p - p[..., PARENTS.clip(min=0), :])
         bones[..., ROOT, :] = 0.0
-        if shapes is not None:
-            bones = turn_branches(bones, shapes, active)
+        if branches is not None:
+            bones = turn_branches(bones, branches)
         solved = set_bone_lengths(p[..., ROOT:ROOT + 1, :] + ANCESTORS @ bones, lengths)
         p = np.where(running[..., None, None], solved, p)
     return p

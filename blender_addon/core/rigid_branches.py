@@ -13,9 +13,11 @@ the exact-reach pass, so the limbs are re-aimed from places the rig really has;
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from .quaternions import rotation_from_covariance
+from .quaternions import norm, rotation_from_covariance
 from .skeleton import ANCESTORS, JOINT_INDEX, ROOT
 
 # The pelvis branch fits its place too (the pelvis is the rig's root; a translation is
@@ -114,29 +116,42 @@ _BRANCH_BONES = (_PELVIS_POINTS[1:], _CHEST_CHILDREN)
 INACTIVE_WEIGHT = 0.3
 
 
-def branch_shapes(pose: np.ndarray) -> np.ndarray:
-    """The branches' bone vectors of ``pose`` (..., 21, 3): (2, ..., 3, 3), the shapes
-    :func:`turn_branches` keeps."""
+@dataclass(frozen=True)
+class BranchShapes:
+    """The branches' bone vectors of a pose, (2, ..., 3, 3), which :func:`turn_branches`
+    keeps, and what each fit needs of them: their directions and each child's weight
+    (made once per solve: they do not change while FABRIK iterates)."""
+    shapes: np.ndarray
+    units: np.ndarray  # the shapes' unit vectors
+    weights: np.ndarray  # (2, ..., 3): 1, or INACTIVE_WEIGHT for a child with no goal
+
+
+def branch_shapes(pose: np.ndarray, active: np.ndarray) -> BranchShapes:
+    """The :class:`BranchShapes` of ``pose`` (..., 21, 3); ``active`` (..., 21): joints with
+    a goal at or below them."""
     parents = (ROOT, _CHEST)
-    return np.stack([pose[..., bones, :] - pose[..., parent, None, :]
-                     for parent, bones in zip(parents, _BRANCH_BONES, strict=True)])
+    shapes = np.stack([pose[..., bones, :] - pose[..., parent, None, :]
+                       for parent, bones in zip(parents, _BRANCH_BONES, strict=True)])
+    units = shapes / np.maximum(norm(shapes), 1e-12)[..., None]
+    weights = np.stack([np.where(active[..., children], 1.0, INACTIVE_WEIGHT)
+                        for children in _BRANCH_BONES])
+    return BranchShapes(shapes, units, weights)
 
 
-def turn_branches(bones: np.ndarray, shapes: np.ndarray, active: np.ndarray) -> np.ndarray:
+def turn_branches(bones: np.ndarray, branches: BranchShapes) -> np.ndarray:
     """Bone vectors ``bones`` (..., 21, 3) with each branch's children's vectors replaced
-    by its ``shapes`` (from :func:`branch_shapes`) turned as a whole to best fit their
-    directions: one rotation per branch. A child with no goal at or below it (``active``
-    (..., 21) False) holds the branch as it was: it counts :data:`INACTIVE_WEIGHT` times."""
+    by its shapes (:func:`branch_shapes`) turned as a whole to best fit their directions:
+    one rotation per branch. A child with no goal at or below it holds the branch as it
+    was: it counts :data:`INACTIVE_WEIGHT` times."""
     out = bones.copy()
     batch = bones.shape[:-2]
     covs = []
-    for shape, children in zip(shapes, _BRANCH_BONES, strict=True):
+    for unit, weights, children in zip(branches.units, branches.weights, _BRANCH_BONES,
+                                       strict=True):
         now = bones[..., children, :]
-        now = now / np.maximum(np.linalg.norm(now, axis=-1, keepdims=True), 1e-12)
-        unit = shape / np.maximum(np.linalg.norm(shape, axis=-1, keepdims=True), 1e-12)
-        weights = np.where(active[..., children], 1.0, INACTIVE_WEIGHT)
+        now = now / np.maximum(norm(now), 1e-12)[..., None]
         covs.append(_covariance(unit, now, weights))
     turns = np.swapaxes(rotation_from_covariance(np.stack(covs)), -1, -2)
-    for k, (shape, children) in enumerate(zip(shapes, _BRANCH_BONES, strict=True)):
+    for k, (shape, children) in enumerate(zip(branches.shapes, _BRANCH_BONES, strict=True)):
         out[..., children, :] = np.broadcast_to(shape, (*batch, *shape.shape[-2:])) @ turns[k]
     return out
