@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .quaternions import norm
 from .skeleton import ANCESTORS, END_JOINTS, JOINT_INDEX, PARENTS
 
 _EPS = 1e-12
 _SLACK = 1e-9  # of a limb's length: how far from fully straight or folded a limb stays
 _LIMB_ENDS = tuple(JOINT_INDEX[j] for j in END_JOINTS)
 _TOE_OF = {JOINT_INDEX["l_foot"]: JOINT_INDEX["l_toe"], JOINT_INDEX["r_foot"]: JOINT_INDEX["r_toe"]}
-
-
-def _norm(v: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.add.reduce(v * v, -1))
 
 
 def _clip(v: np.ndarray, low: np.ndarray | float, high: np.ndarray | float) -> np.ndarray:
@@ -70,18 +67,18 @@ def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: 
     straighter than ``straightest``), bending in the plane of their current bend: the new
     middle and end (B, 3) each."""
     to_t = target - s
-    d = _norm(to_t)
+    d = norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
     d = _clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2),
               (l1 + l2) * np.minimum(1.0 - _SLACK, straightest))
     # The bend direction: the middle joint's offset from the start-target line (any
     # perpendicular when the limb is straight along it).
     side = (a - s) - u * np.add.reduce((a - s) * u, -1, keepdims=True)
-    side_n = _norm(side)
+    side_n = norm(side)
     straight = side_n < _SLACK * l1
     if straight.any():
         side[straight] = np.stack([np.zeros(straight.sum()), u[straight, 2], -u[straight, 1]], 1)
-        side_n = _norm(side)
+        side_n = norm(side)
     side /= np.maximum(side_n, _EPS)[:, None]
     cos_a = _clip((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0, 1.0)
     new_a = s + l1[:, None] * (cos_a[:, None] * u + np.sqrt(1.0 - cos_a * cos_a)[:, None] * side)
@@ -108,8 +105,8 @@ def _rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(B, 3, 3) the smallest rotations taking the directions of ``a`` to those of ``b``
     (B, 3): ``I + [v]x + [v]x^2 / (1 + c)`` with ``v = a x b``, ``c = a . b`` (the turns
     here are small; opposite directions would have no smallest one)."""
-    a = a / np.maximum(_norm(a), _EPS)[:, None]
-    b = b / np.maximum(_norm(b), _EPS)[:, None]
+    a = a / np.maximum(norm(a), _EPS)[:, None]
+    b = b / np.maximum(norm(b), _EPS)[:, None]
     v = a[:, _YZX] * b[:, _ZXY] - a[:, _ZXY] * b[:, _YZX]
     cos = np.add.reduce(a * b, axis=-1)
     # [v]x^2 = v v^T - |v|^2 I, and |v|^2 = 1 - c^2: I + [v]x + [v]x^2 / (1 + c)
@@ -145,11 +142,11 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     spine, chest, head = p[rows, _SPINE], p[rows, _CHEST], p[rows, _HEAD]
     goal = targets[rows, _HEAD]
     reach = lengths[rows, _NECK] + lengths[rows, _HEAD]
-    far = _norm(goal - chest) > reach - _REACH_MARGIN
+    far = norm(goal - chest) > reach - _REACH_MARGIN
     if not far.any():
         return False
     rows, spine, chest, head, goal = (a[far] for a in (rows, spine, chest, head, goal))
-    new_chest, _ = _bend(spine, chest, goal, _norm(chest - spine), _norm(head - chest))
+    new_chest, _ = _bend(spine, chest, goal, norm(chest - spine), norm(head - chest))
     _turn_about(p, rows, _SPINE, _TRUNK, chest - spine, new_chest - spine)
     chest, head = p[rows, _CHEST], p[rows, _HEAD]
     _turn_about(p, rows, _CHEST, _ABOVE_CHEST, head - chest, goal - chest)
@@ -167,7 +164,7 @@ def _keep_feet_in_reach(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     legs = goals[:, _LEG_ENDS]
     reach = (lengths[:, _LEG_MIDS] + lengths[:, _LEG_ENDS]) * min(1.0 - _SETTLE_SLACK,
                                                                  straightest)
-    far = legs & (_norm(p[:, _LEG_STARTS] - targets[:, _LEG_ENDS]) > reach)
+    far = legs & (norm(p[:, _LEG_STARTS] - targets[:, _LEG_ENDS]) > reach)
     if not far.any():  # the common case, checked first: every held foot within reach
         return
     rows = np.flatnonzero(far.any(axis=1) & ~goals[:, _BODY].any(axis=1))
@@ -178,7 +175,7 @@ def _keep_feet_in_reach(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     for _ in range(_SETTLE_PASSES):  # two legs: alternating projections, a few suffice
         for k in range(len(_LEG_ENDS)):
             away = hips[:, k] + shift - goal[:, k]
-            d = _norm(away)
+            d = norm(away)
             over = np.where(legs[rows, k], np.maximum(d - reach[:, k], 0.0), 0.0)
             shift -= away * (over / np.maximum(d, _EPS))[:, None]
     moved = np.abs(shift).max(axis=1) > 0.0
@@ -197,14 +194,14 @@ def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
         return
     reach = (lengths[:, _ELBOWS] + lengths[:, _HANDS]) * min(1.0 - _SETTLE_SLACK, straightest)
     to_goal = targets[:, _HANDS] - p[:, _SHOULDERS]
-    rows, arm = np.nonzero(hands & (_norm(to_goal) > reach))
+    rows, arm = np.nonzero(hands & (norm(to_goal) > reach))
     if not rows.size:
         return
     pivot, at = p[rows, _CLAVICLES[arm]], p[rows, _SHOULDERS[arm]]
     goal, reach = targets[rows, _HANDS[arm]], reach[rows, arm]
-    radius = np.maximum(_norm(at - pivot), _EPS)
+    radius = np.maximum(norm(at - pivot), _EPS)
     to_goal = goal - pivot
-    dist = np.maximum(_norm(to_goal), _EPS)
+    dist = np.maximum(norm(to_goal), _EPS)
     u_goal = to_goal / dist[:, None]
     # The shoulder on its sphere about the clavicle's start, at the angle phi from the
     # goal's direction where it is exactly ``reach`` from the goal (law of cosines).
@@ -212,7 +209,7 @@ def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
                     -1.0, 1.0)
     u_now = (at - pivot) / radius[:, None]
     side = u_now - u_goal * np.add.reduce(u_now * u_goal, -1, keepdims=True)
-    side /= np.maximum(_norm(side), _EPS)[:, None]
+    side /= np.maximum(norm(side), _EPS)[:, None]
     u_new = cos_phi[:, None] * u_goal + np.sqrt(1.0 - cos_phi * cos_phi)[:, None] * side
     for k in (0, 1):  # each side's arm joints (a fixed set per side)
         on = arm == k
@@ -248,17 +245,17 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
         lengths = np.broadcast_to(lengths, goals.shape)
     tol = tolerance if isinstance(tolerance, np.ndarray) and tolerance.shape == goals.shape[:1] \
         else np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
-    err = np.where(goals, _norm(p - targets), 0.0)
+    err = np.where(goals, norm(p - targets), 0.0)
     if (err.max(axis=1, initial=0.0) <= tol).all():
         return p
     straight = np.where(goals if bent is None else bent, straightest, 1.0)  # (B, 21)
     _keep_feet_in_reach(p, goals, targets, lengths, 1.0 if bent is not None else straightest)
     if bend_trunk and _bend_spine_to_head(p, goals, targets, lengths):
-        err = np.where(goals, _norm(p - targets), 0.0)
+        err = np.where(goals, norm(p - targets), 0.0)
     rows = np.flatnonzero(goals[:, _HEAD] & (err[:, _HEAD] > tol))
     if rows.size:
         _reaim_head(p, rows, targets[rows, _HEAD], lengths, straight[rows, _HEAD])
-        err = np.where(goals, _norm(p - targets), 0.0)
+        err = np.where(goals, norm(p - targets), 0.0)
     if bend_trunk:
         _shrug_to_hands(p, goals, targets, lengths, straightest)
     rows, limb = np.nonzero(goals[:, _END[_LIMBS]] & (err[:, _END[_LIMBS]] > tol[:, None]))
@@ -270,5 +267,5 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
         if rows.size:
             aim = targets[rows, toe] - p[rows, ankle]
             p[rows, toe] = p[rows, ankle] + aim * (lengths[rows, toe]
-                                                   / np.maximum(_norm(aim), _EPS))[:, None]
+                                                   / np.maximum(norm(aim), _EPS))[:, None]
     return p

@@ -360,7 +360,8 @@ class PoseEditor:
             # would leave the hand short of its target.
             rig_lengths, rig_model = start.rig_lengths, start.rig_model
             t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
-            moving = _moves(mask, t_rig, rig_model)
+            moved = _moved(mask, t_rig, rig_model)
+            moving = moved.any(axis=1)
             rows = _metric_rows(requests, self._metrics, moving, rig_model,
                                 options.fix_lengths)
             share = refine.full_body_share(mask, t_rig, rig_model)
@@ -370,7 +371,7 @@ class PoseEditor:
             # the body: held back, the pelvis fell 10 cm short where it fell 3 cm short);
             # a slider-only edit keeps the rest of the pose (and takes more steps: metric
             # rows are strongly curved).
-            whole = np.where(_moves(mask, t_rig, rig_model, _TRUNK), 1.0, share)
+            whole = np.where(moved[:, _TRUNK].any(axis=1), 1.0, share)
             follow = np.where(moving, options.body_follow + (1.0 - options.body_follow) * whole,
                               0.0)
             relinearize = rows is not None and each_pose
@@ -485,8 +486,10 @@ class PoseEditor:
             if m.value_range is not None:
                 per_unit = float(_model_per_rig_unit(m.metric, frame)[0])
                 lo, hi = m.value_range[0] / per_unit, m.value_range[1] / per_unit
-                now = float(evaluate_metric(facing, m.metric)[0]) if widen else lo
-                out[name] = (min(lo, now), max(hi, now))
+                if widen:
+                    now = float(evaluate_metric(facing, m.metric)[0])
+                    lo, hi = min(lo, now), max(hi, now)
+                out[name] = (lo, hi)
         return out
 
     def clean_pose(self, positions: np.ndarray) -> np.ndarray:
@@ -591,14 +594,9 @@ class PoseEditor:
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
 
 
-_ALL_JOINTS = slice(None)
-
-
-def _moves(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray,
-           joints: np.ndarray | slice = _ALL_JOINTS) -> np.ndarray:
-    """(B,) whether an effector on one of ``joints`` has its target off its joint."""
-    off = np.abs(targets[:, joints] - pose[:, joints]).max(axis=-1) > MOVED_M
-    return ((mask[:, joints] > 0) & off).any(axis=1)
+def _moved(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray) -> np.ndarray:
+    """(B, 21) the effectors whose target is off their joint."""
+    return (mask > 0) & (np.abs(targets - pose).max(axis=-1) > MOVED_M)
 
 
 def _shift3(shift: np.ndarray) -> np.ndarray:
@@ -710,7 +708,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     reaimed = exact_reach.solve(out, full, t, lengths, tolerance)
     if not fallback:
         return reaimed
-    left = np.flatnonzero(_largest_miss(reaimed, full, t) > tolerance)
+    left = np.flatnonzero(PoseEditor._errors(reaimed, t, full).max(axis=1) > tolerance)
     if not left.size:
         return reaimed
     # Both FABRIK runs in one batch (rows are independent): from the refined pose before
@@ -729,13 +727,8 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     first = fabrik.solve(np.concatenate([out[left], start[left]]), goals, targets,
                          rig_lengths, fabrik.RIG_SHAPED_ITERATIONS, tol, rig_shaped=True)
     both = exact_reach.solve(first, goals, targets, rig_lengths, twice(tolerance))
-    miss = _largest_miss(both, goals, targets)
+    miss = PoseEditor._errors(both, targets, goals).max(axis=1)
     refined, classic = both[:k], both[k:]
     take = (miss[:k] > tolerance[left]) & (miss[k:] < miss[:k])
     reaimed[left] = np.where(take[:, None, None], classic, refined)
     return reaimed
-
-
-def _largest_miss(out: np.ndarray, goals: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """(B,) the largest distance of a goal joint from its target."""
-    return np.where(goals, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)

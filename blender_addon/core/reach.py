@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import rotations
+from .quaternions import norm
 from .skeleton import ANCESTORS, CHILDREN, NUM_JOINTS, PARENTS
 
 _EPS = 1e-12
@@ -84,9 +85,9 @@ def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: 
     ends = list(limbs)
     mids, tops = ([limbs[j][k] for j in ends] for k in (0, 1))
     end_at, mid_at = joints[..., ends, :], joints[..., mids, :]
-    wanted = np.stack([np.broadcast_to(goals[j], (*end_at.shape[:-2], 3)) for j in ends], -2)
-    off = _norm(end_at - wanted) > REACHED * (_norm(end_at - mid_at)
-                                              + _norm(mid_at - joints[..., tops, :]))
+    wanted = _stacked(goals, ends, end_at.shape)
+    off = norm(end_at - wanted) > REACHED * (norm(end_at - mid_at)
+                                              + norm(mid_at - joints[..., tops, :]))
     off = off.reshape(-1, len(ends)).any(axis=0)
     limbs = {j: limbs[j] for j, o in zip(ends, off, strict=True) if o}
     if not limbs:
@@ -139,16 +140,14 @@ def reach_limbs(joints: np.ndarray, limbs: Mapping[int, tuple[int, int]],
     mids = [limbs[j][0] for j in ends]
     s = joints[..., [limbs[j][1] for j in ends], :]
     e, w = joints[..., mids, :], joints[..., ends, :]
-    batch = (*w.shape[:-2], 3)
-    goal = np.stack([np.broadcast_to(np.asarray(goals[j], dtype=np.float64), batch)
-                     for j in ends], axis=-2)
+    goal = _stacked(goals, ends, w.shape)
     upper, lower, to_goal = e - s, w - e, goal - s
-    a, b, d_raw = _norm(upper), _norm(lower), _norm(to_goal)
+    a, b, d_raw = norm(upper), norm(lower), norm(to_goal)
     u = to_goal / np.maximum(d_raw, _EPS)[..., None]
     d = np.clip(d_raw, np.abs(a - b) + LIMB_SLACK * (a + b), (1.0 - LIMB_SLACK) * (a + b))
     # Bend in the plane of the current elbow/knee; a straight limb keeps its old bend side.
     pole = upper - np.sum(upper * u, axis=-1, keepdims=True) * u
-    pole_n = _norm(pole)[..., None]
+    pole_n = norm(pole)[..., None]
     v = pole / np.maximum(pole_n, _EPS)
     straight = pole_n <= _EPS
     if straight.any():
@@ -166,8 +165,11 @@ def reach_limbs(joints: np.ndarray, limbs: Mapping[int, tuple[int, int]],
     return out
 
 
-def _norm(v: np.ndarray) -> np.ndarray:
-    return np.sqrt(np.add.reduce(v * v, axis=-1))
+def _stacked(goals: Mapping[int, np.ndarray], ends: Sequence[int],
+             shape: tuple[int, ...]) -> np.ndarray:
+    """The goals of ``ends`` as one array of ``shape`` (..., len(ends), 3)."""
+    return np.stack([np.broadcast_to(np.asarray(goals[j], dtype=np.float64),
+                                     (*shape[:-2], 3)) for j in ends], axis=-2)
 
 
 def any_perpendicular(u: np.ndarray) -> np.ndarray:
@@ -175,4 +177,4 @@ def any_perpendicular(u: np.ndarray) -> np.ndarray:
     axis = np.zeros_like(u)
     np.put_along_axis(axis, np.argmin(np.abs(u), axis=-1)[..., None], 1.0, axis=-1)
     p = np.cross(u, axis)
-    return p / np.maximum(_norm(p), _EPS)[..., None]
+    return p / np.maximum(norm(p), _EPS)[..., None]

@@ -161,11 +161,12 @@ def _fixed(pose: np.ndarray, lengths: np.ndarray, jac: np.ndarray | None = None
     b, latent = jac.shape[0], jac.shape[-1]
     j = jac.reshape(b, skeleton.NUM_JOINTS, 3, latent)
     vec = pose[:, 1:] - pose[:, _PARENTS]  # (B, 20, 3)
-    norm = np.sqrt(np.add.reduce(vec * vec, -1))
-    unit = vec / norm[..., None]
+    length = norm(vec)
+    unit = vec / length[..., None]
     dvec = j[:, 1:] - j[:, _PARENTS]  # (B, 20, 3, L)
     along = np.add.reduce(unit[..., None] * dvec, 2)
-    dbone = (dvec - unit[..., None] * along[:, :, None]) * (lengths[:, 1:] / norm)[..., None, None]
+    stretch = (lengths[:, 1:] / length)[..., None, None]
+    dbone = (dvec - unit[..., None] * along[:, :, None]) * stretch
     djoint = (_BONE_SUMS @ dbone.reshape(b, len(_PARENTS), -1)).reshape(j.shape)
     djoint += j[:, :1]
     return out, djoint.reshape(b, _POSE_DIM, latent)
@@ -332,8 +333,9 @@ def _metric_block(pose: np.ndarray, rows: MetricRows, gradient: bool = True
     if rows.balance is not None:
         s = np.sqrt(rows.balance_weights)[:, None]
         res.extend(((balance(pose) - rows.balance) * s).T)
-        grads.extend(np.broadcast_to(_BALANCE_ROWS[None] * s[..., None],
-                                     (len(pose), *_BALANCE_ROWS.shape)).transpose(1, 0, 2))
+        if gradient:
+            grads.extend(np.broadcast_to(_BALANCE_ROWS[None] * s[..., None],
+                                         (len(pose), *_BALANCE_ROWS.shape)).transpose(1, 0, 2))
     return np.stack(res, axis=1), np.stack(grads, axis=1) if gradient else None
 
 
@@ -346,7 +348,7 @@ def _rigid_gaps(pose: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The vectors between each rigid branch's children in ``pose`` (B, 21, 3), (B, 6, 3),
     and their lengths (B, 6)."""
     gap = pose[:, _RIGID_PAIRS[0]] - pose[:, _RIGID_PAIRS[1]]
-    return gap, np.sqrt(np.add.reduce(gap * gap, -1))
+    return gap, norm(gap)
 
 
 def rigid_spans(pose: np.ndarray) -> np.ndarray:
@@ -431,7 +433,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
             # as for the pose rows).
             fresh = relinearize or mgrad is None
             mres, gradient = _metric_block(pose, metrics, fresh)
-            mgrad = gradient if fresh else mgrad
+            if fresh:
+                mgrad = gradient
             measured_at = pose
         # Metric rows are strongly curved: a single pose's metric request re-linearizes
         # every step. Otherwise the first Jacobian, and its factorization while no step
