@@ -14,6 +14,9 @@ FABRIK kept rig-shaped with the planted feet held):
 - plausibility: the share of poses with a joint angle outside the training data's
   0.1-99.9 percentile range (:mod:`.plausibility`), and the distance to the learned
   manifold (the autoencoder's residual, median);
+- reached where a rig can reach: the same share over the drags classic FABRIK reaches
+  that no pose a rig can take rules out (:func:`rig_reachable`: FABRIK meets the others
+  by stretching the chest or pelvis, which a rig's one bone each cannot do);
 - reached on a rig: the share of drags whose every dragged joint is within 1 mm once a rig
   takes the answer (:func:`on_rig`: its pelvis and chest are rigid bones, fitted as the
   rotation stage does, then the effector limbs re-aimed), since a pose a rig cannot show
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from blender_addon.core import exact_reach, fabrik, pipeline, rigid_branches, skeleton
+from blender_addon.core import exact_reach, fabrik, pipeline, reach_bounds, rigid_branches, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
 from blender_addon.core.pipeline import FOOT_JOINTS, PoseEditor, SolveOptions
@@ -124,6 +127,17 @@ def on_rig(out: np.ndarray, x: np.ndarray, mask: np.ndarray, targets: np.ndarray
                              RIG_FABRIK_TOLERANCE, bend_trunk=False)
 
 
+def rig_reachable(x: np.ndarray, mask: np.ndarray, targets: np.ndarray, dragged: np.ndarray
+                  ) -> np.ndarray:
+    """(B,) the drags whose every dragged target lies within the rig's reach
+    (:func:`.reach_bounds.beyond_reach`, to :data:`REACHED_M`) from the other goals: the
+    pins and the planted feet the default options hold."""
+    planted = free_planted_feet(x, mask > 0)
+    over, _ = reach_bounds.beyond_reach(x, (mask > 0) | planted,
+                                        np.where(planted[..., None], x, targets), dragged)
+    return over.max(axis=1) <= REACHED_M
+
+
 def reached(out: np.ndarray, targets: np.ndarray, dragged: np.ndarray) -> np.ndarray:
     """(B,) every dragged joint within :data:`REACHED_M` of its target."""
     err = np.where(dragged, np.linalg.norm(out - targets, axis=-1), 0.0)
@@ -132,9 +146,10 @@ def reached(out: np.ndarray, targets: np.ndarray, dragged: np.ndarray) -> np.nda
 
 def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarray,
             mask: np.ndarray, targets: np.ndarray, dragged: np.ndarray,
-            fabrik_reached: np.ndarray) -> dict[str, float]:
+            fabrik_reached: np.ndarray, possible: np.ndarray) -> dict[str, float]:
     """The figures of one (case, pins, method) cell; ``fabrik_reached`` (B,) marks the poses
-    where classic FABRIK reaches every target."""
+    where classic FABRIK reaches every target, ``possible`` (B,) those a rig can reach
+    (:func:`rig_reachable`)."""
     moved = np.linalg.norm(out - x, axis=-1)
     reach = np.linalg.norm(out - targets, axis=-1)[dragged]
     ours = reached(out, targets, dragged)
@@ -145,8 +160,11 @@ def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarra
     return {
         "reach_median_mm": float(np.median(reach) * MM),
         "reach_p90_mm": float(np.percentile(reach, 90) * MM),
+        "reached_pct": float(ours.mean() * 100.0),
         "reached_where_fabrik_reaches_pct": float(ours[fabrik_reached].mean() * 100.0)
         if fabrik_reached.any() else 100.0,
+        "reached_where_rig_can_pct": float(ours[fabrik_reached & possible].mean() * 100.0)
+        if (fabrik_reached & possible).any() else 100.0,
         "reached_on_rig_pct": float(shown.mean() * 100.0),
         "planted_feet_median_cm": float(np.median(drift) * CM),
         "planted_feet_p90_cm": float(np.percentile(drift, 90) * CM),
@@ -181,10 +199,14 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: Angl
                 for method, options in METHODS.items()}
         outs[RIG_FABRIK] = rig_shaped_fabrik(x, mask, targets)
         fabrik_reached = reached(outs[FABRIK], targets, dragged)
+        possible = rig_reachable(x, mask, targets, dragged)
         row = {method: measure(models, ranges, x, out, mask, targets, dragged,
-                               fabrik_reached)
+                               fabrik_reached, possible)
                for method, out in outs.items()}
         result["cases"].setdefault(case, {})["with pins" if pins else "no pins"] = row
+        result.setdefault("beyond_rig_pct", {}).setdefault(case, {})[
+            "with pins" if pins else "no pins"] = float(
+                (fabrik_reached & ~possible).sum() / max(fabrik_reached.sum(), 1) * 100.0)
     result["null_edit_max_mm"] = {}
     for name, joints in NULL_SETS.items():
         mask = np.zeros(x.shape[:2])
@@ -261,16 +283,18 @@ def markdown(result: dict[str, Any]) -> str:
              f"start poses out of range: {start['out_of_range_pct']:.1f} %, manifold distance "
              f"{start['manifold_median_cm']:.2f} cm.", "",
              "| drag | pins | method | reach median / p90 (mm) | reached where FABRIK reaches "
-             "(%) | reached on a rig (%) | planted feet median / p90 (cm) | pelvis (cm) | "
-             "other joints (cm) | out of range (%) | manifold (cm) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "(%) | reached where a rig can reach (%) | reached on a rig (%) | planted feet "
+             "median / p90 (cm) | pelvis (cm) | other joints (cm) | out of range (%) | "
+             "manifold (cm) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, by_pins in result["cases"].items():
         for pins, methods in by_pins.items():
             for method, r in methods.items():
                 lines.append(
                     f"| {case} | {pins} | {method} | {r['reach_median_mm']:.2f} / "
                     f"{r['reach_p90_mm']:.1f} | {r['reached_where_fabrik_reaches_pct']:.1f} | "
-                    f"{r['reached_on_rig_pct']:.1f} | {r['planted_feet_median_cm']:.2f} / "
+                    f"{r['reached_where_rig_can_pct']:.1f} | {r['reached_on_rig_pct']:.1f} | "
+                    f"{r['planted_feet_median_cm']:.2f} / "
                     f"{r['planted_feet_p90_cm']:.2f} | {r['pelvis_median_cm']:.2f} | "
                     f"{r['others_mean_cm']:.2f} | {r['out_of_range_pct']:.1f} | "
                     f"{r['manifold_median_cm']:.2f} |")
@@ -289,18 +313,31 @@ SUMMARY_METHODS = ("network alone", "default (refined)", FABRIK, RIG_FABRIK)
 def summary(result: dict[str, Any]) -> str:
     """The README's table: every drag without pins, the network, the default and FABRIK."""
     lines = ["| drag (no pins) | method | reach median (mm) | reached where FABRIK reaches "
-             "(%) | reached on a rig (%) | planted feet p90 (mm) | pelvis (cm) | other joints "
-             "(cm) | angles out of range (%) | manifold (cm) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "(%) | reached where a rig can reach (%) | reached on a rig (%) | planted feet p90 "
+             "(mm) | pelvis (cm) | other joints (cm) | angles out of range (%) | manifold "
+             "(cm) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for case, by_pins in result["cases"].items():
         for method in SUMMARY_METHODS:
             r = by_pins["no pins"][method]
             lines.append(f"| {case} | {method} | {r['reach_median_mm']:.2f} | "
                          f"{r['reached_where_fabrik_reaches_pct']:.0f} | "
+                         f"{r['reached_where_rig_can_pct']:.0f} | "
                          f"{r['reached_on_rig_pct']:.0f} | "
                          f"{r['planted_feet_p90_cm'] * 10:.2f} | {r['pelvis_median_cm']:.2f} | "
                          f"{r['others_mean_cm']:.2f} | {r['out_of_range_pct']:.0f} | "
                          f"{r['manifold_median_cm']:.2f} |")
+    lines += ["", "| drag, the other hands, feet and head held | FABRIK reaches (%) | of those, "
+              "beyond a rig's reach (%) | default: reached where FABRIK reaches (%) | "
+              "default: reached where a rig can reach (%) | FABRIK, rig-shaped: reached where "
+              "a rig can reach (%) |", "|---|---|---|---|---|---|"]
+    for case, by_pins in result["cases"].items():
+        r, rig = by_pins["with pins"]["default (refined)"], by_pins["with pins"][RIG_FABRIK]
+        lines.append(f"| {case} | {by_pins['with pins'][FABRIK]['reached_pct']:.0f} | "
+                     f"{result['beyond_rig_pct'][case]['with pins']:.0f} | "
+                     f"{r['reached_where_fabrik_reaches_pct']:.0f} | "
+                     f"{r['reached_where_rig_can_pct']:.0f} | "
+                     f"{rig['reached_where_rig_can_pct']:.0f} |")
     every = result["null_edit_every_pose"]
     lines += ["", f"{result['poses']} start poses ({result['data']}); start poses with an "
               f"angle out of range: {result['start_poses']['out_of_range_pct']:.1f} % (angles "

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import exact_reach, fabrik, refine, rigid_branches, skeleton
+from . import exact_reach, fabrik, reach_bounds, refine, rigid_branches, skeleton
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
 from .normalize import (
@@ -81,6 +81,9 @@ _TRUNK = skeleton.joint_indices(["pelvis", "spine", "chest", "neck", "head"])
 MOVED_M = 1e-9  # model metres: a target this far off its joint asks for a move
 REACH_TOLERANCE = 1e-4  # m on the models' body: 0.1 mm on a 1.7 m rig, 0.01 units in cm
 CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in reach tolerances
+# A single solve leaving an effector further than this (m) off its target says which
+# targets no pose of the rig can reach, if any (:mod:`.reach_bounds`).
+MISS_NOTE_M = 1e-3
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 # Refinement off, a limb re-aimed at the networks' answer keeps at least a 10 degree bend
 # (real elbows: the training data's 0.1 percentile is 8-10 degrees): an answer beyond
@@ -325,7 +328,8 @@ class PoseEditor:
                 raise ValueError("metric requests need the neural solver, not classic FABRIK")
             lengths = self.lengths if self.lengths is not None else skeleton.bone_lengths(p)
             out = fabrik.solve(p, mask > 0, t, lengths)
-            return EditResult(out, None, self._errors(out, t, mask))
+            errors = self._errors(out, t, mask)
+            return EditResult(out, None, errors, _beyond_notes(p, mask > 0, t, mask, errors))
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
         lengths, scale = self._rig_lengths, self._rig_scale
@@ -415,7 +419,9 @@ class PoseEditor:
                                     frame.lengths, tolerance,
                                     straightest=NETWORK_STRAIGHTEST, bend_trunk=False,
                                     bent=moved)
-        return EditResult(out, z_new, self._errors(out, t, user_mask), notes)
+        errors = self._errors(out, t, user_mask)
+        notes.extend(_beyond_notes(p, (mask > 0) & (w >= 1.0), t, user_mask, errors))
+        return EditResult(out, z_new, errors, notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
                   w: np.ndarray, requests: dict[str, tuple[np.ndarray, np.ndarray]],
@@ -592,6 +598,17 @@ class PoseEditor:
     def _errors(out: np.ndarray, t: np.ndarray, mask: np.ndarray) -> np.ndarray:
         diff = out - t
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
+
+
+def _beyond_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, user_mask: np.ndarray,
+                  errors: np.ndarray) -> list[str]:
+    """For a single pose that misses an effector by more than :data:`MISS_NOTE_M`: which
+    moved targets no pose of the rig can reach from the goals ``held`` firmly (B, 21: the
+    full-weight effectors and the planted feet), so the user knows to move or free one."""
+    if len(p) != 1 or not (errors > MISS_NOTE_M).any():
+        return []
+    over, other = reach_bounds.beyond_reach(p, held, t, _moved(user_mask, t, p))
+    return reach_bounds.describe(over[0], other[0], MISS_NOTE_M)
 
 
 def _moved(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray) -> np.ndarray:

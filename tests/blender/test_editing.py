@@ -265,6 +265,24 @@ def test_a_request_the_rig_misses_is_said(mixamo_rig: bpy.types.Object, name: st
     assert short == hands_held, miss
 
 
+def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
+    """Hands, feet and head as effectors, the left hand's empty pulled a metre further from
+    the head: Solve says that target lies beyond the rig's reach from the head goal; pulled
+    20 cm towards the head instead, it says nothing of the kind."""
+    obj = mixamo_rig
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    hand = _empty(obj, "l_hand")
+    start = np.array(hand.location)
+    away = start - np.array(_empty(obj, "head").location)
+    away /= np.linalg.norm(away)
+    for move, beyond in ((away, True), (-0.2 * away, False)):
+        hand.location = start + move
+        outcome = edits.edit(bpy.context.scene, obj, bpy.context.evaluated_depsgraph_get())
+        said = [n for n in outcome.notes if "beyond the rig's reach" in n]
+        assert bool(said) == beyond, outcome.notes
+        assert not said or (said[0].startswith("l_hand:") and "head goal" in said[0])
+
+
 def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
     obj = mixamo_rig
     scene = bpy.context.scene

@@ -1,0 +1,97 @@
+"""How far apart two joints of a rig can ever be, so a request no pose can meet is named.
+
+On a rig every bone keeps its length and the pelvis and chest are one rigid bone each
+(:mod:`.rigid_branches`), so two joints are never further apart than the bones along the
+path between them, stretched in line, with the pelvis and chest crossed at their fixed
+sizes. Two goals further apart than that (a dragged hand and the held head, both hands
+pulled apart) cannot both be met by any pose the rig can take: classic FABRIK meets them
+by stretching the chest, which a rig shows as a hand off its target. A necessary
+condition only: goals within it may still be out of reach (a joint's bend limits, other
+goals), but goals beyond it always are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .quaternions import norm
+from .skeleton import JOINT_INDEX, JOINTS, NUM_JOINTS, PARENTS
+
+CM = 100.0  # per metre, for notes
+
+# Each rigid bone's joints: the branch point first, then the children it carries.
+RIGID_SETS = tuple(tuple(JOINT_INDEX[j] for j in names) for names in (
+    ("pelvis", "spine", "l_thigh", "r_thigh"), ("chest", "neck", "l_clavicle", "r_clavicle")))
+
+
+def _path(a: int, b: int) -> list[int]:
+    """The joints from ``a`` to ``b`` along the tree."""
+    up_a, up_b = [a], [b]
+    while up_a[-1] >= 0:
+        up_a.append(int(PARENTS[up_a[-1]]))
+    while up_b[-1] >= 0:
+        up_b.append(int(PARENTS[up_b[-1]]))
+    common = next(j for j in up_a if j in up_b)
+    return up_a[:up_a.index(common) + 1] + up_b[:up_b.index(common)][::-1]
+
+
+def _segments(path: list[int]) -> list[tuple[int, int]]:
+    """The joint pairs of fixed distance the path crosses: its bones, with two bones that
+    meet at a rigid bone's branch point taken as that bone's fixed span between them."""
+    out, i = [], 0
+    while i < len(path) - 1:
+        nxt = path[i + 2] if i + 2 < len(path) else None
+        rigid = next((s for s in RIGID_SETS if path[i + 1] == s[0] and path[i] in s
+                      and nxt in s), None)
+        if rigid is not None:
+            out.append((min(path[i], nxt), max(path[i], nxt)))
+            i += 2
+        else:
+            out.append((min(path[i], path[i + 1]), max(path[i], path[i + 1])))
+            i += 1
+    return out
+
+
+def _tables() -> tuple[np.ndarray, np.ndarray]:
+    paths = {(a, b): _segments(_path(a, b)) for a in range(NUM_JOINTS) for b in range(NUM_JOINTS)}
+    pairs = sorted({s for segs in paths.values() for s in segs})
+    index = {s: k for k, s in enumerate(pairs)}
+    use = np.zeros((NUM_JOINTS, NUM_JOINTS, len(pairs)))
+    for (a, b), segs in paths.items():
+        for s in segs:
+            use[a, b, index[s]] += 1.0
+    return np.array(pairs), use.reshape(NUM_JOINTS * NUM_JOINTS, len(pairs))
+
+
+_PAIRS, _USE = _tables()  # (S, 2) the fixed-distance pairs; (21 * 21, S) who crosses them
+
+
+def max_spans(pose: np.ndarray) -> np.ndarray:
+    """(B, 21, 21) the largest distance between each two joints that the rig of ``pose``
+    (B, 21, 3) can show: its bone lengths and rigid spans are read off the pose."""
+    fixed = norm(pose[:, _PAIRS[:, 0]] - pose[:, _PAIRS[:, 1]])  # (B, S)
+    return (fixed @ _USE.T).reshape(len(pose), NUM_JOINTS, NUM_JOINTS)
+
+
+def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                 asked: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """For each joint of ``asked`` (B, 21; default: ``goals``), how far its target
+    (``targets`` (B, 21, 3)) lies beyond the rig's reach from another goal's target
+    (``goals`` (B, 21): what is held too, as pins and planted feet), (B, 21; 0 where within
+    every one, and off ``asked``), and which goal that is (B, 21; -1 where none)."""
+    apart = norm(targets[:, :, None] - targets[:, None, :])  # (B, 21, 21)
+    both = (goals if asked is None else asked)[:, :, None] & goals[:, None, :]
+    excess = np.where(both, apart - max_spans(pose), 0.0)
+    worst = excess.argmax(axis=2)
+    over = np.maximum(np.take_along_axis(excess, worst[..., None], axis=2)[..., 0], 0.0)
+    return over, np.where(over > 0.0, worst, -1)
+
+
+def describe(over: np.ndarray, other: np.ndarray, least: float = 0.0) -> list[str]:
+    """Notes for one pose's :func:`beyond_reach` answer (21,) each, in metres: which
+    targets no pose of the rig can reach, by more than ``least``, how far, and held
+    against which other goal."""
+    return [f"{JOINTS[j]}: its target lies {over[j] * CM:.1f} cm beyond the rig's reach "
+            f"from the {JOINTS[int(other[j])]} goal, even with every bone stretched in line "
+            f"(a rig's pelvis and chest are rigid): move one of them, or free it"
+            for j in np.flatnonzero(over > least)]

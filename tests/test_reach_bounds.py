@@ -1,0 +1,91 @@
+"""Targets no pose of a rig can reach: the span bound, and the solve's note naming them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from blender_addon.core import fabrik, reach_bounds, rigid_branches, skeleton
+from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
+
+J = skeleton.JOINT_INDEX
+ENDS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
+SPAN_SLACK = 1e-9  # m: a distance never exceeds its span, to rounding
+HEAD_MISS_M = 1e-3  # m: the held head's own miss, at most
+
+
+def test_no_pose_the_rig_takes_exceeds_its_spans(synthetic_clip: np.ndarray) -> None:
+    """Every pose with the clip's bone lengths and rigid pelvis and chest keeps every two
+    joints within the spans read off another such pose; FABRIK kept rig-shaped, pulling
+    the ends far away, too."""
+    spans = reach_bounds.max_spans(synthetic_clip[:1])[0]
+    poses = rigid_branches.keep_rigid(synthetic_clip, np.repeat(synthetic_clip[:1],
+                                                                len(synthetic_clip), 0))
+    lengths = skeleton.bone_lengths(synthetic_clip[:1])
+    goals = np.zeros(poses.shape[:2], dtype=bool)
+    goals[:, skeleton.joint_indices(list(ENDS))] = True
+    rng = np.random.default_rng(0)
+    far = poses + np.where(goals[..., None], rng.normal(scale=1.0, size=poses.shape), 0.0)
+    pulled = fabrik.solve(poses, goals, far, np.repeat(lengths, len(poses), 0),
+                          fabrik.RIG_SHAPED_ITERATIONS, 1e-4, rig_shaped=True)
+    for p in (poses, pulled):
+        apart = np.linalg.norm(p[:, :, None] - p[:, None, :], axis=-1)
+        assert (apart <= spans + SPAN_SLACK).all()
+    # FABRIK stretched towards targets a metre off comes close to the spans somewhere.
+    apart = np.linalg.norm(pulled[:, :, None] - pulled[:, None, :], axis=-1)
+    assert (apart / np.maximum(spans, 1e-9)).max() > 0.95
+
+
+def test_a_straight_chain_spans_exactly_its_length() -> None:
+    """The head, neck, a clavicle and its arm in one line: the head-to-hand span is their
+    distance, the neck-to-clavicle span crossing the chest at its fixed size."""
+    pose = np.zeros((1, skeleton.NUM_JOINTS, 3))
+    for k, joint in enumerate(("head", "neck", "l_clavicle", "l_upperarm", "l_forearm",
+                               "l_hand")):
+        pose[0, J[joint], 0] = float(k)
+    pose[0, J["chest"]] = [1.5, -0.5, 0.0]
+    spans = reach_bounds.max_spans(pose)[0]
+    assert spans[J["head"], J["l_hand"]] == pytest.approx(5.0)
+    assert spans[J["l_hand"], J["head"]] == pytest.approx(5.0)
+
+
+def test_targets_beyond_the_rig_are_named(synthetic_clip: np.ndarray) -> None:
+    pose = synthetic_clip[:1]
+    goals = np.zeros((1, skeleton.NUM_JOINTS), dtype=bool)
+    goals[0, skeleton.joint_indices(list(ENDS))] = True
+    spans = reach_bounds.max_spans(pose)[0]
+    targets = pose.copy()
+    away = pose[0, J["l_hand"]] - pose[0, J["head"]]
+    gap = spans[J["l_hand"], J["head"]]
+    targets[0, J["l_hand"]] = pose[0, J["head"]] + away / np.linalg.norm(away) * (gap + 0.1)
+    asked = np.zeros_like(goals)
+    asked[0, J["l_hand"]] = True
+    over, other = reach_bounds.beyond_reach(pose, goals, targets, asked)
+    assert over[0, J["l_hand"]] >= 0.1 - 1e-9  # at least that far beyond the head
+    assert np.count_nonzero(over) == 1 and other[0, J["l_hand"]] >= 0
+    targets[0, J["l_hand"]] = pose[0, J["head"]] + away / np.linalg.norm(away) * (gap - 0.01)
+    assert not reach_bounds.beyond_reach(pose, goals, targets, asked)[0].any()
+
+
+def test_a_solve_that_cannot_reach_says_which_target_and_why(shipped_models,
+                                                             synthetic_clip) -> None:
+    """Hands, feet and head held, one hand pulled 30 cm past its reach from the held
+    head: the solve misses and the note names that hand and the head; a reachable pull
+    has no such note."""
+    editor = PoseEditor(shipped_models)
+    pose = synthetic_clip[0]
+    spans = reach_bounds.max_spans(pose[None])[0]
+    away = pose[J["l_hand"]] - pose[J["head"]]
+    away /= np.linalg.norm(away)
+    for extra, beyond in ((0.3, True), (-0.5, False)):
+        target = pose[J["head"]] + away * (spans[J["l_hand"], J["head"]] + extra)
+        effs = [Effector(j, target if j == "l_hand" else pose[J[j]]) for j in ENDS]
+        for options in (SolveOptions(), SolveOptions(solver="classic")):
+            result = editor.solve(pose, effs, options=options)
+            said = [n for n in result.notes if "beyond the rig's reach" in n]
+            assert bool(said) == beyond, (extra, options.solver, result.notes)
+            if beyond:
+                assert said[0].startswith("l_hand:") and "head goal" in said[0]
+        # The neural solve's answer is a pose the rig takes: the hand misses by the excess.
+        miss = editor.solve(pose, effs).effector_error[0, J["l_hand"]]
+        assert (miss > extra - HEAD_MISS_M) if beyond else (miss < HEAD_MISS_M)
