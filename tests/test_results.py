@@ -100,8 +100,9 @@ def test_pinned_drag_figures_come_out_again(cmu_dataset: Path, tmp_path: Path) -
 @pytest.mark.parametrize("argv", [
     ("benchmark", "--suite", "drags", "--pairs", "12"),
     ("benchmark", "--pairs", "12", "--solves", "3"),
+    ("benchmark", "--suite", "latency", "--solves", "3"),
     ("evaluate", "--pairs", "12"),
-], ids=["drags", "engine", "evaluate"])
+], ids=["drags", "engine", "latency", "evaluate"])
 def test_benchmark_commands_run_end_to_end(tiny_set, tmp_path: Path, argv) -> None:
     """On the tiny synthetic set: each command writes its JSON and markdown."""
     extra = ["--data", str(tiny_set.data), "--models", str(tiny_set.models),

@@ -441,9 +441,10 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/benchmark", help="folder for the figure and reports")
     p.add_argument("--json", default=None, help="JSON report path (default OUT/<suite>.json)")
-    p.add_argument("--suite", default="engine", choices=("engine", "drags"),
+    p.add_argument("--suite", default="engine", choices=("engine", "drags", "latency"),
                    help="engine: (x, x') pairs, latency, propagation, memory; drags: user-style "
-                   "drags from start poses, planted feet, plausibility (default %(default)s)")
+                   "drags from start poses, planted feet, plausibility; latency: single solves "
+                   "and Live drag updates alone, with the machine (default %(default)s)")
     p.add_argument("--max-clips", type=int, default=400, help="clips read (default %(default)s)")
     p.set_defaults(run=_run_benchmark)
 
@@ -454,7 +455,7 @@ def _run_benchmark(args: argparse.Namespace) -> int:
     for var in SINGLE_THREAD_ENV:  # before numpy loads: one thread, as the add-on runs
         os.environ.setdefault(var, "1")
     from blender_addon.core.fileio import atomic_open
-    from training import benchmark, drags
+    from training import benchmark, drags, latency
 
     out = Path(args.out)
     data = args.data or (None if args.bvh else DEFAULT_DATA)
@@ -468,6 +469,11 @@ def _run_benchmark(args: argparse.Namespace) -> int:
                            seed=args.seed, figure=figure)
         text = drags.markdown(result)
         short = drags.summary(result)
+    elif args.suite == "latency":
+        result = latency.run(args.models, data=data, bvh=args.bvh, map_spec=args.map_spec,
+                             units=args.units, solves=args.solves, max_clips=args.max_clips,
+                             seed=args.seed)
+        text = short = latency.markdown(result)
     else:
         result = benchmark.run(args.models, data=data, bvh=args.bvh, map_spec=args.map_spec,
                                units=args.units, pairs=args.pairs, solves=args.solves,

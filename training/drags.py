@@ -14,10 +14,12 @@ FABRIK kept rig-shaped with the planted feet held):
 - plausibility: the share of poses with a joint angle outside the training data's
   0.1-99.9 percentile range (:mod:`.plausibility`), and the distance to the learned
   manifold (the autoencoder's residual, median);
+- reached where FABRIK reaches: the share of the drags classic FABRIK reaches whose every
+  effector (dragged or pinned: a pin moved to reach a drag is not held) is within 1 mm;
 - reached where a rig can reach: the same share over the drags classic FABRIK reaches
   that no pose a rig can take rules out (:func:`rig_reachable`: FABRIK meets the others
   by stretching the chest or pelvis, which a rig's one bone each cannot do);
-- reached on a rig: the share of drags whose every dragged joint is within 1 mm once a rig
+- reached on a rig: the share of drags whose every effector is within 1 mm once a rig
   takes the answer (:func:`on_rig`: its pelvis and chest are rigid bones, fitted as the
   rotation stage does, then the effector limbs re-aimed), since a pose a rig cannot show
   is not what the user sees;
@@ -138,9 +140,10 @@ def rig_reachable(x: np.ndarray, mask: np.ndarray, targets: np.ndarray, dragged:
     return over.max(axis=1) <= REACHED_M
 
 
-def reached(out: np.ndarray, targets: np.ndarray, dragged: np.ndarray) -> np.ndarray:
-    """(B,) every dragged joint within :data:`REACHED_M` of its target."""
-    err = np.where(dragged, np.linalg.norm(out - targets, axis=-1), 0.0)
+def reached(out: np.ndarray, targets: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    """(B,) every goal joint (B, 21) within :data:`REACHED_M` of its target: the dragged
+    joints and the pinned ones (a pin moved to reach a drag is not held)."""
+    err = np.where(goals, np.linalg.norm(out - targets, axis=-1), 0.0)
     return err.max(axis=1) < REACHED_M
 
 
@@ -152,8 +155,8 @@ def measure(models: ModelSet, ranges: AngleRanges, x: np.ndarray, out: np.ndarra
     (:func:`rig_reachable`)."""
     moved = np.linalg.norm(out - x, axis=-1)
     reach = np.linalg.norm(out - targets, axis=-1)[dragged]
-    ours = reached(out, targets, dragged)
-    shown = reached(on_rig(out, x, mask, targets), targets, dragged)
+    ours = reached(out, targets, mask > 0)
+    shown = reached(on_rig(out, x, mask, targets), targets, mask > 0)
     feet = free_planted_feet(x, dragged)  # a foot counts when none of it is dragged
     drift = moved[feet] if feet.any() else np.zeros(1)
     pelvis = moved[:, skeleton.ROOT][~dragged[:, skeleton.ROOT]]
@@ -198,7 +201,7 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: Angl
         outs = {method: editor.solve_arrays(x, mask, targets, options=options).positions
                 for method, options in METHODS.items()}
         outs[RIG_FABRIK] = rig_shaped_fabrik(x, mask, targets)
-        fabrik_reached = reached(outs[FABRIK], targets, dragged)
+        fabrik_reached = reached(outs[FABRIK], targets, mask > 0)
         possible = rig_reachable(x, mask, targets, dragged)
         row = {method: measure(models, ranges, x, out, mask, targets, dragged,
                                fabrik_reached, possible)
