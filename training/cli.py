@@ -450,10 +450,20 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_benchmark(args: argparse.Namespace) -> int:
+    """One thread, as the add-on runs: the environment for what loads later (onnxruntime's
+    OpenMP), and a limit on the thread pools already loaded (numpy's BLAS is, by the
+    parser: with as many threads as cores it spun them on a 16-core machine)."""
     import os
 
-    for var in SINGLE_THREAD_ENV:  # before numpy loads: one thread, as the add-on runs
+    from threadpoolctl import threadpool_limits
+
+    for var in SINGLE_THREAD_ENV:
         os.environ.setdefault(var, "1")
+    with threadpool_limits(limits=1):
+        return _benchmark(args)
+
+
+def _benchmark(args: argparse.Namespace) -> int:
     from blender_addon.core.fileio import atomic_open
     from training import benchmark, drags, latency
 

@@ -34,9 +34,11 @@ DRAG_SETTINGS = {"refined (default)": SolveOptions(),
 def machine() -> dict[str, Any]:
     """What the timings ran on: CPU, cores, load, and the numeric libraries."""
     import onnxruntime
+    from threadpoolctl import threadpool_info
 
     return {**benchmark_blender.machine(), "python": platform.python_version(),
-            "numpy": np.__version__, "onnxruntime": onnxruntime.__version__}
+            "numpy": np.__version__, "onnxruntime": onnxruntime.__version__,
+            "thread_pools": {p["internal_api"]: p["num_threads"] for p in threadpool_info()}}
 
 
 def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
@@ -84,10 +86,17 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
     return result
 
 
+def _pools(m: dict[str, Any]) -> str:
+    """The thread pools numpy and others loaded, and their threads while timing."""
+    pools = m.get("thread_pools", {})
+    return ", ".join(f"{k}: {v} thread(s)" for k, v in pools.items()) or "no thread pools"
+
+
 def markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
     lines = [f"Data: {result['data']}; models `{result['models']}`; {m['cpu']}, {m['cores']} "
-             f"cores (one thread used), load average {m['load_avg_1_5_15'][0]:.2f} before / "
+             f"cores (one thread used; {_pools(m)}), load average "
+             f"{m['load_avg_1_5_15'][0]:.2f} before / "
              f"{m['load_avg_after'][0]:.2f} after (1 min); Python {m['python']}, numpy "
              f"{m['numpy']}, onnxruntime {m['onnxruntime']}.", "",
              "| latency, one thread | method | median (ms) | p95 (ms) | x FABRIK |",
