@@ -29,6 +29,7 @@ from bpy.app.handlers import persistent
 
 from . import edits, empties, metric_requests
 from . import state as kept
+from .core import reach_bounds
 from .errors import STATUS, EditError
 from .guard import busy, is_busy
 
@@ -131,15 +132,22 @@ def drag_paused() -> bool:
                     switched = edits.prepare_controls(obj)  # a limb put back in IK
                     depsgraph = bpy.context.evaluated_depsgraph_get() \
                         if bpy.context.scene == scene else None
-                    edits.edit_with(scene, obj, kept.get(scene, obj, fresh=bool(switched)),
-                                    empties.matrices(obj, depsgraph), allow_nothing=True,
-                                    live=False)
+                    outcome = edits.edit_with(
+                        scene, obj, kept.get(scene, obj, fresh=bool(switched)),
+                        empties.matrices(obj, depsgraph), allow_nothing=True, live=False)
                 else:
                     metric_requests.measure(scene, obj)
+                    outcome = None
         except EditError as exc:
             STATUS[name] = str(exc)
             continue
-        STATUS.pop(name, None)
+        # A target no pose of the rig can reach stays said in the panel (no operator
+        # reports a live drag); the next update clears it.
+        beyond = [n for n in outcome.notes if reach_bounds.NOTE_MARK in n] if outcome else []
+        if beyond:
+            STATUS[name] = beyond[0]
+        else:
+            STATUS.pop(name, None)
         done = True
     return done
 

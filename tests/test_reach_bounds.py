@@ -82,7 +82,7 @@ def test_a_solve_that_cannot_reach_says_which_target_and_why(shipped_models,
         effs = [Effector(j, target if j == "l_hand" else pose[J[j]]) for j in ENDS]
         for options in (SolveOptions(), SolveOptions(solver="classic")):
             result = editor.solve(pose, effs, options=options)
-            said = [n for n in result.notes if "beyond the rig's reach" in n]
+            said = [n for n in result.notes if reach_bounds.NOTE_MARK in n]
             assert bool(said) == beyond, (extra, options.solver, result.notes)
             if beyond:
                 assert said[0].startswith("l_hand:") and "head goal" in said[0]

@@ -18,6 +18,7 @@ from .quaternions import norm
 from .skeleton import JOINT_INDEX, JOINTS, NUM_JOINTS, PARENTS
 
 CM = 100.0  # per metre, for notes
+NOTE_MARK = "beyond the rig's reach"  # every note of :func:`describe` says it
 
 # Each rigid bone's joints: the branch point first, then the children it carries.
 RIGID_SETS = tuple(tuple(JOINT_INDEX[j] for j in names) for names in (
@@ -91,7 +92,7 @@ def describe(over: np.ndarray, other: np.ndarray, least: float = 0.0) -> list[st
     """Notes for one pose's :func:`beyond_reach` answer (21,) each, in metres: which
     targets no pose of the rig can reach, by more than ``least``, how far, and held
     against which other goal."""
-    return [f"{JOINTS[j]}: its target lies {over[j] * CM:.1f} cm beyond the rig's reach "
+    return [f"{JOINTS[j]}: its target lies {over[j] * CM:.1f} cm {NOTE_MARK} "
             f"from the {JOINTS[int(other[j])]} goal, even with every bone stretched in line "
             f"(a rig's pelvis and chest are rigid): move one of them, or free it"
             for j in np.flatnonzero(over > least)]

@@ -20,6 +20,7 @@ from blender_addon import (  # noqa: E402
     metric_requests,
     rig_io,
 )
+from blender_addon.core import reach_bounds  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 REACH_TOL = 0.01  # m: an effector's joint ends this close to its empty
@@ -278,9 +279,18 @@ def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
     for move, beyond in ((away, True), (-0.2 * away, False)):
         hand.location = start + move
         outcome = edits.edit(bpy.context.scene, obj, bpy.context.evaluated_depsgraph_get())
-        said = [n for n in outcome.notes if "beyond the rig's reach" in n]
+        said = [n for n in outcome.notes if reach_bounds.NOTE_MARK in n]
         assert bool(said) == beyond, outcome.notes
         assert not said or (said[0].startswith("l_hand:") and "head goal" in said[0])
+    # Live mode: no operator reports a drag, so its pause says it in the panel.
+    bpy.context.scene.npe.live = True
+    for move, beyond in ((away, True), (-0.2 * away, False)):
+        hand.location = start + move
+        bpy.context.view_layer.update()  # the handler solves here
+        live.drag_paused()
+        status = errors.STATUS.get(obj.name, "")
+        assert (reach_bounds.NOTE_MARK in status) == beyond, status
+    bpy.context.scene.npe.live = False
 
 
 def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
