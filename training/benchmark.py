@@ -107,8 +107,41 @@ def latency(editor: PoseEditor, poses: np.ndarray, targets: np.ndarray, joints: 
         start = time.perf_counter()
         editor.solve(pose, effs, options=options)
         times[k] = time.perf_counter() - start
-    return {"median_ms": float(np.median(times) * 1e3),
-            "p95_ms": float(np.percentile(times, 95) * 1e3)}
+    return timing(times)
+
+
+def timing(seconds: np.ndarray | list[float]) -> dict[str, float]:
+    """Median and p95 of timed calls, in milliseconds."""
+    return {"median_ms": float(np.median(seconds) * 1e3),
+            "p95_ms": float(np.percentile(seconds, 95) * 1e3)}
+
+
+def latency_table(editor: PoseEditor, x: np.ndarray, x2: np.ndarray
+                  ) -> dict[str, dict[str, dict[str, float]]]:
+    """:func:`latency` of every method on each of :data:`LATENCY_SETS`, with its ratio to
+    classic FABRIK's median."""
+    from tqdm import tqdm
+
+    table = {}
+    for set_name, joints in LATENCY_SETS.items():
+        table[set_name] = {
+            method: latency(editor, x, x2, joints, options)
+            for method, options in tqdm(METHODS.items(), desc=f"latency {set_name}", leave=False)}
+        base = table[set_name]["classic FABRIK"]["median_ms"]
+        for r in table[set_name].values():
+            r["ratio_to_fabrik"] = r["median_ms"] / base
+    return table
+
+
+def latency_lines(table: dict[str, dict[str, dict[str, float]]]) -> list[str]:
+    """:func:`latency_table` as markdown rows, header first."""
+    lines = ["| latency, one thread | method | median (ms) | p95 (ms) | x FABRIK |",
+             "|---|---|---|---|---|"]
+    for set_name, methods in table.items():
+        for method, r in methods.items():
+            lines.append(f"| {set_name} | {method} | {r['median_ms']:.3f} | {r['p95_ms']:.3f} | "
+                         f"{r['ratio_to_fabrik']:.2f} |")
+    return lines
 
 
 def rss_bytes() -> int:
@@ -176,14 +209,7 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
         if names is not None and len(names) == 5:
             cases = (x[:FIGURE_CASES], x2[:FIGURE_CASES], mask[:FIGURE_CASES],
                      {k: v[:FIGURE_CASES] for k, v in outs.items()})
-    x, x2 = sample_pairs(clips, solves, rng)
-    for set_name, joints in LATENCY_SETS.items():
-        result["latency"][set_name] = {
-            method: latency(editor, x, x2, joints, options)
-            for method, options in tqdm(METHODS.items(), desc=f"latency {set_name}", leave=False)}
-        base = result["latency"][set_name]["classic FABRIK"]["median_ms"]
-        for r in result["latency"][set_name].values():
-            r["ratio_to_fabrik"] = r["median_ms"] / base
+    result["latency"] = latency_table(editor, *sample_pairs(clips, solves, rng))
     result["propagation"] = propagation_time(editor, clips)
     if figure and cases is not None:
         plot_cases(*cases, figure)
@@ -240,12 +266,7 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {set_name} | {method} | {r['effector_cm']:.2f} | "
                          f"{r['effector_median_mm']:.1f} | {r['non_effector_mpjpe_cm']:.2f} | "
                          f"{r['bone_length_error_max_mm']:.1e} |")
-    lines += ["", "| latency, one thread | method | median (ms) | p95 (ms) | x FABRIK |",
-              "|---|---|---|---|---|"]
-    for set_name, methods in result["latency"].items():
-        for method, r in methods.items():
-            lines.append(f"| {set_name} | {method} | {r['median_ms']:.3f} | {r['p95_ms']:.3f} | "
-                         f"{r['ratio_to_fabrik']:.2f} |")
+    lines += ["", *latency_lines(result["latency"])]
     prop, mem = result["propagation"], result["memory"]
     lines += ["", f"Propagation of a {prop['frames']}-frame clip ({prop['edited_frames']} frames "
               f"edited): **{prop['median_ms']:.1f} ms** median.",

@@ -56,29 +56,19 @@ def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
             start = time.perf_counter()
             editor.solve(pose, effs, options=options, drag=True)
             times.append(time.perf_counter() - start)
-    return {"median_ms": float(np.median(times) * 1e3),
-            "p95_ms": float(np.percentile(times, 95) * 1e3), "updates": len(times)}
+    return {**benchmark.timing(times), "updates": len(times)}
 
 
 def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
         map_spec: str = "auto", units: str = "auto", solves: int = 1000, drags: int = 60,
         max_clips: int = 400, seed: int = 0) -> dict[str, Any]:
-    from tqdm import tqdm
-
     rng = np.random.default_rng(seed)
     clips, description = benchmark.load_clips(data, bvh, map_spec, units, max_clips)
     editor = PoseEditor(ModelSet(models_dir))
     result: dict[str, Any] = {"data": description, "models": models_dir, "solves": solves,
-                              "machine": machine(), "latency": {}, "drag_updates": {}}
+                              "machine": machine(), "drag_updates": {}}
     x, x2 = benchmark.sample_pairs(clips, solves, rng)
-    for set_name, joints in benchmark.LATENCY_SETS.items():
-        result["latency"][set_name] = {
-            method: benchmark.latency(editor, x, x2, joints, options)
-            for method, options in tqdm(benchmark.METHODS.items(), desc=f"latency {set_name}",
-                                        leave=False)}
-        base = result["latency"][set_name]["classic FABRIK"]["median_ms"]
-        for r in result["latency"][set_name].values():
-            r["ratio_to_fabrik"] = r["median_ms"] / base
+    result["latency"] = benchmark.latency_table(editor, x, x2)
     for name, options in DRAG_SETTINGS.items():
         result["drag_updates"][name] = drag_latency(editor, x[:drags], options,
                                                     np.random.default_rng(seed + 1))
@@ -99,12 +89,7 @@ def markdown(result: dict[str, Any]) -> str:
              f"{m['load_avg_1_5_15'][0]:.2f} before / "
              f"{m['load_avg_after'][0]:.2f} after (1 min); Python {m['python']}, numpy "
              f"{m['numpy']}, onnxruntime {m['onnxruntime']}.", "",
-             "| latency, one thread | method | median (ms) | p95 (ms) | x FABRIK |",
-             "|---|---|---|---|---|"]
-    for set_name, methods in result["latency"].items():
-        for method, r in methods.items():
-            lines.append(f"| {set_name} | {method} | {r['median_ms']:.3f} | {r['p95_ms']:.3f} | "
-                         f"{r['ratio_to_fabrik']:.2f} |")
+             *benchmark.latency_lines(result["latency"])]
     for name, r in result["drag_updates"].items():
         lines.append(f"| Live drag update ({r['updates']} updates; hands, feet, head) | {name} | "
                      f"{r['median_ms']:.3f} | {r['p95_ms']:.3f} | – |")
