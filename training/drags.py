@@ -129,14 +129,14 @@ def on_rig(out: np.ndarray, x: np.ndarray, mask: np.ndarray, targets: np.ndarray
                              RIG_FABRIK_TOLERANCE, bend_trunk=False)
 
 
-def rig_reachable(x: np.ndarray, mask: np.ndarray, targets: np.ndarray, dragged: np.ndarray
-                  ) -> np.ndarray:
+def rig_reachable(x: np.ndarray, mask: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """(B,) the drags whose every dragged target lies within the rig's reach
     (:func:`.reach_bounds.beyond_reach`, to :data:`REACHED_M`) from the other goals: the
-    pins and the planted feet the default options hold."""
+    pins and the planted feet the default options hold (their targets are their joints, so
+    only the dragged ones can be beyond)."""
     planted = free_planted_feet(x, mask > 0)
     over, _ = reach_bounds.beyond_reach(x, (mask > 0) | planted,
-                                        np.where(planted[..., None], x, targets), dragged)
+                                        np.where(planted[..., None], x, targets))
     return over.max(axis=1) <= REACHED_M
 
 
@@ -202,7 +202,7 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: Angl
                 for method, options in METHODS.items()}
         outs[RIG_FABRIK] = rig_shaped_fabrik(x, mask, targets)
         fabrik_reached = reached(outs[FABRIK], targets, mask > 0)
-        possible = rig_reachable(x, mask, targets, dragged)
+        possible = rig_reachable(x, mask, targets)
         row = {method: measure(models, ranges, x, out, mask, targets, dragged,
                                fabrik_reached, possible)
                for method, out in outs.items()}

@@ -329,7 +329,7 @@ class PoseEditor:
             lengths = self.lengths if self.lengths is not None else skeleton.bone_lengths(p)
             out = fabrik.solve(p, mask > 0, t, lengths)
             errors = self._errors(out, t, mask)
-            return EditResult(out, None, errors, _beyond_notes(p, mask > 0, t, mask, errors))
+            return EditResult(out, None, errors, _beyond_notes(p, mask > 0, t, errors))
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
         lengths, scale = self._rig_lengths, self._rig_scale
@@ -420,7 +420,7 @@ class PoseEditor:
                                     straightest=NETWORK_STRAIGHTEST, bend_trunk=False,
                                     bent=moved)
         errors = self._errors(out, t, user_mask)
-        notes.extend(_beyond_notes(p, (mask > 0) & (w >= 1.0), t, user_mask, errors))
+        notes.extend(_beyond_notes(p, (mask > 0) & (w >= 1.0), t, errors))
         return EditResult(out, z_new, errors, notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
@@ -600,14 +600,14 @@ class PoseEditor:
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
 
 
-def _beyond_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, user_mask: np.ndarray,
-                  errors: np.ndarray) -> list[str]:
+def _beyond_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndarray
+                  ) -> list[str]:
     """For a single pose that misses an effector by more than :data:`MISS_NOTE_M`: which
     moved targets no pose of the rig can reach from the goals ``held`` firmly (B, 21: the
     full-weight effectors and the planted feet), so the user knows to move or free one."""
     if len(p) != 1 or not (errors > MISS_NOTE_M).any():
         return []
-    over, other = reach_bounds.beyond_reach(p, held, t, _moved(user_mask, t, p))
+    over, other = reach_bounds.beyond_reach(p, held, t)
     return reach_bounds.describe(over[0], other[0], MISS_NOTE_M)
 
 

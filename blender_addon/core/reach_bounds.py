@@ -74,14 +74,17 @@ def max_spans(pose: np.ndarray) -> np.ndarray:
     return (fixed @ _USE.T).reshape(len(pose), NUM_JOINTS, NUM_JOINTS)
 
 
-def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                 asked: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """For each joint of ``asked`` (B, 21; default: ``goals``), how far its target
-    (``targets`` (B, 21, 3)) lies beyond the rig's reach from another goal's target
-    (``goals`` (B, 21): what is held too, as pins and planted feet), (B, 21; 0 where within
-    every one, and off ``asked``), and which goal that is (B, 21; -1 where none)."""
+def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """For each goal joint (``goals`` (B, 21): what is held too, as pins and planted feet),
+    how far its target (``targets`` (B, 21, 3)) lies beyond the rig's reach from another
+    goal's (B, 21; 0 where within every one, and off the goals), and which goal that is
+    (B, 21; -1 where none). Two goals too far apart count against the one whose target is
+    further from its joint in ``pose`` (the one the user moved): a held goal a hair off
+    its joint is never the one named."""
     apart = norm(targets[:, :, None] - targets[:, None, :])  # (B, 21, 21)
-    both = (goals if asked is None else asked)[:, :, None] & goals[:, None, :]
+    moves = norm(targets - pose)
+    both = goals[:, :, None] & goals[:, None, :] & (moves[:, :, None] >= moves[:, None, :])
     excess = np.where(both, apart - max_spans(pose), 0.0)
     worst = excess.argmax(axis=2)
     over = np.maximum(np.take_along_axis(excess, worst[..., None], axis=2)[..., 0], 0.0)

@@ -280,7 +280,7 @@ def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
         hand.location = start + move
         outcome = edits.edit(bpy.context.scene, obj, bpy.context.evaluated_depsgraph_get())
         said = [n for n in outcome.notes if reach_bounds.NOTE_MARK in n]
-        assert bool(said) == beyond, outcome.notes
+        assert len(said) == beyond, outcome.notes  # the moved hand only, never the pins
         assert not said or (said[0].startswith("l_hand:") and "head goal" in said[0])
     # Live mode: no operator reports a drag, so its pause says it in the panel.
     bpy.context.scene.npe.live = True
