@@ -286,15 +286,20 @@ from pathlib import Path
 sys.path[:0] = sys.argv[1:3]
 import numpy as np
 import onnxruntime as ort
-DTYPES = {"tensor(float)": np.float32, "tensor(int64)": np.int64}
+DTYPES = {"tensor(float)": np.float32, "tensor(double)": np.float64, "tensor(int64)": np.int64}
+outputs = {}
 for path in sorted(Path(sys.argv[3]).glob("*.onnx")):
     s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    feed = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], DTYPES[i.type])
-            for i in s.get_inputs()}
-    s.run(None, feed)
+    rng = np.random.default_rng(0)
+    feed = {i.name: (0.3 * rng.standard_normal([d if isinstance(d, int) else 2 for d in i.shape])
+                     ).astype(DTYPES[i.type]) for i in s.get_inputs()}
+    for k, out in enumerate(s.run(None, feed)):
+        outputs[f"{path.stem}:{k}"] = out
+np.savez(sys.argv[4], **outputs)
 unbundled = ("coloredlogs", "flatbuffers", "google", "packaging", "sympy")
 print(ort.__version__, [m for m in unbundled if m in sys.modules])
 """
+PROBE_RTOL = 1e-4  # of an output's scale: another release's kernels, same graph
 
 
 @pytest.mark.slow
@@ -318,10 +323,21 @@ def test_every_pinned_onnxruntime_runs_the_shipped_models(version: str, tmp_path
     for d in (numpy_dir, numpy_dir.with_name("numpy.libs")):
         if d.exists():
             (numpy_only / d.name).symlink_to(d)
-    run = subprocess.run([sys.executable, "-I", "-S", "-c", ORT_PROBE, str(site),
-                          str(numpy_only), str(models)], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == [version, "[]"]
+    runs = {}
+    for name, paths in (("pinned", (site, numpy_only)), ("tested", sys.path[:2])):
+        out = tmp_path / f"{name}.npz"
+        run = subprocess.run([sys.executable, "-I", "-S", "-c", ORT_PROBE, *map(str, paths),
+                              str(models), str(out)] if name == "pinned" else
+                             [sys.executable, "-c", ORT_PROBE, "", "", str(models), str(out)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-3000:]
+        runs[name] = (run.stdout.split(), dict(np.load(out)))
+    assert runs["pinned"][0] == [version, "[]"]
+    pinned, tested = runs["pinned"][1], runs["tested"][1]
+    assert pinned.keys() == tested.keys()
+    for key, want in tested.items():  # every output as the tests' onnxruntime gives it
+        scale = max(float(np.abs(want).max()), 1.0)
+        np.testing.assert_allclose(pinned[key], want, atol=PROBE_RTOL * scale, err_msg=key)
 
 
 @needs_bpy45

@@ -16,6 +16,7 @@ import torch
 from blender_addon.core import skeleton
 from blender_addon.core.metrics import DEFAULT_METRICS, MetricSpec, evaluate_metric
 from blender_addon.core.models import MANIFEST_NAME, MANIFEST_VERSION, ROLES, ModelSet, module_io
+from blender_addon.core.refine import GRAPH_STEPS
 from tests.conftest import TinySet
 from training.cli import main
 from training.data import PoseData
@@ -61,6 +62,16 @@ def _random_inputs(role: str, latent: int, group: int, n: int, mean_pose: np.nda
         return z if role == "ik_universal" else poses, mask, targets, weights
     if role == "ik_group":
         return z, np.ascontiguousarray(poses[:, :group])
+    if role == "refine_effectors":  # a drag of the left hand, the other ends held
+        weights = np.zeros((n, skeleton.NUM_JOINTS))
+        weights[:, skeleton.joint_indices(list(skeleton.END_JOINTS))] = 1.0
+        targets = poses.astype(np.float64)
+        targets[:, skeleton.JOINT_INDEX["l_hand"]] += RANDOM_POSE_NOISE
+        lengths = skeleton.bone_lengths(poses.astype(np.float64))
+        ones = np.ones(n)
+        return (z.astype(np.float64), np.zeros((n, skeleton.NUM_JOINTS, 3)),
+                poses.astype(np.float64), targets, weights, 0.5 * ones, np.zeros((n, 2)),
+                lengths, 5.0 * ones, 10.0 * ones, np.ones((n, 6)))
     return z, (RANDOM_VALUE_SCALE * rng.standard_normal((n, 1))).astype(np.float32)
 
 
@@ -90,6 +101,7 @@ def test_modelset_loads_every_module(tiny_set: TinySet, models: ModelSet,
     names = {m["name"] for m in manifest["modules"]}
     assert set(models.modules) == names
     expected = {"encoder", "decoder", "ik_universal", "ik_universal_fused", "decoder_jacobian",
+                *(f"refine_effectors_{n}" for n in GRAPH_STEPS),
                 *(f"ik_{g}" for g in EFFECTOR_GROUPS),
                 *(f"metric_{s.name}" for s in DEFAULT_METRICS)}
     assert names == expected
@@ -109,8 +121,8 @@ def test_every_module_runs_with_a_dynamic_batch(models: ModelSet, batch: int) ->
         io = module_io(module.role, latent, len(module.joints), len(models.jacobian_basis))
         want = [[batch if d == "B" else d for d in o["shape"]] for o in io["outputs"]]
         assert [list(o.shape) for o in outs] == want, module.name
-        for out in outs:
-            assert out.dtype == np.float32, module.name
+        for out, o in zip(outs, io["outputs"], strict=True):
+            assert out.dtype == np.dtype(o["dtype"]), module.name
             assert np.isfinite(out).all(), module.name
 
 
@@ -118,7 +130,9 @@ def test_onnx_matches_torch_on_random_and_real_inputs(tiny_set: TinySet,
                                                       models: ModelSet) -> None:
     data = PoseData.load(tiny_set.data)
     nets, info = collect(tiny_set.runs, basis_poses(data))
-    assert {n.name for n in nets} == set(models.modules)
+    # The refinement graphs are checked against the numpy refinement (test_refine_graph).
+    assert {n.name for n in nets} == {name for name, m in models.modules.items()
+                                      if m.role != "refine_effectors"}
     rng = np.random.default_rng(0)
     pick = rng.integers(len(data.poses), size=(2, PARITY_BATCH))
     x, x2 = data.poses[pick[0]].astype(np.float32), data.poses[pick[1]].astype(np.float32)
@@ -227,7 +241,8 @@ def test_export_files_are_atomic_and_world_readable(tiny_set: TinySet,
     for f in [*files, *tiny_set.torchscript.iterdir()]:
         assert stat.S_IMODE(f.stat().st_mode) == FILE_MODE, f
     scripted = {f.stem for f in tiny_set.torchscript.glob("*.pt")}
-    assert scripted == {m["name"] for m in manifest["modules"]}
+    assert scripted == {m["name"] for m in manifest["modules"]  # the networks
+                        if m["role"] != "refine_effectors"}
 
 
 def _numbers(obj: Any) -> list[float]:

@@ -7,18 +7,24 @@ suite's latency table: each pose a fresh problem), and Live drag updates
 (``solve(drag=True)`` with the default options, and with refinement off, as *Refine While
 Dragging* off does): one hand dragged 10-25 cm in :data:`DRAG_STEPS` steps from each start
 pose, hands, feet and head as effectors, so each update solves again from the same start.
+Where the set has refinement graphs, the refined calls also run on a copy of the set
+without them (the numpy steps), each call on both in turn: the graphs' speed-up, measured
+in the same run.
 """
 
 from __future__ import annotations
 
 import os
 import platform
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from blender_addon.core import skeleton
+from blender_addon.core import refine, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from training import benchmark, benchmark_blender
@@ -27,6 +33,10 @@ DRAG_STEPS = 10  # updates per drag
 DRAG_SPAN = (0.10, 0.25)  # m: how far the hand goes
 DRAG_JOINT = "r_hand"
 DRAG_EFFECTORS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
+# The refinement graphs' comparison runs the same calls on both sets in blocks of this many,
+# in turn: call by call, each set's weights left the other's in the caches (both about 4 %
+# slower, the difference halved).
+GRAPH_BLOCK = 50
 DRAG_SETTINGS = {"refined (default)": SolveOptions(),
                  "refinement off": SolveOptions(refine_steps=0)}
 
@@ -41,22 +51,64 @@ def machine() -> dict[str, Any]:
             "thread_pools": {p["internal_api"]: p["num_threads"] for p in threadpool_info()}}
 
 
-def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
-                 rng: np.random.Generator) -> dict[str, float]:
-    """Live drag updates from each start pose (see the module's docstring)."""
+def drag_updates(poses: np.ndarray, rng: np.random.Generator
+                 ) -> Iterator[tuple[np.ndarray, list[Effector]]]:
+    """Live drag updates from each start pose (see the module's docstring): the start pose
+    and the effectors of each update."""
     hand = skeleton.JOINT_INDEX[DRAG_JOINT]
-    times = []
     for pose in poses:
         move = rng.normal(size=3)
         move *= rng.uniform(*DRAG_SPAN) / np.linalg.norm(move)
         for step in range(1, DRAG_STEPS + 1):
             target = pose.copy()
             target[hand] += move * step / DRAG_STEPS
-            effs = [Effector(j, target[skeleton.JOINT_INDEX[j]]) for j in DRAG_EFFECTORS]
-            start = time.perf_counter()
-            editor.solve(pose, effs, options=options, drag=True)
-            times.append(time.perf_counter() - start)
+            yield pose, [Effector(j, target[skeleton.JOINT_INDEX[j]]) for j in DRAG_EFFECTORS]
+
+
+def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
+                 rng: np.random.Generator) -> dict[str, float]:
+    times = []
+    for pose, effs in drag_updates(poses, rng):
+        start = time.perf_counter()
+        editor.solve(pose, effs, options=options, drag=True)
+        times.append(time.perf_counter() - start)
     return {**benchmark.timing(times), "updates": len(times)}
+
+
+def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, seed: int
+                  ) -> dict[str, dict[str, Any]]:
+    """Refined single solves and Live drag updates (default options) with the set's
+    refinement graphs and with the numpy steps (a copy of the set without the graphs), in
+    blocks of :data:`GRAPH_BLOCK` calls on both in turn; {} for a set without graphs."""
+    from training.refine_graph import copy_without_graphs
+
+    models = ModelSet(models_dir)
+    if not refine._effector_graphs(models):
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        editors = {"graph": PoseEditor(models),
+                   "numpy steps": PoseEditor(ModelSet(copy_without_graphs(
+                       models_dir, Path(tmp) / "numpy")))}
+        cases: dict[str, list[tuple[np.ndarray, list[Effector], bool]]] = {
+            f"single solve, {name}": [
+                (p, [Effector(j, t[skeleton.JOINT_INDEX[j]]) for j in joints], False)
+                for p, t in zip(x, x2, strict=True)]
+            for name, joints in benchmark.LATENCY_SETS.items()}
+        cases["Live drag update (hands, feet, head)"] = [
+            (p, effs, True) for p, effs in drag_updates(x[:drags], np.random.default_rng(seed))]
+        out = {}
+        for name, calls in cases.items():
+            times: dict[str, list[float]] = {e: [] for e in editors}
+            for k in range(0, len(calls), GRAPH_BLOCK):
+                for e in (list(editors) if k % (2 * GRAPH_BLOCK) == 0 else list(editors)[::-1]):
+                    for pose, effs, drag in calls[k:k + GRAPH_BLOCK]:
+                        start = time.perf_counter()
+                        editors[e].solve(pose, effs, drag=drag)
+                        times[e].append(time.perf_counter() - start)
+            out[name] = {e: benchmark.timing(t) for e, t in times.items()}
+            out[name]["speedup"] = (out[name]["numpy steps"]["median_ms"]
+                                    / out[name]["graph"]["median_ms"])
+    return out
 
 
 def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
@@ -72,6 +124,7 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
     for name, options in DRAG_SETTINGS.items():
         result["drag_updates"][name] = drag_latency(editor, x[:drags], options,
                                                     np.random.default_rng(seed + 1))
+    result["refinement_graphs"] = graph_speedup(models_dir, x, x2, drags, seed + 1)
     result["machine"]["load_avg_after"] = list(os.getloadavg())
     return result
 
@@ -93,4 +146,12 @@ def markdown(result: dict[str, Any]) -> str:
     for name, r in result["drag_updates"].items():
         lines.append(f"| Live drag update ({r['updates']} updates; hands, feet, head) | {name} | "
                      f"{r['median_ms']:.3f} | {r['p95_ms']:.3f} | – |")
+    if result.get("refinement_graphs"):
+        lines += ["", "**Refinement graphs** (default options; each call with the set's "
+                  "`refine_effectors` graphs and with the numpy steps, in turn):", "",
+                  "| refined call | graphs, median (ms) | numpy steps, median (ms) | speed-up |",
+                  "|---|---|---|---|"]
+        for name, r in result["refinement_graphs"].items():
+            lines.append(f"| {name} | {r['graph']['median_ms']:.3f} | "
+                         f"{r['numpy steps']['median_ms']:.3f} | {r['speedup']:.2f}× |")
     return "\n".join(lines) + "\n"

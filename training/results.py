@@ -103,6 +103,12 @@ def _described() -> tuple[Result, ...]:
                                 _json("solver-check")), reads(SOLVER_CHECK_SETS)),
         Result("slider-reach", ("slider-reach", *sets(SLIDER_REACH_SETS), "--json",
                                 _json("slider-reach")), reads(SLIDER_REACH_SETS)),
+        # The engine's speed alone on the first 40 CMU test clips (the quiet machine's runs,
+        # docs/results/quiet-machine/, use the same command), with the refinement graphs'
+        # speed-up measured in the same run.
+        Result("latency-cmu", ("benchmark", "--suite", "latency", "--data", DATA_FILES["cmu"],
+                               "--max-clips", "40", "--models", SETS[""], "--out",
+                               "runs/results", "--json", _json("latency-cmu")), ("cmu",)),
         # Inside Blender (the bpy venv); its clips come from the CMU test split's picks.
         Result("benchmark_blender", ("benchmark-blender", "--models", SETS[""], "--out",
                                      str(RESULTS_DIR)), ("cmu",)),

@@ -22,7 +22,7 @@ from .metrics import MetricSpec
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric", "ik_universal_fused",
-         "decoder_jacobian")
+         "decoder_jacobian", "refine_effectors")
 DEFAULT_THREADS = 1
 BOUND_MAX_BATCH = 2  # batches up to this run through pre-bound buffers (a pose; edit + recon)
 # The manifest's top-level keys that must be present, with their JSON type.
@@ -40,6 +40,15 @@ MANIFEST_TYPES: dict[str, tuple[type, str]] = {
 # flattened joint-major, and those directions, ``(K, L)`` orthonormal rows: the
 # refinement's Gauss-Newton steps need it. A graph made before the directions has only the
 # first two outputs, along every latent axis (K = L).
+# ``refine_effectors`` (optional) is :func:`.refine.refine` for edits without metric
+# requests in one graph for one step count (float64 around the float32 decoder; see its
+# ``GRAPH_STEPS``).
+_POSE_SHAPE = ("B", skeleton.NUM_JOINTS, 3)
+_JOINTS_SHAPE = ("B", skeleton.NUM_JOINTS)
+_REFINE_BATCH = (("offset", _POSE_SHAPE), ("base", _POSE_SHAPE), ("targets", _POSE_SHAPE),
+                 ("weights", _JOINTS_SHAPE), ("follow", ("B",)), ("shift", ("B", 2)),
+                 ("lengths", _JOINTS_SHAPE), ("effector_weight", ("B",)),
+                 ("least_change", ("B",)), ("spans", ("B", 6)))
 ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("pose", ("B", skeleton.NUM_JOINTS, 3)),),
     "decoder": (("latent", ("B", "L")),),
@@ -53,6 +62,7 @@ ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
                            ("targets", ("B", skeleton.NUM_JOINTS, 3)),
                            ("weights", ("B", skeleton.NUM_JOINTS))),
     "decoder_jacobian": (("latent", ("B", "L")),),
+    "refine_effectors": (("latent", ("B", "L")), *_REFINE_BATCH),
 }
 ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("latent", ("B", "L")),),
@@ -66,7 +76,18 @@ ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "decoder_jacobian": (("pose", ("B", skeleton.NUM_JOINTS, 3)),
                          ("jacobian", ("B", skeleton.NUM_JOINTS * 3, "K")),
                          ("basis", ("K", "L"))),
+    "refine_effectors": (("refined_latent", ("B", "L")),
+                         ("refined_pose", ("B", skeleton.NUM_JOINTS, 3)),
+                         ("refined_shift", ("B", 2))),
 }
+# Tensor types other than float32, by role and name (the refinement graph's float64).
+ROLE_DTYPES: dict[str, dict[str, str]] = {
+    "refine_effectors": {**{n: "float64" for n, _ in (("latent", 0), *_REFINE_BATCH)},
+                         "refined_pose": "float64",
+                         "refined_shift": "float64"},
+}
+_ONNX_DTYPES = {"tensor(float)": "float32", "tensor(double)": "float64",
+                "tensor(int64)": "int64"}
 # Trailing outputs a graph of the role may lack (older exports): role -> how many.
 OPTIONAL_OUTPUTS = {"decoder_jacobian": 1}
 # Roles a set must have exactly one of; every other role is optional.
@@ -97,6 +118,7 @@ class Module:
     # The session's input and output names, read once (asking costs a call per run).
     input_names: tuple[str, ...] = field(default=(), init=False, repr=False)
     output_names: tuple[str, ...] = field(default=(), init=False, repr=False)
+    input_dtypes: tuple[np.dtype, ...] = field(default=(), init=False, repr=False)
     _bound: dict[tuple[tuple[int, ...], ...], _Bound] = field(
         default_factory=dict, init=False, repr=False, compare=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False,
@@ -105,19 +127,23 @@ class Module:
     def __post_init__(self) -> None:
         if self.session is not None:
             self.input_names = tuple(i.name for i in self.session.get_inputs())
+            self.input_dtypes = tuple(np.dtype(_ONNX_DTYPES.get(i.type, "float32"))
+                                      for i in self.session.get_inputs())
             self.output_names = tuple(o.name for o in self.session.get_outputs())
 
     def run(self, *inputs: np.ndarray) -> np.ndarray:
-        """The module's (first) output for inputs in the role's order (run as float32)."""
+        """The module's (first) output for inputs in the role's order (run as the graph's
+        types: float32 but for :data:`ROLE_DTYPES`)."""
         return self.run_all(*inputs)[0]
 
     def run_all(self, *inputs: np.ndarray) -> list[np.ndarray]:
-        """Every output, in the role's order, as new float32 arrays.
+        """Every output, in the role's order, as new arrays (float32 unless
+        :data:`ROLE_DTYPES` says otherwise).
 
         Small batches (the add-on's single pose) run through buffers bound to the session
         once: that skips most of onnxruntime's per-call Python overhead, and copying into
-        them is the float32 cast. Another thread running the module at the same time takes
-        the plain path.
+        them is the cast to the graph's types. Another thread running the module at the
+        same time takes the plain path.
         """
         if not 0 < len(inputs[0]) <= BOUND_MAX_BATCH or not self._lock.acquire(blocking=False):
             return self._run(inputs)
@@ -136,14 +162,15 @@ class Module:
             self._lock.release()
 
     def _run(self, inputs: tuple[np.ndarray, ...]) -> list[np.ndarray]:
-        feeds = {name: np.ascontiguousarray(a, dtype=np.float32)
-                 for name, a in zip(self.input_names, inputs, strict=True)}
+        feeds = {name: np.ascontiguousarray(a, dtype=dtype) for name, a, dtype
+                 in zip(self.input_names, inputs, self.input_dtypes, strict=True)}
         return self.session.run(None, feeds)
 
     def _bind(self, inputs: tuple[np.ndarray, ...], outputs: list[np.ndarray]) -> _Bound:
-        """float32 buffers shaped like these inputs and outputs, bound to the session."""
+        """Buffers shaped like these inputs and outputs, bound to the session."""
         binding = self.session.io_binding()
-        ins = [np.empty(a.shape, dtype=np.float32) for a in inputs]
+        ins = [np.empty(np.shape(a), dtype=dtype)
+               for a, dtype in zip(inputs, self.input_dtypes, strict=True)]
         outs = [np.empty(o.shape, dtype=o.dtype) for o in outputs]
         for name, buf in zip(self.input_names, ins, strict=True):
             binding.bind_input(name, "cpu", 0, buf.dtype.type, buf.shape, buf.ctypes.data)
@@ -171,8 +198,8 @@ def module_io(role: str, latent: int, group: int = 0, rank: int | None = None
     Jacobian graph's number of latent directions, K)."""
     sizes = {"L": latent, "G": group, "K": latent if rank is None else rank}
     return {
-        key: [{"name": n, "shape": _resolve_shape(s, sizes), "dtype": "float32"}
-              for n, s in table[role]]
+        key: [{"name": n, "shape": _resolve_shape(s, sizes),
+               "dtype": ROLE_DTYPES.get(role, {}).get(n, "float32")} for n, s in table[role]]
         for key, table in (("inputs", ROLE_INPUTS), ("outputs", ROLE_OUTPUTS))
     }
 
@@ -247,6 +274,9 @@ def _check_io(module: Module, path: Path, latent: int) -> None:
         if len(got.shape) != len(exp["shape"]) or fixed:
             raise ModelError(f"{path}: input {got.name!r} has shape {got.shape}, expected "
                              f"{exp['shape']}")
+        if _ONNX_DTYPES.get(got.type) != exp["dtype"]:
+            raise ModelError(f"{path}: input {got.name!r} is {got.type}, expected "
+                             f"{exp['dtype']}")
     got_out = [o.name for o in module.session.get_outputs()]
     names = [o["name"] for o in want["outputs"]]
     least = len(names) - OPTIONAL_OUTPUTS.get(module.role, 0)

@@ -29,6 +29,8 @@ same formula the sliders use). Everything is batched over poses.
 from __future__ import annotations
 
 import functools
+import hashlib
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,7 +38,7 @@ import numpy as np
 from . import skeleton
 from .conversions import axis_angle_to_quat
 from .metrics import MetricSpec, evaluate_metric
-from .models import ModelSet
+from .models import ModelSet, Module
 from .normalize import set_bone_lengths_unchecked
 from .quaternions import EPS, norm, quat_to_matrix
 from .rigid_branches import FIT_JOINTS, keep_rigid
@@ -99,6 +101,10 @@ LEARNED_PRIOR = 1e-4  # m^2 per latent unit^2: stay near the networks' latent
 SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
 DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
 LM_START, LM_UP, LM_DOWN = 1e-4, 10.0, 0.3  # Levenberg-Marquardt damping, its changes
+# A set's ``refine_effectors`` graphs (``python -m training export-refine``) run the
+# refinement of edits without metric requests in one session call, each for one of these
+# step counts (a drag update's and the default Refinement's; others take the numpy steps).
+GRAPH_STEPS = (2, 3)
 FD_STEP = 1e-4  # metres: the metric gradient's finite-difference step
 # An angle of 0 or 180 degrees (two vectors in line, as a T-pose's clavicles) is a kink: any
 # move opens it, so a forward difference there points every way at once. A metric held at
@@ -147,6 +153,8 @@ _SHRUG_BELOW = np.stack([np.flatnonzero(skeleton.ANCESTORS[:, j] > 0)[1:] for j 
 _TRUNK_UP = skeleton.joint_indices(["chest", "neck"])
 _ENDS = skeleton.joint_indices(skeleton.END_JOINTS)
 _BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
+_BONE_VECTORS = np.eye(skeleton.NUM_JOINTS)[1:] - np.eye(skeleton.NUM_JOINTS)[
+    skeleton.PARENTS[1:]]  # (20, 21): bone vectors 1..20 from joints
 _PARENTS = skeleton.PARENTS[1:]
 
 
@@ -377,7 +385,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
            body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray,
            relinearize: bool = False, effector_weight: np.ndarray | float = EFFECTOR_WEIGHT,
            least_change: np.ndarray | float = LEAST_CHANGE, spans: np.ndarray | None = None,
-           shrug: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           shrug: bool = False, graph: bool = True
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
     ``offset``: what is added to the decoded pose (``x - D(z_base)``, or 0); ``base``: the
@@ -393,9 +402,18 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     coordinate, each one for all or (B,) (:func:`effector_weights`,
     :func:`least_change_weights`). ``spans`` (B, 6): the rigid branches' child distances
     to keep (:func:`rigid_spans` of the start pose), or None. ``shrug``: the clavicles'
-    turns are variables too (see :data:`SHRUG_PRIOR`).
+    turns are variables too (see :data:`SHRUG_PRIOR`). ``graph``: run the set's
+    ``refine_effectors`` graph where it applies (the same steps; False: these numpy ones).
     """
     b = len(z_net)
+    module = _effector_graphs(models).get(steps) if graph and metrics is None \
+        and not shrug and not relinearize and spans is not None else None
+    if module is not None:
+        latent, pose, shift = module.run_all(
+            z_net.astype(np.float64), offset, base, targets, weights,
+            _per_pose(body_follow, b)[:, 0], shift, lengths,
+            _per_pose(effector_weight, b)[:, 0], _per_pose(least_change, b)[:, 0], spans)
+        return latent, pose, shift
     point = _Point(models, z_net.astype(np.float64), offset, lengths, shrug)
     rank = point.rank
     n_vars = rank + _SHRUG_VARIABLES * shrug + 2
@@ -479,6 +497,35 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
         else:
             pose = np.where(better[:, None, None], pose_try, pose)
     return point.latent(v).astype(np.float32), pose, v[:, -2:]
+
+
+def graph_constants() -> dict[str, float]:
+    """The constants a ``refine_effectors`` graph has built in: one made with others (a
+    newer engine's) is not used."""
+    return {"LEARNED_PRIOR": LEARNED_PRIOR, "DAMPING": DAMPING, "SHIFT_PRIOR": SHIFT_PRIOR,
+            "RIGID_WEIGHT": RIGID_WEIGHT, "LM_START": LM_START, "LM_UP": LM_UP}
+
+
+_GRAPHS: weakref.WeakKeyDictionary[ModelSet, dict[int, Module]] = weakref.WeakKeyDictionary()
+
+
+def basis_digest(basis: np.ndarray) -> str:
+    """A short fingerprint of refinement directions (K, L), as the graphs store them."""
+    return hashlib.sha256(np.ascontiguousarray(basis, dtype=np.float32).tobytes()).hexdigest()[:16]
+
+
+def _effector_graphs(models: ModelSet) -> dict[int, Module]:
+    """The set's ``refine_effectors`` modules by step count: those made with this engine's
+    constants and along the set's refinement directions (a set whose Jacobian graph was
+    made again since has none until ``export-refine``). Looked up once per set."""
+    if models not in _GRAPHS:
+        want = {"constants": graph_constants(), "basis": basis_digest(models.jacobian_basis)}
+        _GRAPHS[models] = {
+            entry["config"]["steps"]: models.modules[entry["name"]]
+            for entry in models.manifest["modules"]
+            if entry["role"] == "refine_effectors"
+            and all(entry.get("config", {}).get(k) == v for k, v in want.items())}
+    return _GRAPHS[models]
 
 
 def _per_pose(value: np.ndarray | float, b: int) -> np.ndarray:
