@@ -103,6 +103,53 @@ def test_a_head_beyond_the_necks_reach_bends_the_trunk(synthetic_clip: np.ndarra
                                atol=1e-9)
 
 
+LEG_SLACK = 0.98  # of a leg's length: the hip to ankle distance of a leg with a bent knee
+
+
+def test_a_head_beyond_the_trunks_reach_leans_the_body(synthetic_clip: np.ndarray) -> None:
+    """A head goal a little beyond the whole trunk's reach from the spine joint, feet held
+    where they stand: the body leans into it (the least shift, what hangs below the hips
+    re-aimed to the held feet), and every goal lands on its target with the bone lengths
+    and the pelvis's and chest's shapes kept: no FABRIK needed."""
+    head, spine = skeleton.JOINT_INDEX["head"], skeleton.JOINT_INDEX["spine"]
+    feet = skeleton.joint_indices(["l_foot", "r_foot", "l_toe", "r_toe"])
+    pose = _poses(synthetic_clip, 60)
+    lengths = skeleton.bone_lengths(pose)
+    # Knees with some bend: a straight leg cannot follow a shift of the hips (FABRIK's).
+    hips, ankles = (skeleton.joint_indices([f"{s}_{j}" for s in "lr"]) for j in ("thigh", "foot"))
+    extended = np.linalg.norm(pose[:, hips] - pose[:, ankles], axis=-1) / (
+        lengths[:, ankles] + lengths[:, skeleton.joint_indices(["l_shin", "r_shin"])])
+    bent = extended.max(axis=1) < LEG_SLACK
+    pose, lengths = pose[bent], lengths[bent]
+    assert len(pose) >= 10
+    trunk = lengths[:, skeleton.joint_indices(["chest", "neck", "head"])].sum(axis=1)
+    rng = np.random.default_rng(5)
+    # Leaning over: the trunk's direction tipped 45 degrees towards a random side, so the
+    # body moves mostly along the floor (lifted, a straight leg could not follow).
+    up = pose[:, head] - pose[:, spine]
+    up /= np.linalg.norm(up, axis=-1, keepdims=True)
+    side = np.cross(up, rng.normal(size=(len(pose), 3)))
+    side /= np.linalg.norm(side, axis=-1, keepdims=True)
+    direction = (up + side) / np.sqrt(2.0)
+    beyond = rng.uniform(0.002, 0.01, len(pose))  # m past the trunk in line
+    targets = pose.copy()
+    targets[:, head] = pose[:, spine] + (trunk + beyond)[:, None] * direction
+    goals = np.zeros(pose.shape[:2], dtype=bool)
+    goals[:, [head, *feet]] = True
+    out = exact_reach.solve(pose, goals, targets, lengths, TOLERANCE)
+    miss = np.where(goals, np.linalg.norm(out - targets, axis=-1), 0.0).max(axis=1)
+    assert (miss < TOLERANCE).all(), miss
+    np.testing.assert_allclose(skeleton.bone_lengths(out), lengths, atol=1e-9)
+    shift = np.linalg.norm(out[:, spine] - pose[:, spine], axis=-1)
+    assert (shift >= beyond - 1e-6).all() and (shift < 1.5 * beyond + 1e-3).all()
+    for parent, children in (("pelvis", ["spine", "l_thigh", "r_thigh"]),
+                             ("chest", ["neck", "l_clavicle", "r_clavicle"])):
+        branch = skeleton.joint_indices([parent, *children])
+        before = np.linalg.norm(pose[:, branch, None] - pose[:, None, branch], axis=-1)
+        after = np.linalg.norm(out[:, branch, None] - out[:, None, branch], axis=-1)
+        np.testing.assert_allclose(after, before, atol=1e-9)
+
+
 def test_effector_weight_rises_smoothly_with_a_full_body_request(synthetic_clip: np.ndarray
                                                                  ) -> None:
     """Local requests (pins, one to three moved ends) keep the drag weights; they move
