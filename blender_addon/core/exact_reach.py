@@ -155,19 +155,36 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     return True
 
 
+def _least_shift(start: np.ndarray, goal: np.ndarray, reach: np.ndarray, held: np.ndarray
+                 ) -> np.ndarray:
+    """(B, 3) the least shift bringing each held ``start`` point (B, K, 3) within ``reach``
+    (B, K) of its ``goal``: alternating projections (two or three constraints: a few
+    passes suffice)."""
+    shift = np.zeros((len(start), 3))
+    for _ in range(_SETTLE_PASSES):
+        for k in range(start.shape[1]):
+            away = start[:, k] + shift - goal[:, k]
+            d = norm(away)
+            over = np.where(held[:, k], np.maximum(d - reach[:, k], 0.0), 0.0)
+            shift -= away * (over / np.maximum(d, _EPS))[:, None]
+    return shift
+
+
 def _settle(p: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
             straightest: float, head: bool) -> None:
     """Where a held ankle's goal lies beyond its leg's reach from the hip (a straight leg of
     a rest pose, with a pelvis the solve lifted by millimetres), or (with ``head``) the
     head's goal beyond the reach of the trunk from the spine joint (spine -> chest, neck
     and head bones in line), move the whole body, in place, by the least shift that brings
-    them all within reach (alternating projections): the body settles onto its feet, or
-    leans into a head goal a full-body request put a few millimetres beyond the refined
-    trunk, instead of FABRIK pulling the hips out of the pelvis's shape or moving every
-    joint (hands, feet and head pairs, CMU + Bandai set on Bandai Namco poses: 23 % of
-    them ended in FABRIK for a head 1 mm beyond the trunk). Only poses whose other goals
-    are limb ends (re-aimed after this) or the pelvis move: held feet come before a
-    dragged pelvis, which a rig cannot reach with them anyway."""
+    them all within reach: the body settles onto its feet, or leans into a head goal a
+    full-body request put a few millimetres beyond the refined trunk, instead of FABRIK
+    pulling the hips out of the pelvis's shape or moving every joint (hands, feet and head
+    pairs, CMU + Bandai set on Bandai Namco poses: 23 % of them ended in FABRIK for a head
+    about 1 mm beyond the trunk). Held feet come first: a lean that would take a foot out
+    of its leg's reach (a head dragged far over planted feet) is not made, and the head
+    stops short of its goal as before. Only poses whose other goals are limb ends
+    (re-aimed after this) or the pelvis move: held feet come before a dragged pelvis,
+    which a rig cannot reach with them anyway."""
     ends = np.r_[_LEG_ENDS, _HEAD] if head else _LEG_ENDS
     froms = np.r_[_LEG_STARTS, _SPINE] if head else _LEG_STARTS
     held = goals[:, ends]
@@ -182,13 +199,15 @@ def _settle(p: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.n
     if not rows.size:
         return
     start, goal, reach, held = p[rows][:, froms], targets[rows][:, ends], reach[rows], held[rows]
-    shift = np.zeros((len(rows), 3))
-    for _ in range(_SETTLE_PASSES):  # two or three limbs: alternating projections suffice
-        for k in range(len(ends)):
-            away = start[:, k] + shift - goal[:, k]
-            d = norm(away)
-            over = np.where(held[:, k], np.maximum(d - reach[:, k], 0.0), 0.0)
-            shift -= away * (over / np.maximum(d, _EPS))[:, None]
+    shift = _least_shift(start, goal, reach, held)
+    if head:
+        legs = len(_LEG_ENDS)
+        off = held[:, :legs] & (norm(start[:, :legs] + shift[:, None] - goal[:, :legs])
+                                > reach[:, :legs] * (1.0 + _SETTLE_SLACK))
+        bad = off.any(axis=1)
+        if bad.any():
+            shift[bad] = _least_shift(start[bad, :legs], goal[bad, :legs],
+                                      reach[bad, :legs], held[bad, :legs])
     moved = np.abs(shift).max(axis=1) > 0.0
     if moved.any():
         p[rows[moved]] += shift[moved, None]
