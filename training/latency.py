@@ -34,8 +34,8 @@ DRAG_SPAN = (0.10, 0.25)  # m: how far the hand goes
 DRAG_JOINT = "r_hand"
 DRAG_EFFECTORS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
 # The refinement graphs' comparison runs the same calls on both sets in blocks of this many,
-# in turn: call by call, each set's weights left the other's in the caches (both about 4 %
-# slower, the difference halved).
+# in turn: each set's sessions stay warm within a block, and a drifting machine speed
+# reaches both alike.
 GRAPH_BLOCK = 50
 DRAG_SETTINGS = {"refined (default)": SolveOptions(),
                  "refinement off": SolveOptions(refine_steps=0)}
@@ -147,8 +147,9 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| Live drag update ({r['updates']} updates; hands, feet, head) | {name} | "
                      f"{r['median_ms']:.3f} | {r['p95_ms']:.3f} | – |")
     if result.get("refinement_graphs"):
-        lines += ["", "**Refinement graphs** (default options; each call with the set's "
-                  "`refine_effectors` graphs and with the numpy steps, in turn):", "",
+        lines += ["", "**Refinement graphs** (default options; the same calls with the set's "
+                  f"`refine_effectors` graphs and with the numpy steps, in blocks of "
+                  f"{GRAPH_BLOCK} in turn):", "",
                   "| refined call | graphs, median (ms) | numpy steps, median (ms) | speed-up |",
                   "|---|---|---|---|"]
         for name, r in result["refinement_graphs"].items():

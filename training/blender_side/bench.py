@@ -144,6 +144,8 @@ class StageTimer:
         self._restore.clear()
 
 
+SOLVE_NUMPY = "pipeline: numpy (normalize, rig-shaped answer, exact reach, FABRIK)"
+SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (empties, "moved", "handler: moved check", False),
@@ -156,9 +158,9 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (editors, "editor_for", "read: editor lookup", True),
     (model_sets, "load", "read: model set lookup", True),
     (rig_io, "joint_positions", "forward kinematics (numpy)", False),
-    (PoseEditor, "solve", "pipeline: numpy (normalize, FABRIK, refinement)", False),
-    (core_models.Module, "run", "pipeline: onnxruntime", False),
-    (core_models.Module, "run_all", "pipeline: onnxruntime", False),
+    (PoseEditor, "solve", SOLVE_NUMPY, False),
+    (core_models.Module, "run", SOLVE_ONNX, False),
+    (core_models.Module, "run_all", SOLVE_ONNX, False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),
     (base_pose, "mark_written", "write pose", True),
@@ -335,8 +337,7 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
             row["profile"] = timer.per_call_ms(STAGE_ORDER, profile_moves)
             row["profile_cpu"] = timer.per_call_ms(STAGE_ORDER, profile_moves, cpu=True)
             row["profile_moves"] = profile_moves
-            row["solves_per_move"] = timer.calls["pipeline: numpy (normalize, FABRIK, "
-                                                 "refinement)"] / profile_moves
+            row["solves_per_move"] = timer.calls[SOLVE_NUMPY] / profile_moves
         scene.npe.live = False
         rows.append(row)
     host.progress(f"live updates: {label}, {BY_HAND} ({moves} moves)")
