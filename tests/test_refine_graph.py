@@ -101,11 +101,12 @@ def test_graphs_serve_only_what_they_were_made_for(shipped_models, manifold_clip
 
 
 def test_a_stale_graph_is_not_used(shipped_models, tmp_path) -> None:
-    """Made with other constants, or along other latent directions: the numpy steps."""
+    """Made with other constants, along other latent directions or for a step count the
+    engine does not run: the numpy steps."""
     if not refine._effector_graphs(shipped_models):
         pytest.skip("the shipped set has no refinement graphs")
     for key, value in (("constants", {**refine.graph_constants(), "RIGID_WEIGHT": 1.0}),
-                       ("basis", "0" * 16)):
+                       ("basis", "0" * 16), ("steps", 7)):
         folder = Path(shutil.copytree(shipped_models.folder, tmp_path / key))
         manifest = json.loads((folder / MANIFEST_NAME).read_text())
         for m in manifest["modules"]:

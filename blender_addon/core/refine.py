@@ -524,7 +524,8 @@ def _effector_graphs(models: ModelSet) -> dict[int, Module]:
             entry["config"]["steps"]: models.modules[entry["name"]]
             for entry in models.manifest["modules"]
             if entry["role"] == "refine_effectors"
-            and all(entry.get("config", {}).get(k) == v for k, v in want.items())}
+            and entry.get("config", {}).get("steps") in GRAPH_STEPS
+            and all(entry["config"].get(k) == v for k, v in want.items())}
     return _GRAPHS[models]
 
 
