@@ -39,6 +39,8 @@ PARITY_POSES = 64
 PARITY_SINGLE = 4  # of them also one at a time
 PARITY_TOLERANCE = 1e-5  # model metres and latent units: float32 decodes, float64 elsewhere
 _J, _POSE_DIM = skeleton.NUM_JOINTS, skeleton.NUM_JOINTS * 3
+# (20, 21): bones 1..20's vectors (joint minus parent) as one product with the pose.
+_BONE_VECTORS = np.eye(_J)[1:] - np.eye(_J)[skeleton.PARENTS[1:]]
 
 
 def _inverse_symbolic(g: Any, a: Any) -> Any:
@@ -71,7 +73,7 @@ class EffectorRefinement(nn.Module):
         self.register_buffer("bone_sums", _const(refine._BONE_SUMS))
         # Bone vectors and the rigid branches' gaps as products with the pose (B, 21, 3):
         # one MatMul each instead of gathers.
-        self.register_buffer("bones", _const(refine._BONE_VECTORS))
+        self.register_buffer("bones", _const(_BONE_VECTORS))
         self.register_buffer("gaps", _const(refine._RIGID_SIGNS))
         self.register_buffer("shift_jac", _const(refine._SHIFT_JAC))
         self.register_buffer("xz", _const(refine._XZ))
@@ -94,18 +96,18 @@ class EffectorRefinement(nn.Module):
         return out, (djoint + jac.reshape(b, _J, 3, k)[:, :1]).reshape(b, _POSE_DIM, k)
 
     def _rigid(self, pose: torch.Tensor, spans: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:func:`refine._rigid_block`'s residuals and their gaps' lengths and vectors."""
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """:func:`refine._rigid_block`'s residuals, the gaps' vectors and their lengths."""
         gap = self.gaps @ pose
         dist = torch.sqrt((gap * gap).sum(-1))
         return (dist - spans) * self.rigid_scale, gap, dist
 
     def _cost(self, pose: torch.Tensor, dv: torch.Tensor, goal: torch.Tensor,
-              row_w: torch.Tensor, spans: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+              row_w: torch.Tensor, res: torch.Tensor) -> torch.Tensor:
+        """:func:`refine._cost`, given the pose's rigid residuals ``res``."""
         diff = pose.reshape(pose.shape[0], -1) - goal
-        res = self._rigid(pose, spans)[0]
         cost = (diff * diff * row_w).sum(1) + (self.prior * (dv * dv)).sum(1)
-        return cost + (res * res).sum(1), res
+        return cost + (res * res).sum(1)
 
     def _latent(self, z_net: torch.Tensor, dz: torch.Tensor) -> torch.Tensor:
         return z_net + dz @ self.basis
@@ -131,17 +133,16 @@ class EffectorRefinement(nn.Module):
         keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)
         goal = torch.where(asked, targets.reshape(b, -1), keep)
         res, gap, dist = self._rigid(pose, spans)
-        cost = self._cost(pose, dv, goal, row_w, spans)[0]
+        cost = self._cost(pose, dv, goal, row_w, res)
         unit = gap * (self.rigid_scale / torch.clamp(dist, min=1e-12))[..., None]
         # d dist / d pose = gaps (6, 21) x unit: the rigid rows' Jacobian in one product.
         rjac = ((self.gaps[None, :, :, None] * unit[:, :, None, :]).reshape(b, -1, _POSE_DIM)
                 @ jac)
+        jac_w = jac * row_w[:, :, None]
         # Einsum, not a transposed MatMul: onnxruntime fuses those into a float32-only kernel.
-        hess = torch.einsum("brk,brl->bkl", jac, jac * row_w[:, :, None]) \
-            + torch.einsum("brk,brl->bkl", rjac, rjac)
+        hess = torch.einsum("brk,brl->bkl", jac, jac_w) + torch.einsum("brk,brl->bkl", rjac, rjac)
         scale = (hess * self.eye).sum((1, 2), keepdim=True) / (rank + 2)
         hess = hess + self.prior * self.eye
-        jac_w = jac * row_w[:, :, None]
         damping = torch.full_like(scale, refine.LM_START)
         going = torch.ones_like(cost, dtype=torch.bool)  # False once a step fails every pose
         for _ in range(self.steps):
@@ -153,7 +154,8 @@ class EffectorRefinement(nn.Module):
             decoded = self.ae.decode(z.float()).double().reshape(b, _J, 3)
             pose_try = self._fixed(offset + decoded, bone_lengths)[0] \
                 + ((shift + dv_try[:, rank:]) @ self.xz)[:, None]
-            cost_try, res_try = self._cost(pose_try, dv_try, goal, row_w, spans)
+            res_try = self._rigid(pose_try, spans)[0]
+            cost_try = self._cost(pose_try, dv_try, goal, row_w, res_try)
             better = (cost_try < cost) & going
             damping = torch.where(better[:, None, None] | ~going[:, None, None], damping,
                                   damping * refine.LM_UP)
@@ -166,8 +168,9 @@ class EffectorRefinement(nn.Module):
 
 
 def _examples(ae: PoseAutoencoder, poses: np.ndarray, seed: int) -> tuple[torch.Tensor, ...]:
-    """Inputs like the engine's for ``poses`` (B, 21, 3) (model space): a hand and a foot
-    moved by up to 20 cm, the other ends held, as a drag is."""
+    """Inputs like the engine's for ``poses`` (B, 21, 3) (model space): one end joint per
+    pose (a hand, a foot or the head) moved by up to 20 cm on each axis, the other ends
+    held, as a drag is."""
     rng = np.random.default_rng(seed)
     b = len(poses)
     with torch.no_grad():
@@ -190,23 +193,24 @@ def _examples(ae: PoseAutoencoder, poses: np.ndarray, seed: int) -> tuple[torch.
     return tuple(t.double().contiguous() for t in values)
 
 
-def write_refine_graph(ae: PoseAutoencoder, folder: Path, basis: torch.Tensor,
-                       poses: np.ndarray, steps: int, seed: int = 0
-                       ) -> tuple[dict[str, Any], float]:
-    """Write ``folder/refine_effectors_<steps>.onnx``; its manifest entry and its largest
-    difference from the numpy refinement.
-    Checked first against the numpy refinement (:func:`refine.refine` with the set's own
-    graphs, the set in ``folder``) on ``poses`` (model space), as one batch and one pose at
-    a time (the add-on's batch): every output within :data:`PARITY_TOLERANCE`."""
+def write_refine_graph(ae: PoseAutoencoder, models: core_models.ModelSet, poses: np.ndarray,
+                       steps: int, seed: int = 0) -> tuple[dict[str, Any], float]:
+    """Write ``refine_effectors_<steps>.onnx`` into the set ``models`` (whose autoencoder
+    ``ae`` is), along its refinement directions; its manifest entry and its largest
+    difference from the numpy refinement. Checked first against the numpy refinement
+    (:func:`refine.refine` with the set's own graphs) on ``poses`` (model space), as one
+    batch and one pose at a time (the add-on's batch): every output within
+    :data:`PARITY_TOLERANCE`."""
     import onnxruntime as ort
 
+    folder = Path(models.folder)
+    basis = torch.from_numpy(models.jacobian_basis)
     name = f"{ROLE}_{steps}"
     net = EffectorRefinement(ae, basis, steps).eval()
     example = _examples(ae, poses[:PARITY_POSES].astype(np.float64), seed)
     blob = onnx_bytes(net, example, ROLE)
     sess = ort.InferenceSession(blob, providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
-    models = core_models.ModelSet(folder)
     err = 0.0
     for rows in (slice(None), *(slice(k, k + 1) for k in range(PARITY_SINGLE))):
         values = [t.numpy()[rows] for t in example]
@@ -241,9 +245,9 @@ def add_to_folder(folder: str | Path) -> list[dict[str, Any]]:
         raise ValueError(f"{folder / core_models.MANIFEST_NAME}: no decoder_jacobian module; "
                          "run `python -m training export-jacobian` first")
     ae = autoencoder_from_onnx(folder, manifest, ("encoder", "decoder"))
-    basis = torch.from_numpy(core_models.ModelSet(folder).jacobian_basis)
+    models = core_models.ModelSet(folder)
     poses = _parity_poses(ae)
-    written = [write_refine_graph(ae, folder, basis, poses, steps) for steps in GRAPH_STEPS]
+    written = [write_refine_graph(ae, models, poses, steps) for steps in GRAPH_STEPS]
     manifest["modules"] = [m for m in manifest["modules"] if m["role"] != ROLE] + [
         entry for entry, _ in written]
     manifest["parity_max_abs_error"] = {

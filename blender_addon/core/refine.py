@@ -153,8 +153,6 @@ _SHRUG_BELOW = np.stack([np.flatnonzero(skeleton.ANCESTORS[:, j] > 0)[1:] for j 
 _TRUNK_UP = skeleton.joint_indices(["chest", "neck"])
 _ENDS = skeleton.joint_indices(skeleton.END_JOINTS)
 _BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
-_BONE_VECTORS = np.eye(skeleton.NUM_JOINTS)[1:] - np.eye(skeleton.NUM_JOINTS)[
-    skeleton.PARENTS[1:]]  # (20, 21): bone vectors 1..20 from joints
 _PARENTS = skeleton.PARENTS[1:]
 
 
