@@ -103,11 +103,16 @@ def latency(editor: PoseEditor, poses: np.ndarray, targets: np.ndarray, joints: 
     """Single solves through the add-on's call; each pose a fresh problem."""
     times = np.empty(len(poses))
     for k, (pose, tgt) in enumerate(zip(poses, targets, strict=True)):
-        effs = [Effector(j, tgt[skeleton.JOINT_INDEX[j]]) for j in joints]
+        effs = effectors_at(tgt, joints)
         start = time.perf_counter()
         editor.solve(pose, effs, options=options)
         times[k] = time.perf_counter() - start
     return timing(times)
+
+
+def effectors_at(targets: np.ndarray, joints: tuple[str, ...]) -> list[Effector]:
+    """Effectors on ``joints`` with their targets taken from a pose ``targets`` (21, 3)."""
+    return [Effector(j, targets[skeleton.JOINT_INDEX[j]]) for j in joints]
 
 
 def timing(seconds: np.ndarray | list[float]) -> dict[str, float]:

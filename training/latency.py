@@ -62,7 +62,7 @@ def drag_updates(poses: np.ndarray, rng: np.random.Generator
         for step in range(1, DRAG_STEPS + 1):
             target = pose.copy()
             target[hand] += move * step / DRAG_STEPS
-            yield pose, [Effector(j, target[skeleton.JOINT_INDEX[j]]) for j in DRAG_EFFECTORS]
+            yield pose, benchmark.effectors_at(target, DRAG_EFFECTORS)
 
 
 def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
@@ -91,7 +91,7 @@ def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, se
                        models_dir, Path(tmp) / "numpy")))}
         cases: dict[str, list[tuple[np.ndarray, list[Effector], bool]]] = {
             f"single solve, {name}": [
-                (p, [Effector(j, t[skeleton.JOINT_INDEX[j]]) for j in joints], False)
+                (p, benchmark.effectors_at(t, joints), False)
                 for p, t in zip(x, x2, strict=True)]
             for name, joints in benchmark.LATENCY_SETS.items()}
         cases["Live drag update (hands, feet, head)"] = [
