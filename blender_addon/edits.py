@@ -114,7 +114,10 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     in_armature = state.to_armature(mw, np.concatenate([new_core, goal_core]))
     solved_arm = in_armature[:skeleton.NUM_JOINTS]
     goals = dict(zip(goal_joints, in_armature[skeleton.NUM_JOINTS:], strict=True))
-    new_q, new_l = _rotations(info, quats, locs, solved_arm, goals, orientations)
+    # The engine's answer keeps the rig's bone lengths and rigid branches when Fix Lengths
+    # is on: the limbs are re-aimed on it before the fit (one pass).
+    new_q, new_l = _rotations(info, quats, locs, solved_arm, goals, orientations,
+                              rig_shaped=options.fix_lengths)
 
     # Validated: write.
     if not keep_base:
@@ -143,10 +146,11 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
 
 def _rotations(info: rig_io.RigInfo, quats: np.ndarray, locs: np.ndarray,
                solved_arm: np.ndarray, goals: dict[int, np.ndarray],
-               orientations: dict[int, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+               orientations: dict[int, np.ndarray], rig_shaped: bool = False
+               ) -> tuple[np.ndarray, np.ndarray]:
     try:
         new_q, new_l = rig_io.solve_rotations(info, quats, locs, solved_arm, goals,
-                                              orientations)
+                                              orientations, rig_shaped=rig_shaped)
     except ValueError as exc:
         raise EditError(f"Cannot turn the solved joints into bone rotations: {exc}") from exc
     check_finite(new_q, new_l)

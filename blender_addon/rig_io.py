@@ -335,15 +335,15 @@ def joint_positions(info: RigInfo, quats: np.ndarray,
 
 def solve_rotations(info: RigInfo, quats: np.ndarray, locations: np.ndarray,
                     targets: np.ndarray, goals: Mapping[int, np.ndarray] | None = None,
-                    orientations: Mapping[int, np.ndarray] | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    orientations: Mapping[int, np.ndarray] | None = None, *,
+                    rig_shaped: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Local rotations and locations of every bone (the given pose, ``(..., B, 4)`` and
     ``(..., B, 3)``, with the needed bones solved) putting the joints on ``targets``
     (..., 21, 3), armature space, and effector joints exactly on their ``goals``: see
-    :func:`.core.reach.solve`."""
+    :func:`.core.reach.solve` (``rig_shaped``: the targets are a pose the rig can take)."""
     sub = list(info.needed)
     q, loc = reach.solve(info.mapped_rig, quats[..., sub, :], locations[..., sub, :],
-                         targets, goals, orientations)
+                         targets, goals, orientations, rig_shaped=rig_shaped)
     new_q, new_l = quats.copy(), locations.copy()
     new_q[..., sub, :] = q
     new_l[..., sub, :] = loc

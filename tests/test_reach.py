@@ -185,3 +185,32 @@ def test_a_straight_limb_bends_to_reach_a_nearer_goal() -> None:
     assert np.linalg.norm(np.cross(out[0, mid], [1.0, 0.0, 0.0])) > 0.1  # off the line
     others = [k for k in range(NUM_JOINTS) if k not in (mid, end)]
     assert np.array_equal(out[:, others], joints[:, others])
+
+
+def test_rig_shaped_targets_are_reached_in_one_pass() -> None:
+    """Targets the rig can take (the engine's answers): the limbs re-aimed on them before
+    the fit give the two-pass answer, and that first fit already puts the goals exactly."""
+    mapped, q0, loc0, _, _ = _problem(10, frames=(3,))
+    rng = np.random.default_rng(10)
+    q_pose = q0.copy()
+    q_pose[..., list(filter(None, mapped.joint_bones)), :] = random_quats(
+        rng, (3, sum(b is not None for b in mapped.joint_bones)), angle=0.4)
+    targets, _ = reach.joint_positions(mapped, q_pose, loc0)  # a pose of the rig
+    # Goals the limbs can reach: where the hands and feet go with the limbs bent otherwise.
+    limb_bones = [mapped.joint_bones[J[f"{s}_{n}"]] for s in "lr"
+                  for n in ("upperarm", "forearm", "thigh", "shin")]
+    q_goal = q_pose.copy()
+    q_goal[..., limb_bones, :] = random_quats(rng, (3, len(limb_bones)), angle=0.4)
+    moved, _ = reach.joint_positions(mapped, q_goal, loc0)
+    goals = {j: moved[..., j, :] for j in HANDS_FEET}
+    limbs = {j: reach.find_limb(mapped, j, goals) for j in goals}
+    one = positions_to_rotations(mapped.rig, q0, loc0, mapped.joint_bones,
+                                 reach.reach_limbs(targets, limbs, goals))
+    first, _ = reach.joint_positions(mapped, *one)
+    for j, goal in goals.items():
+        assert np.linalg.norm(first[..., j, :] - goal, axis=-1).max() < EXACT, j
+    shaped, _ = reach.joint_positions(
+        mapped, *reach.solve(mapped, q0, loc0, targets, goals, rig_shaped=True))
+    two_pass, _ = reach.joint_positions(mapped, *reach.solve(mapped, q0, loc0, targets, goals))
+    assert np.allclose(shaped, first, atol=1e-12)
+    assert np.allclose(shaped, two_pass, atol=EXACT)

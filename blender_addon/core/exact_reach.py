@@ -56,6 +56,9 @@ _SETTLE_SLACK = 1e-6  # of a leg's length: the settled hip stays this far inside
 _SETTLE_PASSES = 4
 _TRUNK = np.flatnonzero(ANCESTORS[:, _CHEST] > 0)  # the chest and all it carries
 _TRUNK_BONES = np.array([_CHEST, _NECK, _HEAD])  # spine -> chest -> neck -> head
+# What _settle holds with the head: the ankles and the head, reached from the hips and the
+# spine joint (made once: np.r_ costs tens of microseconds a call).
+_HELD_ENDS, _HELD_FROMS = np.r_[_LEG_ENDS, _HEAD], np.r_[_LEG_STARTS, _SPINE]
 _ABOVE_CHEST = _TRUNK[_TRUNK != _CHEST]  # neck, head, clavicles and arms
 _YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])  # cross products by index
 _DIAG = np.arange(3)
@@ -185,8 +188,8 @@ def _settle(p: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.n
     stops short of its goal as before. Only poses whose other goals are limb ends
     (re-aimed after this) or the pelvis move: held feet come before a dragged pelvis,
     which a rig cannot reach with them anyway."""
-    ends = np.r_[_LEG_ENDS, _HEAD] if head else _LEG_ENDS
-    froms = np.r_[_LEG_STARTS, _SPINE] if head else _LEG_STARTS
+    ends = _HELD_ENDS if head else _LEG_ENDS
+    froms = _HELD_FROMS if head else _LEG_STARTS
     held = goals[:, ends]
     reach = lengths[:, _LEG_MIDS] + lengths[:, _LEG_ENDS]
     if head:

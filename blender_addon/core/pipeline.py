@@ -249,7 +249,8 @@ class PoseEditor:
         The add-on's call on every drag: everything is checked once here, then the edit
         runs on the checked arrays. ``drag``: an update in the middle of a drag, which must
         stay interactive: a goal the refined pose leaves out of reach is not handed to
-        full-body FABRIK (the drag's pause solves again without ``drag``).
+        full-body FABRIK, and no note says which targets are beyond reach (the drag's pause
+        solves again without ``drag``).
         """
         options = options or SolveOptions()
         options.check()
@@ -329,7 +330,8 @@ class PoseEditor:
             lengths = self.lengths if self.lengths is not None else skeleton.bone_lengths(p)
             out = fabrik.solve(p, mask > 0, t, lengths)
             errors = self._errors(out, t, mask)
-            return EditResult(out, None, errors, _beyond_notes(p, mask > 0, t, errors))
+            notes = [] if drag else _beyond_notes(p, mask > 0, t, errors)
+            return EditResult(out, None, errors, notes)
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
         lengths, scale = self._rig_lengths, self._rig_scale
@@ -420,7 +422,8 @@ class PoseEditor:
                                     straightest=NETWORK_STRAIGHTEST, bend_trunk=False,
                                     bent=moved)
         errors = self._errors(out, t, user_mask)
-        notes.extend(_beyond_notes(p, (mask > 0) & (w >= 1.0), t, errors))
+        if not drag:  # a drag's pause says it (the notes of its updates go unread)
+            notes.extend(_beyond_notes(p, (mask > 0) & (w >= 1.0), t, errors))
         return EditResult(out, z_new, errors, notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,

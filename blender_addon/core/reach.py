@@ -63,20 +63,27 @@ def joint_positions(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray
 
 def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: np.ndarray,
           goals: Mapping[int, np.ndarray] | None = None,
-          orientations: Mapping[int, np.ndarray] | None = None
-          ) -> tuple[np.ndarray, np.ndarray]:
+          orientations: Mapping[int, np.ndarray] | None = None, *,
+          rig_shaped: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Local rotations ``(..., B, 4)`` and locations ``(..., B, 3)`` putting the joints on
     ``targets`` ``(..., 21, 3)``, then each joint of ``goals`` (joint -> ``(..., 3)``, e.g.
     an effector's empty) exactly on its goal where a two-bone limb above it allows.
 
     ``quats`` / ``locations``: the pose to start from; ``orientations``: joint ->
     ``(..., 3, 3)`` rotations their bones must take (see
-    :func:`.rotations.positions_to_rotations`). Frames may lead.
+    :func:`.rotations.positions_to_rotations`). Frames may lead. ``rig_shaped``: the
+    targets are a pose the rig can take (the engine's answers with bone lengths fixed), so
+    the first pass puts every limb top where the targets have it and the limbs can be
+    re-aimed on the targets before it: the same pose in one pass instead of two (a Live
+    drag with refinement off re-aims both hands every update). The second pass still
+    mends what the first leaves off.
     """
     orient = dict(orientations or {})
+    limbs = {j: limb for j in (goals or {}) if (limb := find_limb(mapped, j, goals)) is not None}
+    if rig_shaped and limbs:
+        targets = reach_limbs(np.asarray(targets, dtype=np.float64), limbs, goals)
     q, loc = rotations.positions_to_rotations(mapped.rig, quats, locations, mapped.joint_bones,
                                               targets, orient or None)
-    limbs = {j: limb for j in (goals or {}) if (limb := find_limb(mapped, j, goals)) is not None}
     if not limbs:
         return q, loc
     joints, _ = joint_positions(mapped, q, loc)
