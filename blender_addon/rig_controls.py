@@ -12,9 +12,10 @@ shown is unchanged.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import bpy
+import numpy as np
 
 IK_FK = "IK_FK"  # Rigify's IK/FK switch (0: IK, 1: FK) on the limb's "<first>_parent" bone
 FK_SUFFIX = re.compile(r"^(?P<base>.+)_fk(?P<side>\.[LR](?:\.\d+)?)?$")
@@ -65,6 +66,48 @@ def driven_bones(obj: bpy.types.Object, names: Iterable[str]) -> dict[str, str]:
             bone = m["bone"].replace('\\"', '"').replace("\\\\", "\\")
             if bone in wanted and bone not in out:
                 out[bone] = "has drivers on its pose"
+    return out
+
+
+FOLLOW_REST_ATOL = 1e-4  # armature units: a copying bone this near its source at rest follows it
+
+
+def followed_parents(obj: bpy.types.Object, names: Sequence[str], parents: np.ndarray,
+                     rest: np.ndarray, skip: Iterable[int] = ()) -> np.ndarray:
+    """Each bone's parent as Blender's evaluation moves it: a bone whose last active
+    constraint is a Copy Transforms from another bone of the rig (world to world, full
+    influence, replacing; the two bones alike at rest, ``rest`` (B, 4, 4) armature space)
+    takes that bone's place whatever its own parent does, so it hangs from that bone.
+    A control rig's ORG bones do this: Rigify's ``ORG-shoulder.L`` copies the
+    ``shoulder.L`` control and the upper arm hangs from it, so the clavicle control moves
+    the arm (by the hierarchy alone it moves nothing, and a solve that turns it leaves
+    the shoulder behind). The copying bone's own pose, which the constraint overrides, is
+    taken as its rest (a control rig never poses its ORG bones). ``names`` / ``parents``
+    (B,): the armature's bones (``-1`` for a root); ``skip``: bones kept as they are
+    (mapped ones, which an edit poses itself)."""
+    index = {n: i for i, n in enumerate(names)}
+    out = np.array(parents, dtype=np.int64)
+    kept = set(skip)
+    pbones = obj.pose.bones
+    for b, name in enumerate(names):
+        pb = pbones.get(name)
+        if b in kept or pb is None:
+            continue
+        active = [c for c in pb.constraints if _active(c)]
+        c = active[-1] if active else None
+        if c is None or c.type != "COPY_TRANSFORMS" or c.influence < 1.0 \
+                or c.target != obj or c.subtarget not in index \
+                or (c.owner_space, c.target_space, c.mix_mode) != ("WORLD", "WORLD", "REPLACE") \
+                or c.head_tail != 0.0:
+            continue
+        source = index[c.subtarget]
+        if not np.allclose(rest[b], rest[source], atol=FOLLOW_REST_ATOL):
+            continue
+        up = source
+        while up >= 0 and up != b:  # never under itself
+            up = int(out[up])
+        if up != b:
+            out[b] = source
     return out
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import bpy
 import numpy as np
 
+from . import rig_controls
 from .core import conversions, reach, rotations
 from .core.conversions import AXIS_ANGLE, QUATERNION
 from .core.skeleton import JOINT_INDEX, JOINTS, blender_to_yup, yup_to_blender
@@ -104,6 +105,14 @@ def _shown_bones(joint_bones: Sequence[int | None], mats: np.ndarray,
     return tuple(out)
 
 
+def _depth(b: int, parents: np.ndarray) -> int:
+    """How many ancestors bone ``b`` has."""
+    n = 0
+    while parents[b] >= 0:
+        b, n = int(parents[b]), n + 1
+    return n
+
+
 def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False) -> RigInfo:
     """The armature's rig (rest matrices, parents) and mapping, cached per object name.
 
@@ -139,6 +148,9 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
     joint_bones = tuple(index[joints[j]] if j in joints else None for j in JOINTS)
     mapped = sorted(b for b in joint_bones if b is not None)
     mapped_set = set(mapped)
+    # The hierarchy as Blender's evaluation moves the bones (a control rig's ORG bones
+    # follow their controls), which the solve and forward kinematics model.
+    parents = rig_controls.followed_parents(obj, names, parents, mats, mapped_set)
 
     def has_mapped_ancestor(b: int) -> bool:
         p = int(parents[b])
@@ -154,7 +166,10 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
             needed.add(b)
             b = int(parents[b])
     toe_feet = {JOINT_INDEX[t]: index[joints[f]] for t, f in TOE_FOOT.items() if t not in joints}
-    sub = sorted(needed)  # ascending keeps parents before children, as in the armature
+    if all(parents[b] < b for b in needed):
+        sub = sorted(needed)  # ascending keeps parents before children, as in the armature
+    else:  # a followed bone's parent comes after it: by depth, then as in the armature
+        sub = sorted(needed, key=lambda b: (_depth(b, parents), b))
     local = {b: i for i, b in enumerate(sub)}
     rig = rotations.Rig.from_rest_matrices(
         [names[b] for b in sub],

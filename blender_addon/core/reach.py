@@ -80,19 +80,22 @@ def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: 
     """
     orient = dict(orientations or {})
     limbs = {j: limb for j in (goals or {}) if (limb := find_limb(mapped, j, goals)) is not None}
+    aimed = None
     if rig_shaped and limbs:
-        targets = reach_limbs(np.asarray(targets, dtype=np.float64), limbs, goals)
+        targets = aimed = reach_limbs(np.asarray(targets, dtype=np.float64), limbs, goals)
     q, loc = rotations.positions_to_rotations(mapped.rig, quats, locations, mapped.joint_bones,
                                               targets, orient or None)
     if not limbs:
         return q, loc
     joints, _ = joint_positions(mapped, q, loc)
     # A pose the rig can take (the engine's answers are) is fitted exactly by the first
-    # pass: only limbs it leaves off their goals take the second.
+    # pass: only limbs it leaves off their goals take the second. Re-aimed first, a limb
+    # the fit put where it was aimed is done (out of reach, the second would aim it there
+    # again).
     ends = list(limbs)
     mids, tops = ([limbs[j][k] for j in ends] for k in (0, 1))
     end_at, mid_at = joints[..., ends, :], joints[..., mids, :]
-    wanted = _stacked(goals, ends, end_at.shape)
+    wanted = _stacked(goals, ends, end_at.shape) if aimed is None else aimed[..., ends, :]
     off = norm(end_at - wanted) > REACHED * (norm(end_at - mid_at)
                                               + norm(mid_at - joints[..., tops, :]))
     off = off.reshape(-1, len(ends)).any(axis=0)

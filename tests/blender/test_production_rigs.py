@@ -147,6 +147,45 @@ def test_a_large_hand_drag_keeps_the_feet_where_blender_shows_them(
     assert max(misses.values()) < PIN_TOL, misses
 
 
+# Moves that take the clavicle or the neck: the left hand's empty beyond the arm's reach
+# (up and out), and the head's down and forward (m, world).
+FAR_HAND_DRAG = np.array([0.10, 0.0, 0.30])
+HEAD_DRAG = np.array([0.0, -0.06, -0.04])
+READ_BACK_TOL = 1e-3  # m: measured 0.00-0.02 mm (2.2 mm and 14.7 mm with the hierarchy alone)
+
+
+@pytest.mark.parametrize(("joint", "move"), [("l_hand", FAR_HAND_DRAG), ("head", HEAD_DRAG)])
+def test_generated_rigify_shows_the_clavicle_and_neck_it_was_given(
+        rigify_rig: bpy.types.Object, joint: str, move: np.ndarray) -> None:
+    """The upper arm hangs from ``ORG-shoulder.L``, which copies the ``shoulder.L``
+    control: the solve turns that control to carry the arm (a hand beyond the arm's reach
+    shrugs the clavicle; a head drag turns the chest). LIMBS, Solve: every effector's
+    deform bone ends on its empty as Blender evaluates the rig, the feet where they were."""
+    name = rigify_rig.name
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    info = mapped_rig.rig_for(rig)
+    needed, parents = list(info.needed), info.rig.parents
+    k, chain = needed.index(info.names.index("upper_arm_fk.L")), []
+    while parents[k] >= 0:  # the upper arm's ancestors in the rig the solve models
+        k = int(parents[k])
+        chain.append(info.names[needed[k]])
+    assert "shoulder.L" in chain, chain  # the arm follows its clavicle control
+    before = _shown_joints(rig)
+    empty = _empty(rig, joint)
+    empty.location = np.array(empty.location) + move
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    after = _shown_joints(rig)
+    misses = {e.joint: np.linalg.norm(after[skeleton.JOINT_INDEX[e.joint]]
+                                      - np.array(e.empty.matrix_world.translation))
+              for e in rig.npe.effectors}
+    assert max(misses.values()) < READ_BACK_TOL, misses
+    feet = np.linalg.norm(after[FEET_JOINTS] - before[FEET_JOINTS], axis=1)
+    assert feet.max() < HELD_TOL, feet
+
+
 def test_deform_bones_of_a_control_rig_are_reported(rigify_rig: bpy.types.Object) -> None:
     """Mapped onto the DEF bones (the preset forced), Map Rig says they follow
     constraints and what to map instead; a Solve reports the miss Blender shows."""

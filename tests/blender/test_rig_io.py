@@ -242,3 +242,52 @@ def test_a_rig_without_toe_bones_uses_the_foot_tails() -> None:
     for side in ("Left", "Right"):
         tail = np.array(obj.pose.bones[f"mixamorig:{side}Foot"].tail)
         assert np.allclose(joints[rigs.JOINTS.index(f"{side[0].lower()}_toe")], tail, atol=1e-5)
+
+
+def _with_org_shoulder(influence: float) -> bpy.types.Object:
+    """The Mixamo test rig made a control rig's way: the left arm hangs from
+    ``ORG-LeftShoulder`` (a copy of the clavicle, under the chest), which copies the
+    clavicle's transforms (world to world) with ``influence``."""
+    bones = []
+    for name, parent, head, tail in rigs.mixamo_bones():
+        if name == "mixamorig:LeftShoulder":  # made first: it comes before its source
+            bones.append(("ORG-LeftShoulder", parent, head, tail))
+        bones.append((name, "ORG-LeftShoulder" if name == "mixamorig:LeftArm" else parent,
+                      head, tail))
+    obj = rigs.build_armature("org_rig", bones)
+    copy = obj.pose.bones["ORG-LeftShoulder"].constraints.new("COPY_TRANSFORMS")
+    copy.target, copy.subtarget, copy.influence = obj, "mixamorig:LeftShoulder", influence
+    return obj
+
+
+@pytest.mark.parametrize("influence", [1.0, 0.5])
+def test_a_bone_that_copies_a_mapped_one_carries_its_children_with_it(
+        influence: float) -> None:
+    """With the whole copy, the rig the solve models hangs the arm from the clavicle, and
+    its forward kinematics match Blender's evaluation (the hierarchy alone leaves the arm
+    on the chest); half a copy is not modelled (the bone keeps its own parent)."""
+    obj = _with_org_shoulder(influence)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    # By topology the clavicle is the arm's parent, the ORG bone: the user picks the
+    # control in Rig Mapping > Joints instead.
+    item = next(i for i in obj.data.npe_mapping.joints if i.joint == "l_clavicle")
+    item.bone = "mixamorig:LeftShoulder"
+    _randomize_pose(obj, seed=3)
+    obj.pose.bones["ORG-LeftShoulder"].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)  # unposed
+    info = mapped_rig.rig_for(obj)
+    assert mapped_rig.mapping_dict(obj.data)["l_clavicle"] == "mixamorig:LeftShoulder"
+    assert info.names.index("ORG-LeftShoulder") < info.names.index("mixamorig:LeftShoulder")
+    org = list(info.needed).index(info.names.index("ORG-LeftShoulder"))
+    parent = info.names[info.needed[int(info.rig.parents[org])]]
+    if influence < 1.0:
+        assert parent == "mixamorig:Spine2"
+        return
+    assert parent == "mixamorig:LeftShoulder"
+    pose = rig_io.read_pose(obj, info)
+    joints, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    mw = rig_io.world_matrix(obj)
+    ours = joints @ mw[:3, :3].T + mw[:3, 3]
+    theirs = rigs.mapped_heads(obj)
+    for j, name in enumerate(rigs.JOINTS):
+        assert np.allclose(ours[j], theirs[name], atol=1e-5), name
