@@ -82,7 +82,10 @@ def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: 
     limbs = {j: limb for j in (goals or {}) if (limb := find_limb(mapped, j, goals)) is not None}
     aimed = None
     if rig_shaped and limbs:
-        targets = aimed = reach_limbs(np.asarray(targets, dtype=np.float64), limbs, goals)
+        aimed = np.asarray(targets, dtype=np.float64)
+        far = _off(aimed, limbs, _stacked(goals, list(limbs), aimed.shape))
+        if far:  # (a refined answer has its limbs on their goals already)
+            targets = aimed = reach_limbs(aimed, far, goals)
     q, loc = rotations.positions_to_rotations(mapped.rig, quats, locations, mapped.joint_bones,
                                               targets, orient or None)
     if not limbs:
@@ -93,13 +96,8 @@ def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: 
     # the fit put where it was aimed is done (out of reach, the second would aim it there
     # again).
     ends = list(limbs)
-    mids, tops = ([limbs[j][k] for j in ends] for k in (0, 1))
-    end_at, mid_at = joints[..., ends, :], joints[..., mids, :]
-    wanted = _stacked(goals, ends, end_at.shape) if aimed is None else aimed[..., ends, :]
-    off = norm(end_at - wanted) > REACHED * (norm(end_at - mid_at)
-                                              + norm(mid_at - joints[..., tops, :]))
-    off = off.reshape(-1, len(ends)).any(axis=0)
-    limbs = {j: limbs[j] for j, o in zip(ends, off, strict=True) if o}
+    wanted = _stacked(goals, ends, joints.shape) if aimed is None else aimed[..., ends, :]
+    limbs = _off(joints, limbs, wanted)
     if not limbs:
         return q, loc
     adjusted = reach_limbs(joints, limbs, goals)
@@ -111,6 +109,19 @@ def solve(mapped: MappedRig, quats: np.ndarray, locations: np.ndarray, targets: 
     q, _ = rotations.positions_to_rotations(mapped.rig, q, loc, sub_bones, adjusted,
                                             sub_orient or None)
     return q, loc
+
+
+def _off(joints: np.ndarray, limbs: Mapping[int, tuple[int, int]], wanted: np.ndarray
+         ) -> dict[int, tuple[int, int]]:
+    """The ``limbs`` whose end in ``joints`` (..., 21, 3) is off ``wanted`` (..., L, 3), in
+    any frame, by more than :data:`REACHED` of the limb's length."""
+    ends = list(limbs)
+    mids, tops = ([limbs[j][k] for j in ends] for k in (0, 1))
+    end_at, mid_at = joints[..., ends, :], joints[..., mids, :]
+    off = norm(end_at - wanted) > REACHED * (norm(end_at - mid_at)
+                                              + norm(mid_at - joints[..., tops, :]))
+    off = off.reshape(-1, len(ends)).any(axis=0)
+    return {j: limbs[j] for j, o in zip(ends, off, strict=True) if o}
 
 
 def _limb_joints(limbs: Mapping[int, tuple[int, int]]) -> frozenset[int]:
