@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from blender_addon.core import models as core_models
@@ -45,23 +46,24 @@ JACOBIAN_RANK = 32
 BASIS_POSES = 2048  # training poses whose latents choose the directions
 
 
-def _layers(ae: PoseAutoencoder) -> list[tuple[str, tuple[Any, ...]]]:
-    """The decoder as (kind, parameters) steps: linear (W, b) as ``y = x @ W + b``,
-    layernorm (gain, bias, eps), relu."""
+def decoder_layers(ae: PoseAutoencoder) -> list[tuple[str, tuple[Any, ...]]]:
+    """The decoder as (kind, parameters) steps, as ``PoseAutoencoder.decode`` runs them:
+    linear (W, b) as ``y = linear(x, W, b) = x @ W.T + b``, layernorm (gain, bias, eps,
+    normalized shape), relu."""
     if ae.tied:
         enc = [m for m in ae.encoder if isinstance(m, nn.Linear)]
         steps: list[tuple[str, tuple[Any, ...]]] = []
         for i, (m, b) in enumerate(zip(reversed(enc), ae.dec_bias, strict=True)):
-            steps.append(("linear", (m.weight, b)))  # the transpose of the encoder's layer
+            steps.append(("linear", (m.weight.t(), b)))  # the transpose of the encoder's layer
             if i < len(enc) - 1:
                 steps.append(("relu", ()))
         return steps
     out = []
     for m in ae.decoder:
         if isinstance(m, nn.Linear):
-            out.append(("linear", (m.weight.t(), m.bias)))
+            out.append(("linear", (m.weight, m.bias)))
         elif isinstance(m, nn.LayerNorm):
-            out.append(("layernorm", (m.weight, m.bias, m.eps)))
+            out.append(("layernorm", (m.weight, m.bias, m.eps, m.normalized_shape)))
         elif isinstance(m, nn.ReLU):
             out.append(("relu", ()))
         else:
@@ -79,32 +81,51 @@ class DecoderJacobian(nn.Module):
         self.register_buffer("basis", torch.eye(ae.latent_size) if basis is None
                              else basis.detach().float().clone())
 
-    def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(self, z: torch.Tensor, layers: list[tuple[str, tuple[Any, ...]]] | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        pose, tangent = self._walk(z, decoder_layers(self.ae) if layers is None else layers, True)
+        jac = (tangent * self.ae.norm.std).expand(z.shape[0], -1, -1).transpose(1, 2)
+        return pose, jac, self.basis
+
+    def decode(self, z: torch.Tensor, layers: list[tuple[str, tuple[Any, ...]]]
+               ) -> torch.Tensor:
+        """The decoded pose (B, 21, 3) alone, through ``layers`` (:func:`decoder_layers`): a graph
+        that decodes and differentiates through the same ``layers`` keeps each weight
+        once (``PoseAutoencoder.decode`` would add its own copies)."""
+        return self._walk(z, layers, False)[0]
+
+    def _walk(self, z: torch.Tensor, layers: list[tuple[str, tuple[Any, ...]]],
+              tangents: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        # The values as the decoder's own ops (Gemm, LayerNormalization in ONNX: the same
+        # numbers as decoder.onnx); the tangents through the same weights (a Gemm on the
+        # flattened directions), so a graph holds each weight once.
         h = z
-        tangent: torch.Tensor | None = None  # (B or 1, L, features): d h / d z
-        for kind, params in _layers(self.ae):
+        tangent: torch.Tensor | None = None  # (B or 1, K, features): d h / d z
+        for kind, params in layers:
             if kind == "linear":
                 weight, bias = params
-                h = h @ weight + bias
-                # The first layer's tangent is the basis through its weight, the same for
-                # every latent.
-                tangent = (self.basis @ weight)[None] if tangent is None else tangent @ weight
+                h = F.linear(h, weight, bias)
+                if tangents:  # the first layer's is the basis through its weight, for all z
+                    t = self.basis if tangent is None else tangent.reshape(-1, weight.shape[1])
+                    t = F.linear(t, weight, torch.zeros_like(bias))
+                    tangent = t[None] if tangent is None \
+                        else t.reshape(*tangent.shape[:-1], weight.shape[0])
             elif kind == "layernorm":
-                gain, beta, eps = params
-                centred = h - h.mean(-1, keepdim=True)
-                std = torch.sqrt((centred * centred).mean(-1, keepdim=True) + eps)
-                xhat = centred / std
-                t = tangent - tangent.mean(-1, keepdim=True)
-                t = t - xhat[:, None, :] * (t * xhat[:, None, :]).mean(-1, keepdim=True)
-                tangent = t / std[:, None, :] * gain
-                h = xhat * gain + beta
+                gain, beta, eps, shape = params
+                if tangents:
+                    centred = h - h.mean(-1, keepdim=True)
+                    std = torch.sqrt((centred * centred).mean(-1, keepdim=True) + eps)
+                    xhat = centred / std
+                    t = tangent - tangent.mean(-1, keepdim=True)
+                    t = t - xhat[:, None, :] * (t * xhat[:, None, :]).mean(-1, keepdim=True)
+                    tangent = t / std[:, None, :] * gain
+                h = F.layer_norm(h, shape, gain, beta, eps)
             else:
-                tangent = tangent * (h > 0).to(h.dtype)[:, None, :]
+                if tangents:
+                    tangent = tangent * (h > 0).to(h.dtype)[:, None, :]
                 h = torch.relu(h)
-        norm = self.ae.norm
-        pose = norm.inverse(h).reshape(z.shape[0], skeleton.NUM_JOINTS, 3)
-        jac = (tangent * norm.std).expand(z.shape[0], -1, -1).transpose(1, 2)
-        return pose, jac, self.basis
+        pose = self.ae.norm.inverse(h).reshape(z.shape[0], skeleton.NUM_JOINTS, 3)
+        return pose, tangent
 
 
 def jacobian_basis(ae: PoseAutoencoder, poses: torch.Tensor, rank: int = JACOBIAN_RANK

@@ -29,7 +29,7 @@ from torch.onnx import register_custom_op_symbolic
 from blender_addon.core import models as core_models
 from blender_addon.core import refine, skeleton
 from blender_addon.core.fileio import atomic_open, write_json
-from training.jacobian import DecoderJacobian, initializer_count
+from training.jacobian import DecoderJacobian, decoder_layers, initializer_count
 from training.nets import PoseAutoencoder
 from training.onnx_io import OPSET, onnx_bytes
 
@@ -122,7 +122,9 @@ class EffectorRefinement(nn.Module):
         # The variables' move from the networks' answer (v - v_net): the latent's along the
         # basis, then the body's shift; the shift itself is shift + dv[:, -2:].
         dv = torch.zeros_like(shift[:, :1]).expand(b, rank + 2)
-        decoded, jac, _ = self.jacobian(z_net.float())
+        # One set of decoder weights for the Jacobian and every step's decode.
+        layers = decoder_layers(self.ae)
+        decoded, jac, _ = self.jacobian(z_net.float(), layers)
         pose, jac = self._fixed(offset + decoded.double(), bone_lengths, jac.double())
         pose = pose + (shift @ self.xz)[:, None]
         jac = torch.cat([jac, self.shift_jac.expand(b, -1, -1)], dim=2)
@@ -151,7 +153,7 @@ class EffectorRefinement(nn.Module):
                 + (self.prior * dv)[:, None] + res[:, None] @ rjac
             dv_try = dv - (grad @ inverse)[:, 0]  # the inverse is symmetric
             z = self._latent(z_net, dv_try[:, :rank])
-            decoded = self.ae.decode(z.float()).double().reshape(b, _J, 3)
+            decoded = self.jacobian.decode(z.float(), layers).double()
             pose_try = self._fixed(offset + decoded, bone_lengths)[0] \
                 + ((shift + dv_try[:, rank:]) @ self.xz)[:, None]
             res_try = self._rigid(pose_try, spans)[0]
