@@ -59,6 +59,22 @@ _TRUNK_BONES = np.array([_CHEST, _NECK, _HEAD])  # spine -> chest -> neck -> hea
 # What _settle holds with the head: the ankles and the head, reached from the hips and the
 # spine joint (made once: np.r_ costs tens of microseconds a call).
 _HELD_ENDS, _HELD_FROMS = np.r_[_LEG_ENDS, _HEAD], np.r_[_LEG_STARTS, _SPINE]
+
+
+def _sums(*groups: np.ndarray) -> np.ndarray:
+    """(21, K): column k sums the bone lengths of ``groups[k]``; ``lengths @ it`` gives
+    every reach in one product (the checks below run on every solve, mostly to find
+    nothing to do: gathers cost microseconds each)."""
+    out = np.zeros((len(PARENTS), len(groups)))
+    for k, bones in enumerate(groups):
+        out[bones, k] = 1.0
+    return out
+
+
+_LEG_REACH = _sums(*np.stack([_LEG_MIDS, _LEG_ENDS], axis=1))  # thigh -> ankle, each leg
+_HELD_REACH = np.concatenate([_LEG_REACH, _sums(_TRUNK_BONES)], axis=1)  # and spine -> head
+_ARM_REACH = _sums(*np.stack([_ELBOWS, _HANDS], axis=1))  # shoulder -> wrist, each arm
+_NECK_REACH = _sums(np.array([_NECK, _HEAD]))[:, 0]  # chest -> head
 _ABOVE_CHEST = _TRUNK[_TRUNK != _CHEST]  # neck, head, clavicles and arms
 _YZX, _ZXY = np.array([1, 2, 0]), np.array([2, 0, 1])  # cross products by index
 _DIAG = np.arange(3)
@@ -141,16 +157,16 @@ def _bend_spine_to_head(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     (the chest and all it carries turn about the spine joint, then about the chest). The
     pelvis and hips stay, so held feet stay in reach. The head's re-aim then has the last
     millimetres to do. True where it bent a trunk."""
-    rows = np.flatnonzero(goals[:, _HEAD])
-    if not rows.size:
+    head_goal = goals[:, _HEAD]
+    if not head_goal.any():
         return False
-    spine, chest, head = p[rows, _SPINE], p[rows, _CHEST], p[rows, _HEAD]
-    goal = targets[rows, _HEAD]
-    reach = lengths[rows, _NECK] + lengths[rows, _HEAD]
-    far = norm(goal - chest) > reach - _REACH_MARGIN
+    far = head_goal & (norm(targets[:, _HEAD] - p[:, _CHEST])
+                       > lengths @ _NECK_REACH - _REACH_MARGIN)
     if not far.any():
         return False
-    rows, spine, chest, head, goal = (a[far] for a in (rows, spine, chest, head, goal))
+    rows = np.flatnonzero(far)
+    spine, chest, head = p[rows, _SPINE], p[rows, _CHEST], p[rows, _HEAD]
+    goal = targets[rows, _HEAD]
     new_chest, _ = _bend(spine, chest, goal, norm(chest - spine), norm(head - chest))
     _turn_about(p, rows, _SPINE, _TRUNK, chest - spine, new_chest - spine)
     chest, head = p[rows, _CHEST], p[rows, _HEAD]
@@ -191,10 +207,10 @@ def _settle(p: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.n
     ends = _HELD_ENDS if head else _LEG_ENDS
     froms = _HELD_FROMS if head else _LEG_STARTS
     held = goals[:, ends]
-    reach = lengths[:, _LEG_MIDS] + lengths[:, _LEG_ENDS]
-    if head:
-        reach = np.concatenate([reach, lengths[:, _TRUNK_BONES].sum(axis=1, keepdims=True)], 1)
-    reach = reach * min(1.0 - _SETTLE_SLACK, straightest)
+    if not held.any():
+        return
+    reach = (lengths @ (_HELD_REACH if head else _LEG_REACH)) \
+        * min(1.0 - _SETTLE_SLACK, straightest)
     far = held & (norm(p[:, froms] - targets[:, ends]) > reach)
     if not far.any():  # the common case, checked first: every held goal within reach
         return
@@ -225,7 +241,7 @@ def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     hands = goals[:, _HANDS] & ~goals[:, _ARM_INNER].any(axis=-1)
     if not hands.any():
         return
-    reach = (lengths[:, _ELBOWS] + lengths[:, _HANDS]) * min(1.0 - _SETTLE_SLACK, straightest)
+    reach = (lengths @ _ARM_REACH) * min(1.0 - _SETTLE_SLACK, straightest)
     to_goal = targets[:, _HANDS] - p[:, _SHOULDERS]
     rows, arm = np.nonzero(hands & (norm(to_goal) > reach))
     if not rows.size:
