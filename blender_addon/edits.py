@@ -100,7 +100,7 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     if models is not None:
         metric_requests.check_requests(requests, models)
     quats, locs, start = state.start(pose, keep_base, mw)
-    editor = state.editor(obj, models, mw)
+    editor = state.editor(obj, models)
     effs = [Effector(t.joint, t.target_core, t.weight, t.pin) for t in targets]
     try:
         result = editor.solve(start, effs, requests, options, drag=live)
@@ -233,7 +233,7 @@ def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     pose = rig_io.read_pose(obj, info)
     mw = rig_io.world_matrix(obj)
     joints_arm, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
-    editor = editors.editor_for(obj, info, models, mw)
+    editor = editors.editor_for(obj, info, models)
     try:
         cleaned = editor.clean_pose(rig_io.armature_to_core(mw, joints_arm)[None])[0]
     except ValueError as exc:

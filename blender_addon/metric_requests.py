@@ -114,7 +114,7 @@ def measure_joints(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     except EditError:
         return
     mw = rig_io.world_matrix(obj)
-    store_measured(scene, models, editors.editor_for(obj, info, models, mw),
+    store_measured(scene, models, editors.editor_for(obj, info, models),
                    rig_io.armature_to_core(mw, joints))
 
 

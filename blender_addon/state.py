@@ -35,7 +35,7 @@ class ArmatureState:
     solved: np.ndarray  # (E, 16) the empties' world matrices at the last solve
     pose: rig_io.Pose | None = None  # the pose as the add-on last wrote it
     _start: tuple = ()  # (pose origin, base, world matrix, quats, locations, start)
-    _editor: tuple = ()  # (models, world matrix, editor)
+    _editor: tuple = ()  # (models, editor)
     _inverse: tuple = ()  # (world matrix, its inverse)
 
     def base_is_current(self, pose: rig_io.Pose, frame: int) -> bool:
@@ -71,14 +71,12 @@ class ArmatureState:
             self._inverse = (mw, np.linalg.inv(matrix_world))
         return rig_io.core_to_armature(matrix_world, points, self._inverse[1])
 
-    def editor(self, obj: bpy.types.Object, models: ModelSet | None,
-               matrix_world: np.ndarray) -> PoseEditor:
-        mw = matrix_world.tobytes()
+    def editor(self, obj: bpy.types.Object, models: ModelSet | None) -> PoseEditor:
         kept = self._editor
-        if kept and kept[0] is models and kept[1] == mw:
-            return kept[2]
-        editor = editors.editor_for(obj, self.info, models, matrix_world)
-        self._editor = (models, mw, editor)
+        if kept and kept[0] is models:
+            return kept[1]
+        editor = editors.editor_for(obj, self.info, models)
+        self._editor = (models, editor)
         return editor
 
 

@@ -12,6 +12,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy42 / .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import live  # noqa: E402
+from tests.blender import rigs  # noqa: E402
 
 NULL_TOL = 1e-3  # m: the largest move of any bone head a null edit may cause (the issue)
 
@@ -52,3 +53,37 @@ def test_null_solve_on_a_generated_rigify_rig(rigify_rig: bpy.types.Object) -> N
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     assert _largest_move(before, rig) < NULL_TOL
+
+
+def _with_buttocks() -> bpy.types.Object:
+    """The Mixamo test rig built as the CMU mocap's Daz skeleton is: each thigh hangs from
+    a short unmapped bone of its own under the hips (``LeftButtock``), which the mocap
+    turns, so the hips-to-thigh distance is not the rest one."""
+    bones = []
+    for name, parent, head, tail in rigs.mixamo_bones():
+        side = "Left" if "Left" in name else "Right"
+        if name.endswith("UpLeg"):
+            bridge = f"{side}Buttock"
+            bones.append((bridge, parent, (head[0] * 0.4, head[1], head[2] + 0.03), head))
+            parent = bridge
+        bones.append((name, parent, head, tail))
+    return rigs.build_armature("daz_like", bones)
+
+
+def test_null_solve_with_turned_bones_between_the_joints(scene: bpy.types.Scene) -> None:
+    """The unmapped bones between two mapped joints keep their turn through an edit, so
+    the distance they make is the pose's own, not the rest's: a null edit changes nothing
+    (it moved the knees 20-38 mm on CMU clips imported with Blender's BVH importer)."""
+    obj = _with_buttocks()
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    assert obj.data.npe_mapping.joints and all(
+        "Buttock" not in item.bone for item in obj.data.npe_mapping.joints)
+    for side, turn in (("Left", 0.35), ("Right", -0.25)):
+        bone = obj.pose.bones[f"{side}Buttock"]
+        bone.rotation_mode = "XYZ"
+        bone.rotation_euler = (turn, 0.1, -turn)
+    before = _heads(obj)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert _largest_move(before, obj) < NULL_TOL
