@@ -214,3 +214,23 @@ def test_rig_shaped_targets_are_reached_in_one_pass() -> None:
     two_pass, _ = reach.joint_positions(mapped, *reach.solve(mapped, q0, loc0, targets, goals))
     assert np.allclose(shaped, first, atol=1e-12)
     assert np.allclose(shaped, two_pass, atol=EXACT)
+
+
+def test_a_boneless_toe_is_aimed_at_by_its_foot_bone() -> None:
+    """A toe at its foot bone's tail (no toe bone) is reached like any joint: the foot bone
+    turns to aim its tail at the toe's target (left to keep its local turn, it pitched
+    with the shin)."""
+    rig, joint_bones = production_rig(seed=11, toes=False)
+    toes = {J["l_toe"]: joint_bones[J["l_foot"]], J["r_toe"]: joint_bones[J["r_foot"]]}
+    mapped = MappedRig(rig, tuple(joint_bones), toes, np.full(rig.num_bones, 0.12))
+    rng = np.random.default_rng(11)
+    q_target = random_quats(rng, (2, rig.num_bones), angle=0.5)
+    loc = np.zeros((2, rig.num_bones, 3))
+    targets, _ = reach.joint_positions(mapped, q_target, loc)  # toes at the foot tails
+    start = q_target.copy()
+    mapped_bones = [b for b in joint_bones if b is not None]
+    start[:, mapped_bones] = random_quats(rng, (2, len(mapped_bones)), angle=0.3)
+    q, out_loc = reach.solve(mapped, start, loc, targets)
+    assert q.shape == start.shape and out_loc.shape == loc.shape
+    joints, _ = reach.joint_positions(mapped, q, out_loc)
+    assert np.allclose(joints[:, list(toes)], targets[:, list(toes)], atol=EXACT)

@@ -119,7 +119,18 @@ def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> 
     assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG)) < REACH_TOL
 
 
-@pytest.mark.parametrize("kind", ["rigify", "mixamo"])
+@pytest.fixture
+def toeless_rig(scene: bpy.types.Scene) -> bpy.types.Object:
+    """The Mixamo test rig without toe bones (as the CMU mocap's Daz skeleton and many game
+    rigs are): the toes are the foot bones' tails."""
+    bones = [b for b in rigs.mixamo_bones() if "Toe" not in b[0]]
+    obj = rigs.build_armature("toeless", bones)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    return obj
+
+
+@pytest.mark.parametrize("kind", ["rigify", "mixamo", "toeless"])
 @pytest.mark.parametrize("preset", ["HANDS", "LIMBS"])
 def test_a_large_hand_drag_keeps_the_feet_where_blender_shows_them(
         kind: str, preset: str, request: pytest.FixtureRequest) -> None:
