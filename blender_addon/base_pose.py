@@ -10,7 +10,7 @@ replaced on purpose by Insert Keyframe, Clean Pose and propagation. It lives in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import bpy
 import numpy as np
@@ -133,6 +133,27 @@ def base_arrays(info: rig_io.RigInfo, base: BasePose, pose: rig_io.Pose
                                     base.axis_angle)
     locs[m] = base.location
     return quats, locs
+
+
+def unkeyed_pose(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
+                 ) -> rig_io.Pose:
+    """The pose on the rig with the mapped bones back at the base while it applies: the
+    values channels without keys had before the edit (an edit not yet keyed changes them
+    on every frame), for propagation to read the action with and keep outside its range."""
+    pose = rig_io.read_pose(obj, info)
+    base = read_base(obj, info)
+    if not base_is_current(base, info, pose, scene.frame_current):
+        return pose
+    m = list(info.mapped)
+    raw = {"quaternion": base.quaternion, "eulers": base.euler,
+           "axis_angles": base.axis_angle, "locations": base.location}
+    channels = {}
+    for name, values in raw.items():
+        channel = getattr(pose, name).copy()
+        channel[m] = values
+        channels[name] = channel
+    quats, _ = base_arrays(info, base, pose)
+    return replace(pose, quats=quats, **channels)
 
 
 def restore_base(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,

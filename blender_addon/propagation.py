@@ -166,7 +166,8 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
     center = scene.frame_current - int(frames[0])
 
     progress(0)
-    quats, locs, eulers = rig_keys.read_clip(obj, info, frames)
+    unkeyed = base_pose.unkeyed_pose(scene, obj, info)
+    quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
     mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
@@ -192,7 +193,8 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
     progress(3)
 
     # Validated: write.
-    n = rig_keys.write_keys(obj, info, frames, new_q, new_l, euler_ref=eulers[0])
+    n = rig_keys.write_keys(obj, info, frames, new_q, new_l, euler_ref=eulers[0],
+                            unkeyed=unkeyed)
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
     notes = []

@@ -14,7 +14,7 @@ import numpy as np
 
 from .core import conversions, rotations
 from .core.conversions import AXIS_ANGLE, QUATERNION
-from .rig_io import RigInfo, read_pose
+from .rig_io import Pose, RigInfo, read_pose
 
 
 def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_struct | None:
@@ -55,6 +55,11 @@ def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_str
     return layer.strips[0].channelbag(slot, ensure=create)
 
 
+# A pose channel property -> the :class:`.rig_io.Pose` field of its raw values.
+_POSE_CHANNEL = {"rotation_quaternion": "quaternion", "rotation_euler": "eulers",
+                 "rotation_axis_angle": "axis_angles", "location": "locations"}
+
+
 def bone_path(name: str, prop: str) -> str:
     return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
 
@@ -67,16 +72,18 @@ def _rotation_prop(mode: str) -> tuple[str, int]:
     return "rotation_euler", 3
 
 
-def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray,
+              unkeyed: Pose | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The action's local pose at every frame: quats ``(T, B, 4)``, locations ``(T, B, 3)``
     and raw Euler angles ``(T, B, 3)``.
 
     Only the bones the mapped joints depend on are evaluated (``fcurve.evaluate``, no
-    frame changes); unanimated channels and other bones keep their current values. The
-    action alone is read: drivers, constraints and NLA strips are not.
+    frame changes); unanimated channels and other bones keep the values of ``unkeyed``
+    (default: the pose on the rig now; an edit not yet keyed changed that pose's
+    unanimated channels, which the action never had). The action alone is read: drivers,
+    constraints and NLA strips are not.
     """
-    pose = read_pose(obj, info)
+    pose = read_pose(obj, info) if unkeyed is None else unkeyed
     t = len(frames)
     quats = np.repeat(pose.quaternion[None], t, axis=0)
     eulers = np.repeat(pose.eulers[None], t, axis=0)
@@ -97,9 +104,44 @@ def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray
     return conversions.to_quats(pose.modes, quats, eulers, axis_angles), locations, eulers
 
 
-def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray) -> None:
-    """Replace the keys of ``fcurve`` inside [frames[0], frames[-1]] by ours; keep the rest."""
+# Handle types recomputed from the neighbouring keys: a key bounding the rewritten span
+# gets aligned handles instead, as they are, so the curve beyond it keeps its shape.
+_AUTO_HANDLES = ("AUTO", "AUTO_CLAMPED")
+
+
+def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray,
+                unkeyed: float | None = None) -> None:
+    """Replace the keys of ``fcurve`` inside [frames[0], frames[-1]] by ours; keep the rest.
+
+    ``unkeyed`` (the channel's value where it has no keys yet): also keep every whole frame
+    outside the range where it was. The frames between the range and the nearest keys
+    outside it are keyed with the values they had, and those keys' automatic handles are
+    frozen as they are (a sparse, hand-keyed curve: new keys next to a key recompute its
+    handles, and with them the frames up to the key before it); a curve with no keys gets
+    its old constant value on both sides of the range.
+    """
     points = fcurve.keyframe_points
+    lo, hi = float(frames[0]), float(frames[-1])
+    if unkeyed is not None:
+        co = np.empty(len(points) * 2, dtype=np.float32)
+        points.foreach_get("co", co)
+        xs = co[0::2]
+        before, after = np.flatnonzero(xs < lo - 1e-3), np.flatnonzero(xs > hi + 1e-3)
+        first = int(np.floor(xs[before].max())) + 1 if before.size else int(lo) - 1
+        last = int(np.ceil(xs[after].min())) - 1 if after.size else int(hi) + 1
+        margin = np.r_[np.arange(first, lo), np.arange(hi + 1, last + 1)]
+        kept = [fcurve.evaluate(float(f)) for f in margin] if len(points) \
+            else [unkeyed] * len(margin)
+        bounds = [before[np.argmax(xs[before])]] if before.size else []
+        bounds += [after[np.argmin(xs[after])]] if after.size else []
+        for i in bounds:
+            key = points[int(i)]
+            for side in ("handle_left_type", "handle_right_type"):
+                if getattr(key, side) in _AUTO_HANDLES:
+                    setattr(key, side, "ALIGNED")
+        order = np.argsort(np.r_[margin, frames])
+        frames = np.r_[margin, frames][order]
+        values = np.r_[kept, values][order]
     n_old = len(points)
     if n_old:
         co = np.empty(n_old * 2, dtype=np.float32)
@@ -124,14 +166,16 @@ def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray) -> None:
 
 def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
                quats: np.ndarray, locations: np.ndarray, bones: Sequence[int] | None = None,
-               euler_ref: np.ndarray | None = None) -> int:
+               euler_ref: np.ndarray | None = None, unkeyed: Pose | None = None) -> int:
     """Key ``bones`` (default: the mapped ones) at ``frames`` from ``quats`` (T, B, 4) and
     ``locations`` (T, B, 3), through F-curve data; returns the number of F-curves written.
 
     Each bone is keyed in its own rotation mode, mapped root bones on their location too.
     Keys of those channels inside the frame range are replaced; keys outside are kept.
     ``euler_ref`` (B, 3): Euler angles the first frame stays compatible with (default: the
-    current pose).
+    current pose). ``unkeyed`` (the pose whose values unanimated channels had): keep every
+    whole frame outside the range as it was (propagation; see :func:`_merge_keys`), where
+    inserting a key reshapes the curve around it as Blender's keying does.
     """
     frames_arr = np.asarray(frames, dtype=np.float64)
     bones = list(info.mapped if bones is None else bones)
@@ -166,7 +210,8 @@ def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
             if fc is None:
                 fc = bag.fcurves.new(path, index=i)
                 fc.group = group
-            _merge_keys(fc, frames_arr, vals)
+            _merge_keys(fc, frames_arr, vals, None if unkeyed is None
+                        else float(getattr(unkeyed, _POSE_CHANNEL[prop_name])[b, i]))
             written += 1
     obj.update_tag()
     return written

@@ -138,3 +138,48 @@ def test_the_report_gives_the_miss_of_the_keyed_pose(clip_rig: bpy.types.Object)
     real = max(np.linalg.norm(heads[e.joint] - np.array(e.empty.matrix_world.translation))
                for e in obj.npe.effectors)
     assert abs(float(found.group(2)) - real * 100) <= 0.051
+
+
+SPARSE_KEYS = (1, 11, 21, 31, 41)  # an animator's keys: every tenth frame, Bezier between
+SPARSE_RADIUS = 5
+
+
+def test_a_hand_keyed_action_keeps_its_frames_outside_the_range(
+        scene: bpy.types.Scene) -> None:
+    """Keys every tenth frame and the root's location never keyed, an edit at frame 21
+    propagated over 17-25: every frame outside the range stays where it was (the new keys
+    reshaped the curves up to the keys before and after, and the root's new location keys
+    held their edge values over the whole action: frames outside moved 4-25 mm)."""
+    obj = rigs.mixamo()
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    rng = np.random.default_rng(0)
+    for f in SPARSE_KEYS:
+        for pb in obj.pose.bones:
+            pb.rotation_mode = "QUATERNION"
+            q = np.r_[1.0, rng.normal(0.0, 0.15, 3)]
+            pb.rotation_quaternion = q / np.linalg.norm(q)
+            pb.keyframe_insert("rotation_quaternion", frame=f)
+    frames = np.arange(SPARSE_KEYS[0], SPARSE_KEYS[-1] + 1)
+    center = SPARSE_KEYS[2]
+
+    def heads() -> np.ndarray:
+        out = []
+        for f in frames:
+            scene.frame_set(int(f))
+            out.append(np.array(list(rigs.mapped_heads(obj).values())))
+        return np.array(out)
+
+    before = heads()
+    scene.frame_set(center)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
+    hand.location = np.array(hand.location) + np.array([0.05, -0.10, 0.10])
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.npe.propagation.radius = SPARSE_RADIUS
+    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    moved = np.linalg.norm(heads() - before, axis=-1).max(axis=1)
+    outside = np.abs(frames - center) >= SPARSE_RADIUS
+    assert moved[outside].max() < 1e-5, moved
+    assert moved[frames == center][0] > 0.05  # the edit is there
