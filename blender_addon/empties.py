@@ -16,7 +16,7 @@ from mathutils import Matrix
 
 from . import rig_io
 from .core import conversions
-from .core.skeleton import JOINT_INDEX, blender_to_yup
+from .core.skeleton import JOINT_INDEX
 from .errors import EditError
 
 COLLECTION_NAME = "NPE Effectors"
@@ -102,7 +102,7 @@ def targets(effectors: Sequence[Spec], empty_matrices: np.ndarray, matrix_world:
     if not finite.all():
         bad = effectors[int(np.argmin(finite))].joint
         raise EditError(f"The {bad} effector's empty has an invalid transform")
-    places = blender_to_yup(empty_matrices[:, :3, 3])
+    places = rig_io.world_to_core(matrix_world, empty_matrices[:, :3, 3])
     return [Target(s.joint, p, s.weight, s.pin,
                    rig_io.world_to_armature_rotation(matrix_world, m[:3, :3])
                    if s.use_rotation else None, m.ravel())

@@ -412,17 +412,29 @@ def world_matrix(obj: bpy.types.Object) -> np.ndarray:
     return matrix_of(obj)
 
 
+def _floor(matrix_world: np.ndarray) -> np.ndarray:
+    """(3,) world: the point of the armature object's origin height on the world's Z axis."""
+    return np.array([0.0, 0.0, matrix_world[2, 3]])
+
+
+def world_to_core(matrix_world: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """World points ``(..., 3)`` -> core space: Y up, the floor the horizontal plane through
+    the armature object's origin. The models know a body on a floor at height 0: a rig
+    whose object stands on a platform, 0.5 m up, looked to them like a body floating 0.5 m
+    in the air (its planted feet were not held, and slid in hand drags)."""
+    return blender_to_yup(np.asarray(points, dtype=np.float64) - _floor(matrix_world))
+
+
 def armature_to_core(matrix_world: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """Armature-space points ``(..., 3)`` -> core space (world, Y up)."""
-    world = points @ matrix_world[:3, :3].T + matrix_world[:3, 3]
-    return blender_to_yup(world)
+    """Armature-space points ``(..., 3)`` -> core space (:func:`world_to_core`)."""
+    return world_to_core(matrix_world, points @ matrix_world[:3, :3].T + matrix_world[:3, 3])
 
 
 def core_to_armature(matrix_world: np.ndarray, points: np.ndarray,
                      inverse: np.ndarray | None = None) -> np.ndarray:
     """Inverse of :func:`armature_to_core` (``inverse``: the world matrix's, when known)."""
     inv = np.linalg.inv(matrix_world) if inverse is None else inverse
-    return yup_to_blender(points) @ inv[:3, :3].T + inv[:3, 3]
+    return (yup_to_blender(points) + _floor(matrix_world)) @ inv[:3, :3].T + inv[:3, 3]
 
 
 def world_to_armature_rotation(matrix_world: np.ndarray, rotation: np.ndarray) -> np.ndarray:

@@ -78,7 +78,11 @@ FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
 _ANKLES = np.array([FOOT_JOINTS[side][0] for side in ("l", "r")])
 _TOES = np.array([FOOT_JOINTS[side][1] for side in ("l", "r")])
 _TRUNK = skeleton.joint_indices(["pelvis", "spine", "chest", "neck", "head"])
-MOVED_M = 1e-9  # model metres: a target this far off its joint asks for a move
+# Model metres: a target this far off its joint asks for a move. Above float32 rounding
+# (Blender keeps an empty's matrix in float32: at a rig 0.5 m up, an empty left on its joint
+# read 1e-7 m off it, counted as moved, and a null head effector turned body follow full
+# on: a hand drag moved the other joints 2.80 cm there against 2.50 at the origin).
+MOVED_M = 1e-5
 REACH_TOLERANCE = 1e-4  # m on the models' body: 0.1 mm on a 1.7 m rig, 0.01 units in cm
 CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in reach tolerances
 # A single solve leaving an effector further than this (m) off its target says which
@@ -415,7 +419,7 @@ class PoseEditor:
             # where they are held.
             answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
                           ) @ turn.swapaxes(-1, -2) + move
-            moved = (mask > 0) & (t != p).any(axis=-1)
+            moved = _moved(mask, t, p, MOVED_M / np.asarray(frame.scale)[:, None])
             held = (mask > 0) & (w >= 1.0) & ~moved
             out = exact_reach.solve(out, moved | held, np.where(moved[..., None], answer, t),
                                     frame.lengths, tolerance,
@@ -614,9 +618,11 @@ def _beyond_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.nda
     return reach_bounds.describe(over[0], other[0], MISS_NOTE_M)
 
 
-def _moved(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray) -> np.ndarray:
-    """(B, 21) the effectors whose target is off their joint."""
-    return (mask > 0) & (np.abs(targets - pose).max(axis=-1) > MOVED_M)
+def _moved(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray,
+           tolerance: float | np.ndarray = MOVED_M) -> np.ndarray:
+    """(B, 21) the effectors whose target is off their joint (by more than ``tolerance``,
+    model metres unless given in the pose's units)."""
+    return (mask > 0) & (np.abs(targets - pose).max(axis=-1) > tolerance)
 
 
 def _shift3(shift: np.ndarray) -> np.ndarray:

@@ -558,3 +558,37 @@ def test_other_solvers(mixamo_rig: bpy.types.Object, solver: str) -> None:
     hand.location = target
     assert _solve() == {"FINISHED"}
     assert np.linalg.norm(rigs.mapped_heads(mixamo_rig)["r_hand"] - target) < REACH_TOL
+
+
+PLATFORM = (1.0, 2.0, 0.5)  # m: a rig's object moved along the floor and up onto a platform
+SAME_EDIT_TOL = 1e-4  # m: the same drag gives the same pose (measured 0.00 mm)
+
+
+def _drag_result(scene: bpy.types.Scene, location: tuple[float, ...]) -> np.ndarray:
+    """The Mixamo rig with its object at ``location``: hands, feet and head as effectors,
+    the left hand's empty 30 cm up, Solve; the joints as Blender evaluates them, relative
+    to the object's origin."""
+    obj = rigs.mixamo()
+    obj.location = location
+    rigs.select_only(obj)
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    empty = next(e.empty for e in obj.npe.effectors if e.joint == "l_hand")
+    empty.location = np.array(empty.location) + np.array([0.0, 0.0, 0.3])
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    heads = rigs.mapped_heads(obj)
+    out = np.array([heads[j] for j in rigs.JOINTS]) - np.array(location)
+    bpy.data.objects.remove(obj)
+    return out
+
+
+def test_a_rig_on_a_platform_is_edited_as_on_the_floor(scene: bpy.types.Scene) -> None:
+    """The floor is the plane through the armature object's origin: a rig moved up onto a
+    platform, 0.5 m above the world's origin, gets the same edit (its planted feet held,
+    its empties counted where they are) as on the world's floor. Before, the models saw it
+    floating and a null head effector read 1e-7 m off its joint (float32) turned body
+    follow full on."""
+    on_floor = _drag_result(scene, (0.0, 0.0, 0.0))
+    up = _drag_result(scene, PLATFORM)
+    assert np.abs(up - on_floor).max() < SAME_EDIT_TOL
