@@ -145,10 +145,9 @@ def unkeyed_pose(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.Rig
     if not base_is_current(base, info, pose, scene.frame_current):
         return pose
     m = list(info.mapped)
-    raw = {"quaternion": base.quaternion, "eulers": base.euler,
-           "axis_angles": base.axis_angle, "locations": base.location}
     channels = {}
-    for name, values in raw.items():
+    for attr, values in base.channels().items():
+        name = rig_io.POSE_FIELD[attr]
         channel = getattr(pose, name).copy()
         channel[m] = values
         channels[name] = channel

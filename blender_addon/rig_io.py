@@ -220,6 +220,7 @@ CHANNELS = (("rotation_quaternion", 4, "quaternion"), ("rotation_euler", 3, "eul
 _OFFSETS = dict(zip((c[0] for c in CHANNELS),
                     np.cumsum([0] + [c[1] for c in CHANNELS])[:-1].tolist(), strict=True))
 _RAW_WIDTH = sum(c[1] for c in CHANNELS)
+POSE_FIELD = {attr: name for attr, _width, name in CHANNELS}  # channel -> Pose field
 _CHANNEL_OF = {"quaternion": "rotation_quaternion", "euler": "rotation_euler",
                "axis_angle": "rotation_axis_angle"}  # conversions.from_quats' names
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .core import conversions, rotations
 from .core.conversions import AXIS_ANGLE, QUATERNION
-from .rig_io import Pose, RigInfo, read_pose
+from .rig_io import POSE_FIELD, Pose, RigInfo, read_pose
 
 
 def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_struct | None:
@@ -53,11 +53,6 @@ def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_str
             return None
         layer.strips.new(type="KEYFRAME")
     return layer.strips[0].channelbag(slot, ensure=create)
-
-
-# A pose channel property -> the :class:`.rig_io.Pose` field of its raw values.
-_POSE_CHANNEL = {"rotation_quaternion": "quaternion", "rotation_euler": "eulers",
-                 "rotation_axis_angle": "axis_angles", "location": "locations"}
 
 
 def bone_path(name: str, prop: str) -> str:
@@ -121,32 +116,28 @@ def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray,
     its old constant value on both sides of the range.
     """
     points = fcurve.keyframe_points
-    lo, hi = float(frames[0]), float(frames[-1])
+    n_old = len(points)
+    co = np.empty(n_old * 2, dtype=np.float32)
+    points.foreach_get("co", co)
+    old_x = co[0::2]
     if unkeyed is not None:
-        co = np.empty(len(points) * 2, dtype=np.float32)
-        points.foreach_get("co", co)
-        xs = co[0::2]
-        before, after = np.flatnonzero(xs < lo - 1e-3), np.flatnonzero(xs > hi + 1e-3)
-        first = int(np.floor(xs[before].max())) + 1 if before.size else int(lo) - 1
-        last = int(np.ceil(xs[after].min())) - 1 if after.size else int(hi) + 1
-        margin = np.r_[np.arange(first, lo), np.arange(hi + 1, last + 1)]
-        kept = [fcurve.evaluate(float(f)) for f in margin] if len(points) \
-            else [unkeyed] * len(margin)
-        bounds = [before[np.argmax(xs[before])]] if before.size else []
-        bounds += [after[np.argmin(xs[after])]] if after.size else []
+        lo, hi = float(frames[0]), float(frames[-1])
+        before = np.flatnonzero(old_x < lo - 1e-3)
+        after = np.flatnonzero(old_x > hi + 1e-3)
+        first = int(np.floor(old_x[before].max())) + 1 if before.size else int(lo) - 1
+        last = int(np.ceil(old_x[after].min())) - 1 if after.size else int(hi) + 1
+        pre, post = np.arange(first, lo), np.arange(hi + 1, last + 1)
+        kept = [fcurve.evaluate(float(f)) if n_old else unkeyed for f in (*pre, *post)]
+        bounds = [before[np.argmax(old_x[before])]] if before.size else []
+        bounds += [after[np.argmin(old_x[after])]] if after.size else []
         for i in bounds:
             key = points[int(i)]
             for side in ("handle_left_type", "handle_right_type"):
                 if getattr(key, side) in _AUTO_HANDLES:
                     setattr(key, side, "ALIGNED")
-        order = np.argsort(np.r_[margin, frames])
-        frames = np.r_[margin, frames][order]
-        values = np.r_[kept, values][order]
-    n_old = len(points)
+        frames = np.r_[pre, frames, post]
+        values = np.r_[kept[:len(pre)], values, kept[len(pre):]]
     if n_old:
-        co = np.empty(n_old * 2, dtype=np.float32)
-        points.foreach_get("co", co)
-        old_x = co[0::2]
         inside = np.flatnonzero((old_x >= frames[0] - 1e-3) & (old_x <= frames[-1] + 1e-3))
         if len(inside) == n_old:
             points.clear()
@@ -211,7 +202,7 @@ def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
                 fc = bag.fcurves.new(path, index=i)
                 fc.group = group
             _merge_keys(fc, frames_arr, vals, None if unkeyed is None
-                        else float(getattr(unkeyed, _POSE_CHANNEL[prop_name])[b, i]))
+                        else float(getattr(unkeyed, POSE_FIELD[prop_name])[b, i]))
             written += 1
     obj.update_tag()
     return written
