@@ -245,3 +245,20 @@ def test_committed_slider_reach_comes_out_again(cmu_dataset: Path, tmp_path: Pat
             if row[d]:
                 assert fresh["metrics"][name][d]["reach"] == pytest.approx(
                     row[d]["reach"], abs=REACH_TOLERANCE), (name, d)
+
+
+def test_quiet_machine_table_comes_from_its_runs(tmp_path: Path) -> None:
+    """The quiet machine's latency table is remade from the committed run reports alone,
+    so every range in it traces to a report; the target verdicts follow the figures."""
+    from training.results import QUIET_RUNS
+
+    out = tmp_path / "latency-quiet.json"
+    assert main(["describe-latency", *(str(REPO / p) for p in QUIET_RUNS),
+                 "--json", str(out)]) == 0
+    committed = (REPO / RESULTS["latency-quiet"].json).with_suffix(".md").read_text()
+    assert out.with_suffix(".md").read_text() == committed
+    rows = json.loads(out.read_text())["rows"]
+    universal = next(r for r in rows if r["method"] == "universal")
+    worst = max(s["max_ms"] for s in universal["sets"].values())
+    line = next(x for x in committed.splitlines() if x.startswith(f"| {universal['label']} |"))
+    assert ("**missed**" in line) == (worst > universal["target_ms"])

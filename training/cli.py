@@ -109,6 +109,11 @@ def _add_describe(sub: argparse._SubParsersAction) -> None:
     p.add_argument("summaries", nargs="+", metavar="SUMMARY.json")
     p.add_argument("--json", required=True, help="output JSON (its table beside it, .md)")
     p.set_defaults(run=_run_describe)
+    p = sub.add_parser("describe-latency", help="the range of each latency figure over "
+                       "benchmark --suite latency reports (runs on a quiet machine)")
+    p.add_argument("reports", nargs="+", metavar="LATENCY.json")
+    p.add_argument("--json", required=True, help="output JSON (its table beside it, .md)")
+    p.set_defaults(run=_run_describe)
     p = sub.add_parser("describe-models", help="the model sets' training table (time, "
                        "parameters, validation losses) from their manifests")
     p.add_argument("folders", nargs="+", metavar="MODELS")
@@ -123,6 +128,8 @@ def _run_describe(args: argparse.Namespace) -> int:
 
     if args.command == "describe-data":
         result, text = describe.describe_data(args.summaries), describe.datasets_markdown
+    elif args.command == "describe-latency":
+        result, text = describe.describe_latency(args.reports), describe.latency_markdown
     else:
         result = describe.describe_models(args.folders, args.datasets)
         text = describe.models_markdown

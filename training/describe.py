@@ -119,3 +119,71 @@ def models_markdown(result: dict[str, Any]) -> str:
                      f"**{r['seconds'] / 60:.1f} min** | {r['autoencoder_val_loss']:.2e} | "
                      f"{r['universal_val_loss']:.2e} |")
     return "\n".join(lines) + "\n"
+
+
+# ``benchmark --suite latency`` runs (one JSON report each, e.g. on a quiet machine lent for
+# the measurement): each figure's range over the runs, against the issues' targets.
+LATENCY_METHODS = {"universal": "universal (networks, rig-shaped answer)",
+                   "universal + refinement (3 steps, default options)":
+                       "universal + refinement (3 steps, default)",
+                   "classic FABRIK": "classic FABRIK"}
+DRAG_SETTINGS = {"refined (default)": "Live drag update, refined (default)",
+                 "refinement off": "Live drag update, refinement off"}
+LATENCY_TARGETS_MS = {"universal": 0.3, "universal + refinement (3 steps, default options)": 0.6}
+
+
+def _span(values: list[float]) -> dict[str, float]:
+    return {"min_ms": min(values), "max_ms": max(values)}
+
+
+def describe_latency(reports: list[str]) -> dict[str, Any]:
+    """Each latency figure's lowest and highest median over the runs' reports."""
+    from training.benchmark import LATENCY_SETS
+
+    runs = [_read(p) for p in reports]
+    rows = []
+    for method, label in LATENCY_METHODS.items():
+        rows.append({"method": method, "label": label, "target_ms": LATENCY_TARGETS_MS.get(method),
+                     "sets": {s: _span([r["latency"][s][method]["median_ms"] for r in runs])
+                              for s in LATENCY_SETS}})
+    for setting, label in DRAG_SETTINGS.items():
+        rows.append({"method": setting, "label": label, "target_ms": None, "sets": {
+            list(LATENCY_SETS)[-1]: _span([r["drag_updates"][setting]["median_ms"]
+                                           for r in runs])}})
+    return {"reports": list(reports), "rows": rows, "runs": [
+        {"data": r["data"], "models": r["models"], "machine": r["machine"]} for r in runs]}
+
+
+def _range(span: dict[str, float]) -> str:
+    low, high = f"{span['min_ms']:.2f}", f"{span['max_ms']:.2f}"
+    return low if low == high else f"{low}-{high}"
+
+
+def latency_markdown(result: dict[str, Any]) -> str:
+    from training.benchmark import LATENCY_SETS
+
+    runs = result["runs"]
+    machines = sorted({f"{r['machine']['cpu']}, {r['machine']['cores']} cores" for r in runs})
+    loads = [x for r in runs for x in (r["machine"]["load_avg_1_5_15"][0],
+                                       r["machine"]["load_avg_after"][0])]
+    versions = sorted({f"Python {m['python']}, numpy {m['numpy']}, onnxruntime "
+                       f"{m['onnxruntime']}" for m in (r["machine"] for r in runs)})
+    each = "; ".join(f"{r['data']}, models `{r['models']}`" for r in runs)
+    lines = [f"{len(runs)} runs ({each}) on {' / '.join(machines)}, one thread, load average "
+             f"{min(loads):.2f}-{max(loads):.2f} (1 min, before and after each run); "
+             f"{' / '.join(versions)}.", "",
+             f"| median (ms), one thread | {' | '.join(LATENCY_SETS)} | target |",
+             "|---|" + "---|" * (len(LATENCY_SETS) + 1)]
+    for row in result["rows"]:
+        cells = [_range(row["sets"][s]) if s in row["sets"] else "" for s in LATENCY_SETS]
+        target = row["target_ms"]
+        if target is None:
+            verdict = "–"
+        else:
+            spans = row["sets"].values()
+            low = min(s["min_ms"] for s in spans) / target
+            high = max(s["max_ms"] for s in spans) / target
+            verdict = (f"≤ {target}: **met**" if high <= 1.0 else
+                       f"≤ {target}: **missed** by {low:.1f}-{high:.1f}x")
+        lines.append(f"| {row['label']} | {' | '.join(cells)} | {verdict} |")
+    return "\n".join(lines) + "\n"

@@ -50,6 +50,8 @@ BVH_CLIPS = "20"  # clips timed by benchmark-bvh
 SOLVER_CHECK_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"),
                      ("models", "bandai"))  # the last: the CMU set on data it never saw
 SLIDER_REACH_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"))
+QUIET_RUNS = tuple(str(RESULTS_DIR / "quiet-machine" / f"latency-{run}.json")
+                   for run in ("cmu-1", "cmu-2", "bandai", "cmu-cmu-bandai"))
 
 
 def _json(name: str) -> str:
@@ -109,6 +111,10 @@ def _described() -> tuple[Result, ...]:
         Result("latency-cmu", ("benchmark", "--suite", "latency", "--data", DATA_FILES["cmu"],
                                "--max-clips", "40", "--models", SETS[""], "--out",
                                "runs/results", "--json", _json("latency-cmu")), ("cmu",)),
+        # The same command's runs on a quiet machine (docs/results/quiet-machine/: the
+        # first 40 CMU / Bandai Namco test clips), each figure's range over them.
+        Result("latency-quiet", ("describe-latency", *QUIET_RUNS, "--json",
+                                 _json("latency-quiet")), ()),
         # Inside Blender (the bpy venv); its clips come from the CMU test split's picks.
         Result("benchmark_blender", ("benchmark-blender", "--models", SETS[""], "--out",
                                      str(RESULTS_DIR)), ("cmu",)),
