@@ -39,6 +39,8 @@ DRAG_EFFECTORS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
 GRAPH_BLOCK = 50
 DRAG_SETTINGS = {"refined (default)": SolveOptions(),
                  "refinement off": SolveOptions(refine_steps=0)}
+OFF_M = 0.001  # m: a drag update that leaves a goal this far off its target shows it
+JUMP_M = 0.005  # m: a move of the pose at the drag's pause the user sees
 
 
 def machine() -> dict[str, Any]:
@@ -51,14 +53,15 @@ def machine() -> dict[str, Any]:
             "thread_pools": {p["internal_api"]: p["num_threads"] for p in threadpool_info()}}
 
 
-def drag_updates(poses: np.ndarray, rng: np.random.Generator
+def drag_updates(poses: np.ndarray, rng: np.random.Generator,
+                 span: tuple[float, float] = DRAG_SPAN
                  ) -> Iterator[tuple[np.ndarray, list[Effector]]]:
     """Live drag updates from each start pose (see the module's docstring): the start pose
-    and the effectors of each update."""
+    and the effectors of each update; the hand goes ``span`` metres in all."""
     hand = skeleton.JOINT_INDEX[DRAG_JOINT]
     for pose in poses:
         move = rng.normal(size=3)
-        move *= rng.uniform(*DRAG_SPAN) / np.linalg.norm(move)
+        move *= rng.uniform(*span) / np.linalg.norm(move)
         for step in range(1, DRAG_STEPS + 1):
             target = pose.copy()
             target[hand] += move * step / DRAG_STEPS
@@ -73,6 +76,38 @@ def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
         editor.solve(pose, effs, options=options, drag=True)
         times.append(time.perf_counter() - start)
     return {**benchmark.timing(times), "updates": len(times)}
+
+
+def _miss(positions: np.ndarray, effs: list[Effector]) -> float:
+    """The largest distance of an effector joint from its target (m)."""
+    idx = [skeleton.JOINT_INDEX[e.joint] for e in effs]
+    return float(np.linalg.norm(positions[idx] - np.array([e.target for e in effs]),
+                                axis=-1).max())
+
+
+def drag_continuity(editor: PoseEditor, poses: np.ndarray, rng: np.random.Generator,
+                    span: tuple[float, float] = DRAG_SPAN) -> dict[str, float]:
+    """Live mode as the user sees it, default options: the drag updates of
+    :func:`drag_updates` (``solve(drag=True)``), and at each drag's end the pause's solve
+    of the same targets (``solve()``: the full-body FABRIK fallback a drag update skips).
+    How many updates leave a goal off its target, and how far the pose moves when the drag
+    pauses (the largest joint move): a pose that jumps then is one the drag never showed."""
+    misses, jumps, pause_misses = [], [], []
+    for k, (pose, effs) in enumerate(drag_updates(poses, rng, span)):
+        shown = editor.solve(pose, effs, drag=True).positions[0]
+        misses.append(_miss(shown, effs))
+        if (k + 1) % DRAG_STEPS == 0:
+            paused = editor.solve(pose, effs).positions[0]
+            jumps.append(float(np.linalg.norm(shown - paused, axis=-1).max()))
+            pause_misses.append(_miss(paused, effs))
+    jumps_mm = np.array(jumps) * benchmark.MM
+    return {"updates": len(misses), "drags": len(jumps),
+            "updates_off_pct": float(np.mean(np.array(misses) > OFF_M) * 100.0),
+            "pauses_off_pct": float(np.mean(np.array(pause_misses) > OFF_M) * 100.0),
+            "jumps_over": int((jumps_mm > JUMP_M * benchmark.MM).sum()),
+            "jump_median_mm": float(np.median(jumps_mm)),
+            "jump_p90_mm": float(np.percentile(jumps_mm, 90)),
+            "jump_max_mm": float(jumps_mm.max())}
 
 
 def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, seed: int
@@ -124,6 +159,7 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
     for name, options in DRAG_SETTINGS.items():
         result["drag_updates"][name] = drag_latency(editor, x[:drags], options,
                                                     np.random.default_rng(seed + 1))
+    result["drag_continuity"] = drag_continuity(editor, x[:drags], np.random.default_rng(seed + 1))
     result["refinement_graphs"] = graph_speedup(models_dir, x, x2, drags, seed + 1)
     result["machine"]["load_avg_after"] = list(os.getloadavg())
     return result
@@ -146,6 +182,16 @@ def markdown(result: dict[str, Any]) -> str:
     for name, r in result["drag_updates"].items():
         lines.append(f"| Live drag update ({r['updates']} updates; hands, feet, head) | {name} | "
                      f"{r['median_ms']:.3f} | {r['p95_ms']:.3f} | – |")
+    c = result.get("drag_continuity")
+    if c:
+        off, jump = OFF_M * benchmark.MM, JUMP_M * benchmark.MM
+        lines += ["", f"**Live drag, then the pause** (the same {c['drags']} drags, default "
+                  f"options; not timed): {c['updates_off_pct']:.1f} % of the {c['updates']} "
+                  f"drag updates leave a goal more than {off:.0f} mm off its target "
+                  f"(the pauses: {c['pauses_off_pct']:.1f} %); when a drag pauses, the pose "
+                  f"moves by more than {jump:.0f} mm in {c['jumps_over']} of "
+                  f"{c['drags']} drags (median {c['jump_median_mm']:.2f} mm, p90 "
+                  f"{c['jump_p90_mm']:.1f} mm, largest {c['jump_max_mm']:.1f} mm)."]
     if result.get("refinement_graphs"):
         lines += ["", "**Refinement graphs** (default options; the same calls with the set's "
                   f"`refine_effectors` graphs and with the numpy steps, in blocks of "
