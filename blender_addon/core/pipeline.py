@@ -726,8 +726,13 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     in rig units) from the refined pose, keeping the rig's bone lengths. A pose whose goals
     stay out of reach from there takes rig-shaped FABRIK's answer from the refined pose
     (its bends carry over), or classic FABRIK's from the start pose where that one reaches
-    closer: the edit never reaches less than classic IK. ``fallback=False`` (a drag
-    update): the analytic re-aim alone, no FABRIK."""
+    closer: where some pose of the rig reaches every goal, the edit never reaches less
+    than classic IK. Where none does (goals further apart than the rig's bones stretched
+    in line, :func:`.reach_bounds.beyond_reach`), the re-aimed pose stays: FABRIK would
+    only strain the whole body towards a goal it cannot reach either, and the pose a Live
+    drag showed (this re-aim: ``fallback=False``, a drag update, runs no FABRIK) jumped
+    when the drag paused (the latency suite's drag continuity: more than 5 mm in 28 of 60
+    CMU drags, 9 with this). The notes name such a target."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
@@ -735,6 +740,9 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     if not fallback:
         return reaimed
     left = np.flatnonzero(PoseEditor._errors(reaimed, t, full).max(axis=1) > tolerance)
+    if left.size:
+        over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
+        left = left[over.max(axis=1) <= tolerance[left]]
     if not left.size:
         return reaimed
     # Both FABRIK runs in one batch (rows are independent): from the refined pose before
