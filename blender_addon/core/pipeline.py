@@ -728,7 +728,8 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     (its bends carry over), or classic FABRIK's from the start pose where that one reaches
     closer: where some pose of the rig reaches every goal, the edit never reaches less
     than classic IK. Where none does (goals further apart than the rig's bones stretched
-    in line, :func:`.reach_bounds.beyond_reach`), the re-aimed pose stays: FABRIK would
+    in line, :func:`.reach_bounds.beyond_reach`, by over :data:`MISS_NOTE_M` on the
+    models' body: the targets the notes name), the re-aimed pose stays: FABRIK would
     only strain the whole body towards a goal it cannot reach either, and the pose a Live
     drag showed (this re-aim: ``fallback=False``, a drag update, runs no FABRIK) jumped
     when the drag paused (the latency suite's drag continuity: more than 5 mm in 28 of 60
@@ -742,7 +743,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     left = np.flatnonzero(PoseEditor._errors(reaimed, t, full).max(axis=1) > tolerance)
     if left.size:
         over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
-        left = left[over.max(axis=1) <= tolerance[left]]
+        left = left[over.max(axis=1) <= tolerance[left] * (MISS_NOTE_M / REACH_TOLERANCE)]
     if not left.size:
         return reaimed
     # Both FABRIK runs in one batch (rows are independent): from the refined pose before
