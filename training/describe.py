@@ -127,8 +127,8 @@ LATENCY_METHODS = {"universal": "universal (networks, rig-shaped answer)",
                    "universal + refinement (3 steps, default options)":
                        "universal + refinement (3 steps, default)",
                    "classic FABRIK": "classic FABRIK"}
-DRAG_SETTINGS = {"refined (default)": "Live drag update, refined (default)",
-                 "refinement off": "Live drag update, refinement off"}
+LATENCY_DRAG_LABELS = {"refined (default)": "Live drag update, refined (default)",
+                       "refinement off": "Live drag update, refinement off"}
 LATENCY_TARGETS_MS = {"universal": 0.3, "universal + refinement (3 steps, default options)": 0.6}
 
 
@@ -146,7 +146,7 @@ def describe_latency(reports: list[str]) -> dict[str, Any]:
         rows.append({"method": method, "label": label, "target_ms": LATENCY_TARGETS_MS.get(method),
                      "sets": {s: _span([r["latency"][s][method]["median_ms"] for r in runs])
                               for s in LATENCY_SETS}})
-    for setting, label in DRAG_SETTINGS.items():
+    for setting, label in LATENCY_DRAG_LABELS.items():
         rows.append({"method": setting, "label": label, "target_ms": None, "sets": {
             list(LATENCY_SETS)[-1]: _span([r["drag_updates"][setting]["median_ms"]
                                            for r in runs])}})

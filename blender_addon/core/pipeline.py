@@ -733,7 +733,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     only strain the whole body towards a goal it cannot reach either, and the pose a Live
     drag showed (this re-aim: ``fallback=False``, a drag update, runs no FABRIK) jumped
     when the drag paused (the latency suite's drag continuity: more than 5 mm in 28 of 60
-    CMU drags, 9 with this). The notes name such a target."""
+    CMU drags, 9 with this)."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
