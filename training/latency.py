@@ -78,13 +78,6 @@ def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
     return {**benchmark.timing(times), "updates": len(times)}
 
 
-def _miss(positions: np.ndarray, effs: list[Effector]) -> float:
-    """The largest distance of an effector joint from its target (m)."""
-    idx = [skeleton.JOINT_INDEX[e.joint] for e in effs]
-    return float(np.linalg.norm(positions[idx] - np.array([e.target for e in effs]),
-                                axis=-1).max())
-
-
 def drag_continuity(editor: PoseEditor, poses: np.ndarray, rng: np.random.Generator,
                     span: tuple[float, float] = DRAG_SPAN) -> dict[str, float]:
     """Live mode as the user sees it, default options: the drag updates of
@@ -94,12 +87,13 @@ def drag_continuity(editor: PoseEditor, poses: np.ndarray, rng: np.random.Genera
     pauses (the largest joint move): a pose that jumps then is one the drag never showed."""
     misses, jumps, pause_misses = [], [], []
     for k, (pose, effs) in enumerate(drag_updates(poses, rng, span)):
-        shown = editor.solve(pose, effs, drag=True).positions[0]
-        misses.append(_miss(shown, effs))
+        shown = editor.solve(pose, effs, drag=True)
+        misses.append(shown.effector_error.max())
         if (k + 1) % DRAG_STEPS == 0:
-            paused = editor.solve(pose, effs).positions[0]
-            jumps.append(float(np.linalg.norm(shown - paused, axis=-1).max()))
-            pause_misses.append(_miss(paused, effs))
+            paused = editor.solve(pose, effs)
+            jumps.append(float(np.linalg.norm(shown.positions - paused.positions,
+                                              axis=-1).max()))
+            pause_misses.append(paused.effector_error.max())
     jumps_mm = np.array(jumps) * benchmark.MM
     return {"updates": len(misses), "drags": len(jumps),
             "updates_off_pct": float(np.mean(np.array(misses) > OFF_M) * 100.0),
