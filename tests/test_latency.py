@@ -34,3 +34,31 @@ def test_a_drag_past_the_rigs_reach_keeps_its_pose_at_the_pause(shipped_models,
                                 np.random.default_rng(0), FAR_BEYOND)
     assert c["updates_off_pct"] > 0.0 and c["pauses_off_pct"] == 100.0
     assert c["jumps_over"] == 0 and c["jump_max_mm"] < latency.JUMP_M * 1000.0
+
+
+def test_feature_costs_come_from_the_runs_that_measured_them(tmp_path) -> None:
+    """Older quiet-machine reports have no feature table: their rows still come from every
+    run, and the feature rows from the runs that measured them, said as such."""
+    import json
+
+    from training import describe
+    from training.results import QUIET_RUNS
+
+    old = json.loads(open(QUIET_RUNS[0]).read())
+    old.pop("features", None)
+    new = json.loads(json.dumps(old))
+    new["features"] = {s: {name: {"median_ms": 0.1 + k, "p95_ms": 1.0 + k}
+                           for k, name in enumerate(latency.FEATURE_SETTINGS)}
+                       for s in old["latency"]}
+    paths = []
+    for name, report in (("old", old), ("new", new)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(report))
+    result = describe.describe_latency([str(p) for p in paths])
+    text = describe.latency_markdown(result)
+    for k, name in enumerate(latency.FEATURE_SETTINGS):
+        label = f"{name} (1 of the 2 runs)"
+        line = next(x for x in text.splitlines() if x.startswith(f"| {label} |"))
+        assert [c.strip() for c in line.split("|")[1:-1]] == [label, *[f"{0.1 + k:.2f}"] * 2, "–"]
+    universal = next(r for r in result["rows"] if r["method"] == "universal")
+    assert "runs" not in universal  # measured by both

@@ -39,6 +39,17 @@ DRAG_EFFECTORS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
 GRAPH_BLOCK = 50
 DRAG_SETTINGS = {"refined (default)": SolveOptions(),
                  "refinement off": SolveOptions(refine_steps=0)}
+# What the default single solve's features cost (issue 15's planted feet and answers a rig
+# can take, both on by default): the same single solves with them turned off, one and then
+# both, so each feature's share of the latency is measured in the same run.
+FEATURE_SETTINGS = {
+    "universal, planted feet off": SolveOptions(refine_steps=0, keep_planted_feet=False),
+    "universal, planted feet and rig-shaped answers off": SolveOptions(
+        refine_steps=0, keep_planted_feet=False, fix_lengths=False),
+    "universal + refinement, planted feet off": SolveOptions(keep_planted_feet=False),
+    "universal + refinement, planted feet and rig-shaped answers off": SolveOptions(
+        keep_planted_feet=False, fix_lengths=False),
+}
 OFF_M = 0.001  # m: a drag update that leaves a goal this far off its target shows it
 JUMP_M = 0.005  # m: a move of the pose at the drag's pause the user sees
 
@@ -76,6 +87,15 @@ def drag_latency(editor: PoseEditor, poses: np.ndarray, options: SolveOptions,
         editor.solve(pose, effs, options=options, drag=True)
         times.append(time.perf_counter() - start)
     return {**benchmark.timing(times), "updates": len(times)}
+
+
+def feature_costs(editor: PoseEditor, x: np.ndarray, x2: np.ndarray
+                  ) -> dict[str, dict[str, dict[str, float]]]:
+    """Single solves as in :func:`benchmark.latency_table` with :data:`FEATURE_SETTINGS`:
+    per effector set, per setting."""
+    return {set_name: {name: benchmark.latency(editor, x, x2, joints, options)
+                       for name, options in FEATURE_SETTINGS.items()}
+            for set_name, joints in benchmark.LATENCY_SETS.items()}
 
 
 def drag_continuity(editor: PoseEditor, poses: np.ndarray, rng: np.random.Generator,
@@ -150,6 +170,7 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
                               "machine": machine(), "drag_updates": {}}
     x, x2 = benchmark.sample_pairs(clips, solves, rng)
     result["latency"] = benchmark.latency_table(editor, x, x2)
+    result["features"] = feature_costs(editor, x, x2)
     for name, options in DRAG_SETTINGS.items():
         result["drag_updates"][name] = drag_latency(editor, x[:drags], options,
                                                     np.random.default_rng(seed + 1))
@@ -176,6 +197,18 @@ def markdown(result: dict[str, Any]) -> str:
     for name, r in result["drag_updates"].items():
         lines.append(f"| Live drag update ({r['updates']} updates; hands, feet, head) | {name} | "
                      f"{r['median_ms']:.3f} | {r['p95_ms']:.3f} | – |")
+    features = result.get("features")
+    if features:
+        sets = list(features)
+        lines += ["", "**What the default's features cost** (the same single solves with "
+                  "planted feet, then also answers a rig can take, turned off; refined "
+                  "without the latter, the numpy steps run: the refinement graphs are made "
+                  "for rig-shaped answers):", "",
+                  f"| median (ms), one thread | {' | '.join(sets)} |",
+                  "|---|" + "---|" * len(sets)]
+        for name in features[sets[0]]:
+            lines.append(f"| {name} | " + " | ".join(
+                f"{features[s][name]['median_ms']:.3f}" for s in sets) + " |")
     c = result.get("drag_continuity")
     if c:
         off, jump = OFF_M * benchmark.MM, JUMP_M * benchmark.MM
