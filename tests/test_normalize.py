@@ -383,3 +383,30 @@ def test_unchecked_conversions_match_the_checked_ones():
             np.testing.assert_allclose(from_model_space_unchecked(edited, fast_frame, fix, turn),
                                        from_model_space(edited, frame, fix_lengths=fix),
                                        atol=1e-12)
+
+
+def test_offset_scales_follow_each_limb() -> None:
+    """A target's offset scales by the limb that moves it: on canonical proportions (or a
+    rig scaled as a whole) every joint takes the legs' scale; arms made longer shrink the
+    hands' offsets by as much, and nothing else's."""
+    from blender_addon.core.normalize import leg_scale, offset_scales
+    from blender_addon.core.skeleton import BONE_LENGTHS, JOINT_INDEX
+
+    for k in (1.0, 0.01, 2.0):
+        lengths = BONE_LENGTHS[None] * k
+        np.testing.assert_allclose(offset_scales(lengths, leg_scale(lengths)),
+                                   np.full((1, 21), 1.0 / k), rtol=1e-12)
+    lengths = BONE_LENGTHS.copy()
+    arm = [JOINT_INDEX[j] for j in ("l_forearm", "l_hand", "r_forearm", "r_hand")]
+    lengths[arm] *= 1.25
+    scales = offset_scales(lengths[None], leg_scale(lengths[None]))[0]
+    hands = [JOINT_INDEX["l_hand"], JOINT_INDEX["r_hand"]]
+    np.testing.assert_allclose(scales[hands], 1.0 / 1.25, rtol=1e-12)
+    np.testing.assert_allclose(np.delete(scales, hands), 1.0, rtol=1e-12)
+    lengths[JOINT_INDEX["l_shin"]] *= 0.5  # the left thigh: the left foot's and toe's scale
+    scales = offset_scales(lengths[None], leg_scale(lengths[None]))[0]
+    left = BONE_LENGTHS[JOINT_INDEX["l_shin"]] + BONE_LENGTHS[JOINT_INDEX["l_foot"]]
+    short = 0.5 * BONE_LENGTHS[JOINT_INDEX["l_shin"]] + BONE_LENGTHS[JOINT_INDEX["l_foot"]]
+    for j in ("l_foot", "l_toe"):
+        assert scales[JOINT_INDEX[j]] == pytest.approx(left / short)
+    assert scales[JOINT_INDEX["r_foot"]] == pytest.approx(1.0)

@@ -270,3 +270,46 @@ def test_the_edit_does_not_depend_on_the_rigs_units(editor: PoseEditor, pairs,
     scaled = editor.solve_arrays(x * rig_scale, mask, x2 * rig_scale,
                                  options=options).positions
     np.testing.assert_allclose(scaled / rig_scale, metres, atol=SAME_EDIT_M)
+
+
+# A stylized character: a big head on a short neck, short legs, long arms (factors on the
+# canonical bone lengths). The drag tests' figures hold on such a body as on a person's.
+CARTOON = {"head": 2.0, "neck": 0.5, "l_shin": 0.65, "r_shin": 0.65, "l_foot": 0.65,
+           "r_foot": 0.65, "l_upperarm": 1.3, "r_upperarm": 1.3, "l_forearm": 1.25,
+           "r_forearm": 1.25, "l_hand": 1.25, "r_hand": 1.25}
+STYLIZED_OTHERS_OVER_FABRIK = 1.5  # issue 15's bound on a one-hand drag's other joints
+
+
+def test_a_hand_drag_on_a_stylized_body(shipped_models, manifold_clip: np.ndarray) -> None:
+    """One hand dragged 10-25 cm on cartoon proportions: reached, planted feet held, the
+    other joints moved at most 1.5x as much as classic FABRIK moves them, and a null edit
+    changes nothing."""
+    from blender_addon.core.normalize import set_bone_lengths
+
+    lengths = skeleton.bone_lengths(manifold_clip[0]).copy()
+    for joint, factor in CARTOON.items():
+        lengths[skeleton.JOINT_INDEX[joint]] *= factor
+    poses = set_bone_lengths(manifold_clip[::3], np.broadcast_to(lengths, (30, 21)))
+    editor = PoseEditor(shipped_models, lengths)
+    rng = np.random.default_rng(3)
+    moves = rng.normal(size=(len(poses), 3))
+    moves *= (rng.uniform(0.10, 0.25, len(poses)) / np.linalg.norm(moves, axis=1))[:, None]
+    hand = skeleton.JOINT_INDEX["r_hand"]
+    feet = skeleton.joint_indices(["l_foot", "l_toe", "r_foot", "r_toe"])
+    others = {}
+    for name, options in (("default", SolveOptions()), ("classic", SolveOptions(solver="classic"))):
+        moved = []
+        for pose, move in zip(poses, moves, strict=True):
+            result = editor.solve(pose, [Effector("r_hand", pose[hand] + move)], options=options)
+            out = result.positions[0]
+            moved.append(np.delete(np.linalg.norm(out - pose, axis=-1), hand).mean())
+            if name == "default":
+                assert result.effector_error.max() < 1e-3
+                planted = editor._start(pose[None], editor._rig_lengths,
+                                        editor._rig_scale).feet_down[0].repeat(2)
+                assert np.linalg.norm(out[feet] - pose[feet], axis=-1)[planted].max(
+                    initial=0.0) < 1e-3
+                null = editor.solve(pose, [Effector("r_hand", pose[hand])])
+                assert np.abs(null.positions[0] - pose).max() < 1e-6
+        others[name] = float(np.mean(moved))
+    assert others["default"] <= STYLIZED_OTHERS_OVER_FABRIK * others["classic"]

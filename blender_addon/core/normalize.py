@@ -59,6 +59,23 @@ _ACROSS_RIGHT = np.array([_R_THIGH, _R_UPPERARM])
 _SWEEP_ACROSS = np.vstack([_BONE_SUMS, _BONE_SUMS[_ACROSS_LEFT] - _BONE_SUMS[_ACROSS_RIGHT]])
 _LEG_WEIGHTS = np.zeros(NUM_JOINTS)  # leg length = lengths @ _LEG_WEIGHTS (mean of sides)
 _LEG_WEIGHTS[[*_LEG_BONES_L, *_LEG_BONES_R]] = 0.5
+# A moved target enters model space as an offset from its joint (see :func:`offset_scales`),
+# scaled by the limb that carries the joint: each hand by its arm (upper arm and forearm),
+# each foot and toe by its own leg. The bones of each chain (bone j runs from PARENTS[j] to
+# j), and the joints that take each chain's scale.
+_OFFSET_CHAINS = (
+    (("l_forearm", "l_hand"), ("l_hand",)),
+    (("r_forearm", "r_hand"), ("r_hand",)),
+    (("l_shin", "l_foot"), ("l_foot", "l_toe")),
+    (("r_shin", "r_foot"), ("r_foot", "r_toe")),
+)
+_CHAIN_WEIGHTS = np.zeros((NUM_JOINTS, len(_OFFSET_CHAINS)))  # chains = lengths @ this
+for _k, (_bones, _) in enumerate(_OFFSET_CHAINS):
+    _CHAIN_WEIGHTS[[JOINT_INDEX[b] for b in _bones], _k] = 1.0
+_CHAIN_OF = np.zeros((len(_OFFSET_CHAINS), NUM_JOINTS))  # chain scales -> their joints
+for _k, (_, _joints) in enumerate(_OFFSET_CHAINS):
+    _CHAIN_OF[_k, [JOINT_INDEX[j] for j in _joints]] = 1.0
+_CHAINED = _CHAIN_OF.sum(axis=0) > 0  # (21,) joints with a chain of their own
 
 
 @dataclass
@@ -229,6 +246,7 @@ def _leg_length(lengths: np.ndarray) -> np.ndarray:
 
 
 _CANONICAL_LEG = float(_leg_length(BONE_LENGTHS))
+_CANONICAL_CHAINS = BONE_LENGTHS @ _CHAIN_WEIGHTS
 _CANONICAL_BONES = BONE_LENGTHS[1:]
 
 
@@ -238,6 +256,29 @@ def leg_scale(lengths: np.ndarray) -> np.ndarray:
     leg = _leg_length(lengths)
     scale = _CANONICAL_LEG / np.maximum(leg, _EPS)
     return np.where(leg > _EPS, scale, 1.0) if np.count_nonzero(leg <= _EPS) else scale
+
+
+def offset_scales(lengths: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(..., 21): what each joint's target offset (target minus joint, rig units) is
+    multiplied by to enter model space, for float64 ``lengths`` (..., 21) and their
+    :func:`leg_scale` ``scale`` (...,).
+
+    Model space has the canonical body's bone lengths, so an offset is scaled by the limb
+    that makes the move: a hand's by canonical arm / rig arm, a foot's (and its toe's) by
+    its own leg; any other joint's by the legs (``scale``, the pelvis height's factor).
+    Scaled by the legs alone, a long-armed, short-legged character's hand drag asked the
+    canonical body for 1.6 times the move its arm makes, and the rest of the body followed
+    (one hand dragged 10-25 cm from 150 CMU test poses with cartoon proportions, ad hoc:
+    the other joints moved 1.42 cm, 1.26 cm scaled by the arm; classic FABRIK 1.12 cm). The
+    head keeps the legs' scale: scaled by the trunk, CMU's own skeleton (a trunk 30 %
+    longer than the canonical one) had its real motion's head moves taken for smaller and
+    the rest of the body came out further from that motion (ad hoc). A rig of the
+    canonical proportions gets the legs' scale everywhere."""
+    chains = lengths @ _CHAIN_WEIGHTS  # (..., K)
+    per_chain = _CANONICAL_CHAINS / np.maximum(chains, _EPS)
+    if np.count_nonzero(chains <= _EPS):  # a rig without that limb: the legs' scale
+        per_chain = np.where(chains > _EPS, per_chain, np.asarray(scale)[..., None])
+    return np.where(_CHAINED, per_chain @ _CHAIN_OF, np.asarray(scale)[..., None])
 
 
 def to_model_space(

@@ -40,6 +40,7 @@ from .normalize import (
     from_model_space,
     from_model_space_unchecked,
     leg_scale,
+    offset_scales,
     set_bone_lengths,
     to_model_space,
     to_model_space_unchecked,
@@ -177,6 +178,13 @@ class _Start:
     def rig_model(self) -> np.ndarray:
         """The model-space pose with the rig's bone lengths."""
         return _read_only(set_bone_lengths(self.model, self.rig_lengths))[0]
+
+    @functools.cached_property
+    def offset_scales(self) -> np.ndarray:
+        """(B, 21) :func:`.normalize.offset_scales`: each joint's target offset into the
+        networks' model space."""
+        return _read_only(offset_scales(np.asarray(self.frame.lengths, dtype=np.float64),
+                                        np.asarray(self.frame.scale, dtype=np.float64)))[0]
 
     @functools.cached_property
     def spans(self) -> np.ndarray:
@@ -348,7 +356,9 @@ class PoseEditor:
                 _moves_legs(self._metrics[name].metric) for name in metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(frame.scale))
-        t_model = self.targets_to_model(p, t, model, frame, turn)
+        # The networks are asked for each limb's own move (offsets scaled by that limb);
+        # the refinement below works on the rig's proportions with its exact targets.
+        t_model = self.targets_to_model(p, t, model, frame, turn, start.offset_scales)
         notes: list[str] = []
         requests = self._metric_requests(p, model, frame, metrics, notes)
         if not mask.any() and not requests:
@@ -417,7 +427,7 @@ class PoseEditor:
             # stretched an arm to reach back by centimetres; the limbs are re-aimed there
             # instead (keeping a bend), then those of full-weight pins and planted feet to
             # where they are held.
-            answer = p + ((pose - model) / np.asarray(frame.scale)[:, None, None]
+            answer = p + ((pose - model) / start.offset_scales[..., None]
                           ) @ turn.swapaxes(-1, -2) + move
             moved = _moved(mask, t, p, MOVED_M / np.asarray(frame.scale)[:, None])
             held = (mask > 0) & (w >= 1.0) & ~moved
@@ -517,16 +527,20 @@ class PoseEditor:
 
     @staticmethod
     def targets_to_model(p: np.ndarray, t: np.ndarray, model: np.ndarray, frame: BodyFrame,
-                         turn: np.ndarray | None = None) -> np.ndarray:
+                         turn: np.ndarray | None = None, scales: np.ndarray | None = None
+                         ) -> np.ndarray:
         """Rig-space targets to model space, as offsets from each joint's current place.
 
-        Offsets turn with the body and scale with it, so a target reached on a rig with
-        other proportions asks the canonical body for the same motion of the joint.
+        Offsets turn with the body and scale with it (by the legs, or per joint by
+        ``scales`` (B, 21), :func:`.normalize.offset_scales`), so a target reached on a rig
+        with other proportions asks the canonical body for the same motion of the joint.
         ``turn`` is ``yaw_matrix(frame.yaw)`` when the caller has it.
         """
         if turn is None:
             turn = yaw_matrix(np.asarray(frame.yaw, dtype=np.float64))
-        return model + (t - p) @ turn * np.asarray(frame.scale)[..., None, None]
+        factor = np.asarray(frame.scale)[..., None, None] if scales is None \
+            else scales[..., None]
+        return model + (t - p) @ turn * factor
 
     def edit_latent(self, z: np.ndarray, model: np.ndarray, mask: np.ndarray,
                     t_model: np.ndarray, weights: np.ndarray,
