@@ -272,30 +272,40 @@ def test_the_edit_does_not_depend_on_the_rigs_units(editor: PoseEditor, pairs,
     np.testing.assert_allclose(scaled / rig_scale, metres, atol=SAME_EDIT_M)
 
 
+def _hand_drags(n: int, seed: int) -> np.ndarray:
+    """(n, 3) moves of 10-25 cm in random directions: a user's hand drags."""
+    rng = np.random.default_rng(seed)
+    moves = rng.normal(size=(n, 3))
+    return moves * (rng.uniform(0.10, 0.25, n) / np.linalg.norm(moves, axis=1))[:, None]
+
+
 # A stylized character: a big head on a short neck, short legs, long arms (factors on the
 # canonical bone lengths). The drag tests' figures hold on such a body as on a person's.
 CARTOON = {"head": 2.0, "neck": 0.5, "l_shin": 0.65, "r_shin": 0.65, "l_foot": 0.65,
            "r_foot": 0.65, "l_upperarm": 1.3, "r_upperarm": 1.3, "l_forearm": 1.25,
            "r_forearm": 1.25, "l_hand": 1.25, "r_hand": 1.25}
-STYLIZED_OTHERS_OVER_FABRIK = 1.5  # issue 15's bound on a one-hand drag's other joints
+# The other joints' displacement over classic FABRIK's on that body (issue 15 asks for at
+# most 1.5x): 1.15x, 1.36x with every target offset scaled by the legs alone.
+STYLIZED_OTHERS_OVER_FABRIK = 1.25
 
 
 def test_a_hand_drag_on_a_stylized_body(shipped_models, manifold_clip: np.ndarray) -> None:
     """One hand dragged 10-25 cm on cartoon proportions: reached, planted feet held, the
-    other joints moved at most 1.5x as much as classic FABRIK moves them, and a null edit
+    other joints moved hardly more than classic FABRIK moves them, and a null edit
     changes nothing."""
-    from blender_addon.core.normalize import set_bone_lengths
+    from blender_addon.core.normalize import set_bone_lengths, to_model_space
+    from blender_addon.core.pipeline import planted_feet
 
     lengths = skeleton.bone_lengths(manifold_clip[0]).copy()
     for joint, factor in CARTOON.items():
         lengths[skeleton.JOINT_INDEX[joint]] *= factor
-    poses = set_bone_lengths(manifold_clip[::3], np.broadcast_to(lengths, (30, 21)))
-    editor = PoseEditor(shipped_models, lengths)
-    rng = np.random.default_rng(3)
-    moves = rng.normal(size=(len(poses), 3))
-    moves *= (rng.uniform(0.10, 0.25, len(poses)) / np.linalg.norm(moves, axis=1))[:, None]
-    hand = skeleton.JOINT_INDEX["r_hand"]
     feet = skeleton.joint_indices(["l_foot", "l_toe", "r_foot", "r_toe"])
+    poses = set_bone_lengths(manifold_clip[::3], np.broadcast_to(lengths, (30, 21)))
+    poses[..., 1] -= poses[:, feet, 1].min(axis=1)[:, None]  # the shorter legs on the floor
+    editor = PoseEditor(shipped_models, lengths)
+    moves = _hand_drags(len(poses), seed=3)
+    hand = skeleton.JOINT_INDEX["r_hand"]
+    assert planted_feet(to_model_space(poses)[0])[:, feet].any(axis=1).sum() >= 20
     others = {}
     for name, options in (("default", SolveOptions()), ("classic", SolveOptions(solver="classic"))):
         moved = []
@@ -305,8 +315,7 @@ def test_a_hand_drag_on_a_stylized_body(shipped_models, manifold_clip: np.ndarra
             moved.append(np.delete(np.linalg.norm(out - pose, axis=-1), hand).mean())
             if name == "default":
                 assert result.effector_error.max() < 1e-3
-                planted = editor._start(pose[None], editor._rig_lengths,
-                                        editor._rig_scale).feet_down[0].repeat(2)
+                planted = planted_feet(to_model_space(pose[None])[0])[0, feet]
                 assert np.linalg.norm(out[feet] - pose[feet], axis=-1)[planted].max(
                     initial=0.0) < 1e-3
                 null = editor.solve(pose, [Effector("r_hand", pose[hand])])
@@ -329,9 +338,7 @@ def test_a_hand_drag_keeps_the_elbow_bent_where_it_can(shipped_models,
 
     editor = PoseEditor(shipped_models)
     poses = manifold_clip[::3]
-    rng = np.random.default_rng(5)
-    moves = rng.normal(size=(len(poses), 3))
-    moves *= (rng.uniform(0.10, 0.25, len(poses)) / np.linalg.norm(moves, axis=1))[:, None]
+    moves = _hand_drags(len(poses), seed=5)
     hand, elbow = skeleton.JOINT_INDEX["r_hand"], ANGLE_NAMES.index("r_forearm bend")
     bends = []
     for pose, move in zip(poses, moves, strict=True):

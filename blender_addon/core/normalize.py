@@ -69,12 +69,19 @@ _OFFSET_CHAINS = (
     (("l_shin", "l_foot"), ("l_foot", "l_toe")),
     (("r_shin", "r_foot"), ("r_foot", "r_toe")),
 )
-_CHAIN_WEIGHTS = np.zeros((NUM_JOINTS, len(_OFFSET_CHAINS)))  # chains = lengths @ this
-for _k, (_bones, _) in enumerate(_OFFSET_CHAINS):
-    _CHAIN_WEIGHTS[[JOINT_INDEX[b] for b in _bones], _k] = 1.0
-_CHAIN_OF = np.zeros((len(_OFFSET_CHAINS), NUM_JOINTS))  # chain scales -> their joints
-for _k, (_, _joints) in enumerate(_OFFSET_CHAINS):
-    _CHAIN_OF[_k, [JOINT_INDEX[j] for j in _joints]] = 1.0
+
+
+def _chain_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(21, K): each chain's length is ``lengths @`` this; (K, 21): the joints of each."""
+    weights = np.zeros((NUM_JOINTS, len(_OFFSET_CHAINS)))
+    joints_of = np.zeros((len(_OFFSET_CHAINS), NUM_JOINTS))
+    for k, (bones, joints) in enumerate(_OFFSET_CHAINS):
+        weights[[JOINT_INDEX[b] for b in bones], k] = 1.0
+        joints_of[k, [JOINT_INDEX[j] for j in joints]] = 1.0
+    return weights, joints_of
+
+
+_CHAIN_WEIGHTS, _CHAIN_OF = _chain_tables()
 _CHAINED = _CHAIN_OF.sum(axis=0) > 0  # (21,) joints with a chain of their own
 
 
