@@ -79,6 +79,7 @@ FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
 _ANKLES = np.array([FOOT_JOINTS[side][0] for side in ("l", "r")])
 _TOES = np.array([FOOT_JOINTS[side][1] for side in ("l", "r")])
 _TRUNK = skeleton.joint_indices(["pelvis", "spine", "chest", "neck", "head"])
+_HAND_GOALS = np.isin(np.arange(skeleton.NUM_JOINTS), skeleton.joint_indices(["l_hand", "r_hand"]))
 # Model metres: a target this far off its joint asks for a move. Above float32 rounding
 # (Blender keeps an empty's matrix in float32: at a rig 0.5 m up, an empty left on its joint
 # read 1e-7 m off it, counted as moved, and a null head effector turned body follow full
@@ -744,9 +745,6 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
     return rows
 
 
-_HAND_GOALS = np.isin(np.arange(skeleton.NUM_JOINTS), skeleton.joint_indices(["l_hand", "r_hand"]))
-
-
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
                    w: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
                    fallback: bool = True) -> np.ndarray:
@@ -766,13 +764,13 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
+    # Elbows bent where the goals allow (``bent`` limits the hands' arms alone), then
+    # straighter where a hand goal lies beyond that.
     hands = full & _HAND_GOALS
-    if hands.any():  # elbows bent where the goals allow, then straighter where they must
-        reaimed = exact_reach.solve(out, full, t, lengths, tolerance,
-                                    straightest=_ARM_STRAIGHTEST, bent=hands)
+    reaimed = exact_reach.solve(out, full, t, lengths, tolerance,
+                                straightest=_ARM_STRAIGHTEST, bent=hands)
+    if hands.any():
         reaimed = exact_reach.solve(reaimed, full, t, lengths, tolerance)
-    else:
-        reaimed = exact_reach.solve(out, full, t, lengths, tolerance)
     if not fallback:
         return reaimed
     left = np.flatnonzero(PoseEditor._errors(reaimed, t, full).max(axis=1) > tolerance)
