@@ -269,6 +269,71 @@ def smpl_rig() -> tuple[Rig, dict]:
                       ("pelvis", "spine1", "spine3", "neck", "head"))
 
 
+def vroid_rig() -> tuple[Rig, dict]:
+    """VRoid Studio (VRM): ``J_Bip_C_`` / ``J_Bip_L_`` names beside more ``J_Sec_`` hair
+    and bust bones than body bones, fingers under the hands."""
+    (names, parents), want = _plain_rig(
+        tuple(f"J_Bip_C_{n}" for n in ("Hips", "Spine", "Chest", "UpperChest", "Neck", "Head")),
+        "J_Bip_C_UpperChest", ("J_Bip_L_", "J_Bip_R_"),
+        ("Shoulder", "UpperArm", "LowerArm", "Hand"), ("UpperLeg", "LowerLeg", "Foot", "ToeBase"),
+        tuple(f"J_Bip_C_{n}" for n in ("Hips", "Spine", "UpperChest", "Neck", "Head")))
+    pairs = [(n, None if p < 0 else names[p]) for n, p in zip(names, parents, strict=True)]
+    for strand in range(1, 13):
+        pairs += chain("J_Bip_C_Head", *(f"J_Sec_Hair{k}_{strand:02d}" for k in range(1, 6)))
+    for s in "LR":
+        pairs += chain("J_Bip_C_UpperChest", f"J_Sec_{s}_Bust1", f"J_Sec_{s}_Bust2")
+        pairs += [(f"J_Adj_{s}_FaceEye", "J_Bip_C_Head")]
+        for finger in ("Thumb", "Index", "Middle", "Ring", "Little"):
+            pairs += chain(f"J_Bip_{s}_Hand", *(f"J_Bip_{s}_{finger}{k}" for k in (1, 2, 3)))
+    return build(pairs), want
+
+
+def reallusion_rig() -> tuple[Rig, dict]:
+    """Reallusion Character Creator / ActorCore: every name behind ``CC_Base_``, the legs on
+    a ``Pelvis`` bone under the ``Hip`` that also carries the spine, a twist bone as the
+    neck, twist bones on the limbs and fingers."""
+    pairs = chain(None, "CC_Base_BoneRoot", "CC_Base_Hip", "CC_Base_Pelvis")
+    spine = ("CC_Base_Waist", "CC_Base_Spine01", "CC_Base_Spine02", "CC_Base_NeckTwist01",
+             "CC_Base_NeckTwist02", "CC_Base_Head")
+    pairs += chain("CC_Base_Hip", *spine)
+    arm, leg = ("Clavicle", "Upperarm", "Forearm", "Hand"), ("Thigh", "Calf", "Foot", "ToeBase")
+    for s in "LR":
+        pairs += chain("CC_Base_Spine02", *(f"CC_Base_{s}_{n}" for n in arm))
+        pairs += chain("CC_Base_Pelvis", *(f"CC_Base_{s}_{n}" for n in leg))
+        for bone in ("Upperarm", "Forearm", "Thigh", "Calf"):
+            pairs += [(f"CC_Base_{s}_{bone}Twist01", f"CC_Base_{s}_{bone}")]
+        pairs += chain(f"CC_Base_{s}_Hand", *(f"CC_Base_{s}_Index{k}" for k in (1, 2, 3)))
+    return build(pairs), expected(
+        ("CC_Base_Hip", "CC_Base_Waist", "CC_Base_Spine02", "CC_Base_NeckTwist01", "CC_Base_Head"),
+        *([f"CC_Base_{s}_{n}" for n in (*arm, *leg)] for s in "LR"))
+
+
+def advanced_skeleton_rig() -> tuple[Rig, dict]:
+    """AdvancedSkeleton (Maya): ``_M`` on the centre joints, ``Scapula``/``Shoulder``/
+    ``Elbow``/``Wrist`` and ``Hip``/``Knee``/``Ankle``/``Toes``, twist ``Part`` joints."""
+    pairs = chain(None, "Root_M", "Spine1_M", "Spine2_M", "Chest_M", "Neck_M", "Head_M")
+    arm, leg = ("Scapula", "Shoulder", "Elbow", "Wrist"), ("Hip", "Knee", "Ankle", "Toes")
+    for s in "LR":
+        pairs += chain("Chest_M", *(f"{n}_{s}" for n in arm))
+        pairs += chain("Root_M", *(f"{n}_{s}" for n in leg), f"ToesEnd_{s}")
+        pairs += [(f"ShoulderPart1_{s}", f"Shoulder_{s}"), (f"ElbowPart1_{s}", f"Elbow_{s}")]
+    return build(pairs), expected(
+        ("Root_M", "Spine1_M", "Chest_M", "Neck_M", "Head_M"),
+        *([f"{n}_{s}" for n in (*arm, *leg)] for s in "LR"))
+
+
+def second_life_rig() -> tuple[Rig, dict]:
+    """Second Life avatars: an ``m`` glued before every name, sides as suffixes, and an
+    ankle, a foot at the ball and a toe at the tip (the ball is the canonical toe)."""
+    pairs = chain(None, "mPelvis", "mTorso", "mChest", "mNeck", "mHead")
+    arm, leg = ("Collar", "Shoulder", "Elbow", "Wrist"), ("Hip", "Knee", "Ankle", "Foot")
+    for s in ("Left", "Right"):
+        pairs += chain("mChest", *(f"m{n}{s}" for n in arm))
+        pairs += chain("mPelvis", *(f"m{n}{s}" for n in leg), f"mToe{s}")
+    return build(pairs), expected(("mPelvis", "mTorso", "mChest", "mNeck", "mHead"),
+                                  *([f"m{n}{s}" for n in (*arm, *leg)] for s in ("Left", "Right")))
+
+
 FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": the heuristic)
     "bandai": (bandai_rig, "bandai"),
     "cmu": (cmu_rig, "cmu"),
@@ -291,9 +356,14 @@ FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": th
     "metarig": (metarig, "metarig"),
     "generic": (generic_rig, "auto"),
     "smpl": (smpl_rig, "auto"),
+    "vroid": (vroid_rig, "auto"),
+    "reallusion": (reallusion_rig, "auto"),
+    "advanced-skeleton": (advanced_skeleton_rig, "auto"),
+    "second-life": (second_life_rig, "auto"),
 }
 HEURISTIC_FAMILIES = ("bandai", "cmu", "mixamo", "lafan1", "xsens", "unreal", "100style",
-                      "rokoko", "character1", "daz", "genesis", "generic", "smpl")
+                      "rokoko", "character1", "daz", "genesis", "generic", "smpl", "vroid",
+                      "reallusion", "advanced-skeleton", "second-life")
 
 
 def heuristic(rig: Rig) -> dict[str, str]:

@@ -33,6 +33,7 @@ CLOSE_MATCHES = 3  # source names suggested per unmapped joint
 CLOSE_CUTOFF = 0.6  # difflib similarity below which a source name is not suggested
 PREFIX_SHARE = 0.6  # a leading word on this share of the names is a rig prefix ...
 PREFIX_MIN_COUNT = 3  # ... when it is on at least this many names
+PREFIX_MAX_WORDS = 3  # leading words a rig prefix has at most ("J_Bip_", "CC_Base_")
 _EPS = 1e-9
 
 
@@ -137,9 +138,14 @@ PRESETS: dict[str, dict[str, str]] = {
 
 _RIG_PREFIX = re.compile(r"^(DEF|ORG)[-_.]", re.IGNORECASE)
 _LEADING_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9]*[\s_.\-]")
+# A lowercase letter glued to a capitalised name, like Second Life's ``mPelvis``.
+_GLUED_LETTER = re.compile(r"^[a-z](?=[A-Z])")
 _SEPARATORS = re.compile(r"[\s_.\-]+")
 _TOKEN = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _SIDE_WORDS = {"l": "l", "left": "l", "r": "r", "right": "r"}
+# A centre marker on an unsided joint: VRoid's ``J_Bip_C_Hips``, AdvancedSkeleton's
+# ``Spine1_M``; dropped like a side.
+_CENTER_MARKERS = frozenset({"c", "m", "center", "centre", "mid", "middle"})
 _HELPER_WORDS = frozenset(
     {"twist", "roll", "helper", "share", "mch", "ik", "fk", "pole", "target", "ctrl", "ctl"}
 )
@@ -147,7 +153,7 @@ _NEUTRAL_WORDS = frozenset({"bend", "joint", "jnt", "bone"})  # lShldrBend is th
 
 # Limb roles: synonym sets, best tier first. "shoulder" is decided by structure.
 _LIMB_ROLES: dict[str, tuple[frozenset[str], ...]] = {
-    "clavicle": (frozenset({"clavicle", "clav", "collar", "collarbone"}),),
+    "clavicle": (frozenset({"clavicle", "clav", "collar", "collarbone", "scapula"}),),
     "upperarm": (frozenset({"upperarm", "uparm", "arm", "shldr"}),),
     "forearm": (frozenset({"forearm", "lowerarm", "loarm"}), frozenset({"elbow"})),
     "hand": (frozenset({"hand"}), frozenset({"wrist"})),
@@ -160,11 +166,14 @@ _SHOULDER = "shoulder"
 _LIMB_WORDS = frozenset().union(*(w for tiers in _LIMB_ROLES.values() for w in tiers)) | {_SHOULDER}
 _CENTER_WORDS: dict[str, frozenset[str]] = {  # for pelvis/head detection and suggestions
     "pelvis": frozenset({"hips", "hip", "pelvis"}),
-    "spine": frozenset({"spine", "abdomen", "lowerback"}),
+    "spine": frozenset({"spine", "abdomen", "lowerback", "waist", "torso"}),
     "chest": frozenset({"chest", "upperchest", "thorax", "spine2"}),
     "neck": frozenset({"neck"}),
     "head": frozenset({"head"}),
 }
+
+
+_ROLE_WORDS = _LIMB_WORDS.union(*_CENTER_WORDS.values())
 
 
 def _strip(name: str, prefix: str = "") -> tuple[str, int]:
@@ -185,15 +194,23 @@ def _key(base: str) -> str:
 
 
 def _common_prefix(bases: Sequence[str]) -> str:
-    """A leading word most names share, like MotionBuilder's ``Character1_``."""
-    leads = Counter(m.group(0) for b in bases if (m := _LEADING_WORD.match(b)))
-    if not leads:
-        return ""
-    lead, count = leads.most_common(1)[0]
-    word = lead[:-1].lower()
-    if count < max(PREFIX_MIN_COUNT, PREFIX_SHARE * len(bases)) or word in _SIDE_WORDS:
-        return ""
-    return lead
+    """The leading words most names share, like MotionBuilder's ``Character1_``, VRoid's
+    ``J_Bip_``, Reallusion's ``CC_Base_`` or Second Life's glued ``m``: one word at a time,
+    while one is on enough of the names."""
+    prefix = ""
+    for _ in range(PREFIX_MAX_WORDS):
+        rest = [b[len(prefix):] for b in bases if b.startswith(prefix) and len(b) > len(prefix)]
+        leads = Counter(m.group(0) for b in rest
+                        if (m := _LEADING_WORD.match(b) or _GLUED_LETTER.match(b)))
+        if not leads:
+            break
+        lead, count = leads.most_common(1)[0]
+        word = lead.rstrip(" _.-").lower()
+        if count < max(PREFIX_MIN_COUNT, PREFIX_SHARE * len(bases)) or word in _SIDE_WORDS \
+                or word in _CENTER_MARKERS - {"m"}:
+            break
+        prefix += lead
+    return prefix
 
 
 @dataclass(frozen=True)
@@ -207,6 +224,16 @@ class _Info:
     rank: int  # 0 DEF-, 1 ORG-, 2 neither
 
 
+def _from_marker(toks: list[str]) -> list[str]:
+    """The tokens from a one-letter side or centre marker on, where only words no role
+    uses come before it: a prefix most names do not share, as VRoid's ``J_Bip_L_Hand``
+    beside its many ``J_Sec_`` hair bones."""
+    for i, t in enumerate(toks[1:-1], start=1):
+        if len(t) == 1 and (t in _SIDE_WORDS or t in _CENTER_MARKERS):
+            return toks[i:] if not any(w in _ROLE_WORDS for w in toks[:i]) else toks
+    return toks
+
+
 def _describe(names: Sequence[str]) -> list[_Info]:
     """Split every name into side, role words and flags, then enforce mirror consistency."""
     first = [_strip(n) for n in names]
@@ -217,6 +244,11 @@ def _describe(names: Sequence[str]) -> list[_Info]:
         toks = [t.lower() for t in _TOKEN.findall(base)]
         helper = any(t in _HELPER_WORDS for t in toks)
         toks = [t for t in toks if t not in _HELPER_WORDS] or toks
+        toks = _from_marker(toks)
+        if len(toks) > 1 and toks[0] in _CENTER_MARKERS:
+            toks = toks[1:]
+        if len(toks) > 1 and toks[-1] in _CENTER_MARKERS:
+            toks = toks[:-1]
         number = ""
         while toks and toks[-1].isdigit():
             number = toks.pop() + number
@@ -350,8 +382,8 @@ class _Detector:
                 if f.side == side and (t := self.limb_tier(i, role)) is not None
             ]  # fmt: skip
             idx = self.pick(cands, anchor)
-            if role == "toe" and idx is None:
-                idx = self.ball_of_foot.get(side)
+            if role == "toe":  # a foot below an ankle is the ball (Second Life's toe: the tip)
+                idx = self.ball_of_foot.get(side, idx)
             if role == "foot" and idx is not None:
                 idx = self._ankle_over_foot(side, idx, cands)
             anchor = self.take(canon, idx) if idx is not None else anchor

@@ -12,6 +12,7 @@ from blender_addon import rig_keys
 from blender_addon.core.skeleton import JOINTS, PARENTS
 from training.blender_side.rigs import (  # noqa: F401 - the builders, re-exported for tests
     KINDS,
+    TOOLS,
     build,
     build_armature,
     extract_bvh,
@@ -19,6 +20,7 @@ from training.blender_side.rigs import (  # noqa: F401 - the builders, re-export
     mapped_heads,
     mixamo,
     mixamo_bones,
+    other_tool_rig,
     rigify,
     rigify_bones,
     select_only,

@@ -244,6 +244,43 @@ def test_fbx_character_maps_and_poses(scene: bpy.types.Scene, tmp_path: Path,
     assert rig_keys.channelbag(obj) is not None
 
 
+OTHER_TOOL_JOINTS = {  # joints a wrong detection would get wrong, per tool
+    "vroid": {"pelvis": "J_Bip_C_Hips", "chest": "J_Bip_C_UpperChest",
+              "l_forearm": "J_Bip_L_LowerArm", "r_toe": "J_Bip_R_ToeBase"},
+    "reallusion": {"pelvis": "CC_Base_Hip", "neck": "CC_Base_NeckTwist01",
+                   "l_thigh": "CC_Base_L_Thigh", "r_shin": "CC_Base_R_Calf"},
+    "advanced_skeleton": {"pelvis": "Root_M", "l_clavicle": "Scapula_L",
+                          "l_upperarm": "Shoulder_L", "r_foot": "Ankle_R"},
+    "second_life": {"spine": "mTorso", "l_upperarm": "mShoulderLeft", "r_foot": "mAnkleRight",
+                    "r_toe": "mFootRight"},
+}
+
+
+@pytest.mark.parametrize("tool", rigs.TOOLS)
+def test_characters_from_other_tools_map_and_pose(scene: bpy.types.Scene, tool: str) -> None:
+    """Characters named as VRoid, Reallusion, AdvancedSkeleton and Second Life name their
+    bones: Map Rig (auto) finds every joint, and a hand drag with the feet pinned reaches
+    its empty as Blender shows the rig."""
+    obj = rigs.other_tool_rig(tool)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert mapped_rig.mapping_problems(obj.data) == []
+    mapping = mapped_rig.mapping_dict(obj.data)
+    assert {j: mapping[j] for j in OTHER_TOOL_JOINTS[tool]} == OTHER_TOOL_JOINTS[tool]
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
+    bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="FEET")
+    for item in obj.npe.effectors:
+        item.pin = item.joint.endswith("foot")
+    before = _shown_joints(obj)
+    hand = _empty(obj, "r_hand")
+    target = np.array(hand.location) + FBX_HAND_MOVE
+    hand.location = target
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    shown = _shown_joints(obj)
+    assert np.linalg.norm(shown[skeleton.JOINT_INDEX["r_hand"]] - target) < REACH_TOL
+    assert np.abs(shown[FEET_JOINTS] - before[FEET_JOINTS]).max() < HELD_TOL
+
+
 def test_a_limb_switched_back_to_ik_is_switched_again(rigify_rig: bpy.types.Object) -> None:
     """The user puts the left arm back in IK and moves its IK hand after Map Rig: adding
     effectors switches it to FK again without moving anything, and the empty appears on

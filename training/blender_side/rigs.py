@@ -163,6 +163,81 @@ def mixamo(scale: float = 1.0) -> bpy.types.Object:
     return build_armature("Mixamo", mixamo_bones(), scale=scale)
 
 
+# Other tools' bone names on the Mixamo rig's bones: {mixamo name: name}, where "{s}" is
+# the side as the tool writes it. Each tool's extra bones come from _TOOL_EXTRAS.
+_TOOL_SIDES = {"vroid": ("L", "R"), "reallusion": ("L", "R"), "advanced_skeleton": ("L", "R"),
+               "second_life": ("Left", "Right")}
+_TOOL_NAMES: dict[str, dict[str, str]] = {
+    "vroid": {"Hips": "J_Bip_C_Hips", "Spine": "J_Bip_C_Spine", "Spine1": "J_Bip_C_Chest",
+              "Spine2": "J_Bip_C_UpperChest", "Neck": "J_Bip_C_Neck", "Head": "J_Bip_C_Head",
+              "HeadTop_End": "J_Adj_C_HeadTop", "Shoulder": "J_Bip_{s}_Shoulder",
+              "Arm": "J_Bip_{s}_UpperArm", "ForeArm": "J_Bip_{s}_LowerArm",
+              "Hand": "J_Bip_{s}_Hand", "HandIndex1": "J_Bip_{s}_Index1",
+              "HandIndex2": "J_Bip_{s}_Index2", "UpLeg": "J_Bip_{s}_UpperLeg",
+              "Leg": "J_Bip_{s}_LowerLeg", "Foot": "J_Bip_{s}_Foot",
+              "ToeBase": "J_Bip_{s}_ToeBase", "Toe_End": "J_Bip_{s}_ToeBase_end"},
+    "reallusion": {"Hips": "CC_Base_Hip", "Spine": "CC_Base_Waist", "Spine1": "CC_Base_Spine01",
+                   "Spine2": "CC_Base_Spine02", "Neck": "CC_Base_NeckTwist01",
+                   "Head": "CC_Base_Head", "HeadTop_End": "CC_Base_Head_end",
+                   "Shoulder": "CC_Base_{s}_Clavicle", "Arm": "CC_Base_{s}_Upperarm",
+                   "ForeArm": "CC_Base_{s}_Forearm", "Hand": "CC_Base_{s}_Hand",
+                   "HandIndex1": "CC_Base_{s}_Index1", "HandIndex2": "CC_Base_{s}_Index2",
+                   "UpLeg": "CC_Base_{s}_Thigh", "Leg": "CC_Base_{s}_Calf",
+                   "Foot": "CC_Base_{s}_Foot", "ToeBase": "CC_Base_{s}_ToeBase",
+                   "Toe_End": "CC_Base_{s}_ToeBase_end"},
+    "advanced_skeleton": {"Hips": "Root_M", "Spine": "Spine1_M", "Spine1": "Spine2_M",
+                          "Spine2": "Chest_M", "Neck": "Neck_M", "Head": "Head_M",
+                          "HeadTop_End": "HeadEnd_M", "Shoulder": "Scapula_{s}",
+                          "Arm": "Shoulder_{s}", "ForeArm": "Elbow_{s}", "Hand": "Wrist_{s}",
+                          "HandIndex1": "IndexFinger1_{s}", "HandIndex2": "IndexFinger2_{s}",
+                          "UpLeg": "Hip_{s}", "Leg": "Knee_{s}", "Foot": "Ankle_{s}",
+                          "ToeBase": "Toes_{s}", "Toe_End": "ToesEnd_{s}"},
+    "second_life": {"Hips": "mPelvis", "Spine": "mTorso", "Spine1": "mSpine3",
+                    "Spine2": "mChest", "Neck": "mNeck", "Head": "mHead",
+                    "HeadTop_End": "mSkull", "Shoulder": "mCollar{s}", "Arm": "mShoulder{s}",
+                    "ForeArm": "mElbow{s}", "Hand": "mWrist{s}",
+                    "HandIndex1": "mHandIndex1{s}", "HandIndex2": "mHandIndex2{s}",
+                    "UpLeg": "mHip{s}", "Leg": "mKnee{s}", "Foot": "mAnkle{s}",
+                    "ToeBase": "mFoot{s}", "Toe_End": "mToe{s}"},
+}
+TOOLS = tuple(_TOOL_NAMES)
+
+
+def other_tool_rig(tool: str) -> bpy.types.Object:
+    """The Mixamo rig's bones under the names and hierarchy quirks of another tool's rigs
+    (one of :data:`TOOLS`): VRoid Studio (with more hair bones than body bones),
+    Reallusion Character Creator / ActorCore (a root above the hips, and the legs on a
+    pelvis bone of their own), AdvancedSkeleton, Second Life."""
+    names = _TOOL_NAMES[tool]
+    sides = dict(zip(("Left", "Right"), _TOOL_SIDES[tool], strict=True))
+
+    def rename(mixamo_name: str | None) -> str | None:
+        if mixamo_name is None:
+            return None
+        base = mixamo_name.removeprefix("mixamorig:")
+        side = next((s for s in sides if base.startswith(s)), None)
+        if side is None:
+            return names[base]
+        return names[base.removeprefix(side)].format(s=sides[side])
+
+    hips, *rest = [(rename(n), rename(p), h, t) for n, p, h, t in mixamo_bones()]
+    if tool == "reallusion":
+        name, _, head, tail = hips
+        rest = [(n, "CC_Base_Pelvis" if n.endswith("_Thigh") else p, h, t) for n, p, h, t in rest]
+        bones = [("CC_Base_BoneRoot", None, (0, 0, 0), (0, 0, 0.1)),
+                 (name, "CC_Base_BoneRoot", head, tail),
+                 ("CC_Base_Pelvis", name, head, (head[0], head[1], head[2] - 0.1)), *rest]
+    else:
+        bones = [hips, *rest]
+    if tool == "vroid":
+        bones += [(f"J_Sec_Hair{k}_{strand:02d}",
+                   "J_Bip_C_Head" if k == 1 else f"J_Sec_Hair{k - 1}_{strand:02d}",
+                   (0.03 * strand - 0.15, 0.05, 1.90 - 0.05 * k),
+                   (0.03 * strand - 0.15, 0.05, 1.85 - 0.05 * k))
+                  for strand in range(1, 11) for k in range(1, 6)]
+    return build_armature(tool, bones)
+
+
 def rigify(scale: float = 0.01, full: bool = False) -> bpy.types.Object:
     """Authored in centimetres with the object at scale 0.01, like many imported rigs
     (``full``: the 79-bone size of a real Rigify deform rig, see :func:`rigify_bones`)."""
