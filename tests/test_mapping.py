@@ -269,6 +269,29 @@ def smpl_rig() -> tuple[Rig, dict]:
                       ("pelvis", "spine1", "spine3", "neck", "head"))
 
 
+def smpl24_rig() -> tuple[Rig, dict]:
+    """All 24 SMPL joints: a ``hand`` at the knuckles below each wrist (the wrist is the
+    hand joint)."""
+    (names, parents), want = smpl_rig()
+    pairs = [(n, None if p < 0 else names[p]) for n, p in zip(names, parents, strict=True)]
+    pairs += [(f"{side}hand", f"{side}wrist") for side in ("left_", "right_")]
+    return build(pairs), want
+
+
+def asf_rig() -> tuple[Rig, dict]:
+    """Acclaim ASF skeletons (CMU's and HDM05's own, and BVH converted from them): bones
+    named anatomically (``lhumerus``, ``lradius``, ``lfemur``, ``ltibia``), a ``hipjoint``
+    from the root to each hip, a wrist above each hand."""
+    pairs = chain(None, "root", "lowerback", "upperback", "thorax", "lowerneck", "upperneck",
+                  "head")
+    arm, leg = ("clavicle", "humerus", "radius", "wrist"), ("femur", "tibia", "foot", "toes")
+    for s in "lr":
+        pairs += chain("thorax", *(s + n for n in arm), f"{s}hand", f"{s}thumb")
+        pairs += chain("root", f"{s}hipjoint", *(s + n for n in leg))
+    return build(pairs), expected(("root", "lowerback", "thorax", "lowerneck", "head"),
+                                  *([s + n for n in (*arm, *leg)] for s in "lr"))
+
+
 def vroid_rig() -> tuple[Rig, dict]:
     """VRoid Studio (VRM): ``J_Bip_C_`` / ``J_Bip_L_`` names beside more ``J_Sec_`` hair
     and bust bones than body bones, fingers under the hands."""
@@ -356,14 +379,16 @@ FAMILIES = {  # rig builder -> the preset auto-detection should pick ("auto": th
     "metarig": (metarig, "metarig"),
     "generic": (generic_rig, "auto"),
     "smpl": (smpl_rig, "auto"),
+    "smpl24": (smpl24_rig, "auto"),
+    "asf": (asf_rig, "auto"),
     "vroid": (vroid_rig, "auto"),
     "reallusion": (reallusion_rig, "auto"),
     "advanced-skeleton": (advanced_skeleton_rig, "auto"),
     "second-life": (second_life_rig, "auto"),
 }
 HEURISTIC_FAMILIES = ("bandai", "cmu", "mixamo", "lafan1", "xsens", "unreal", "100style",
-                      "rokoko", "character1", "daz", "genesis", "generic", "smpl", "vroid",
-                      "reallusion", "advanced-skeleton", "second-life")
+                      "rokoko", "character1", "daz", "genesis", "generic", "smpl", "smpl24",
+                      "asf", "vroid", "reallusion", "advanced-skeleton", "second-life")
 
 
 def heuristic(rig: Rig) -> dict[str, str]:

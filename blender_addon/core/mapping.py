@@ -154,11 +154,12 @@ _NEUTRAL_WORDS = frozenset({"bend", "joint", "jnt", "bone"})  # lShldrBend is th
 # Limb roles: synonym sets, best tier first. "shoulder" is decided by structure.
 _LIMB_ROLES: dict[str, tuple[frozenset[str], ...]] = {
     "clavicle": (frozenset({"clavicle", "clav", "collar", "collarbone", "scapula"}),),
-    "upperarm": (frozenset({"upperarm", "uparm", "arm", "shldr"}),),
-    "forearm": (frozenset({"forearm", "lowerarm", "loarm"}), frozenset({"elbow"})),
+    "upperarm": (frozenset({"upperarm", "uparm", "arm", "shldr", "humerus"}),),
+    "forearm": (frozenset({"forearm", "lowerarm", "loarm", "radius"}), frozenset({"elbow"})),
     "hand": (frozenset({"hand"}), frozenset({"wrist"})),
-    "thigh": (frozenset({"upleg", "upperleg", "thigh"}), frozenset({"hip"})),
-    "shin": (frozenset({"leg", "lowerleg", "loleg", "shin", "calf"}), frozenset({"knee"})),
+    "thigh": (frozenset({"upleg", "upperleg", "thigh", "femur"}), frozenset({"hip"})),
+    "shin": (frozenset({"leg", "lowerleg", "loleg", "shin", "calf", "tibia"}),
+             frozenset({"knee"})),
     "foot": (frozenset({"foot"}), frozenset({"ankle"})),
     "toe": (frozenset({"toe", "toes", "toebase", "ball"}),),
 }
@@ -384,18 +385,23 @@ class _Detector:
             idx = self.pick(cands, anchor)
             if role == "toe":  # a foot below an ankle is the ball (Second Life's toe: the tip)
                 idx = self.ball_of_foot.get(side, idx)
-            if role == "foot" and idx is not None:
-                idx = self._ankle_over_foot(side, idx, cands)
+            if role in ("hand", "foot") and idx is not None:
+                idx = self._joint_over_end(side, role, idx, cands)
             anchor = self.take(canon, idx) if idx is not None else anchor
 
-    def _ankle_over_foot(self, side: str, idx: int, cands: list[tuple[int, int]]) -> int:
-        ankles = [
+    def _joint_over_end(self, side: str, role: str, idx: int, cands: list[tuple[int, int]]
+                        ) -> int:
+        """A wrist above a ``hand`` (SMPL's, the ASF skeletons' finger base) or an ankle
+        above a ``foot`` (at the ball: the toe joint) is the joint itself."""
+        joints = [
             i for t, i in cands
             if t > 0 and i not in self.used and i != idx and self.tree.is_ancestor(i, idx)
+            and not self.infos[i].helper
         ]  # fmt: skip
-        if self.infos[idx].core in _LIMB_ROLES["foot"][0] and ankles:
-            self.ball_of_foot[side] = idx
-            return max(ankles, key=self.tree.depth)
+        if self.infos[idx].core in _LIMB_ROLES[role][0] and joints:
+            if role == "foot":
+                self.ball_of_foot[side] = idx
+            return max(joints, key=self.tree.depth)
         return idx
 
     def center(self, role: str, near: int | None = None) -> int | None:
