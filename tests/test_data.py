@@ -12,7 +12,7 @@ from blender_addon.core import skeleton
 from blender_addon.core.normalize import facing_yaw
 from tests.synth import synthetic_bvh
 from training.cli import main
-from training.data import DataError, PoseData, canonical_clip, prepare
+from training.data import Z_UP_NOTE, DataError, PoseData, canonical_clip, dataset_up, prepare
 
 NUM_CLIPS = 10
 
@@ -110,6 +110,9 @@ FPS_24 = 1 / 24
 HIPS_X_ROTATION = 10  # motion column: joint_Root's 6 channels, then Hips' X/Y/Z pos, Z/X rot
 
 
+ROOT_X_ROTATION = 4  # the motion column of the first root's X rotation (synthetic_bvh)
+
+
 def _edit_frames(text: str, rows: dict[int, tuple[int, float] | None]) -> str:
     """Edit some motion rows: None zeroes every rotation (the skeleton's T-pose), a
     (column, degrees) pair adds to that channel."""
@@ -150,6 +153,35 @@ def test_synthetic_tpose_frame_zero_is_dropped_before_resampling(tmp_path: Path)
         _resampled_count(frames - 1)
     with pytest.raises(ValueError, match="exclude-first-frame"):
         canonical_clip("p.bvh", plain, first_frame="sometimes")
+
+
+def test_a_z_up_dataset_is_turned_y_up(tmp_path: Path) -> None:
+    """The same motion with its world turned Z-up (the root's first rotation 90 degrees
+    about X, as Blender's own BVH exporter writes its files) reads as the Y-up clip once
+    its dataset is found Z-up; read as Y-up, it lies on its back."""
+    frames = 40
+    text = synthetic_bvh(frames=frames, seed=6)
+    z_up = _edit_frames(text, {row: (ROOT_X_ROTATION, 90.0) for row in range(frames)})
+    _write(tmp_path / "y", "a.bvh", text)
+    for k in range(3):  # a Z-up dataset with one clip lying along Y: the majority wins
+        _write(tmp_path / "z", f"{k}.bvh", z_up if k else _edit_frames(
+            text, {row: (ROOT_X_ROTATION, -90.0) for row in range(frames)}))
+    assert (dataset_up(tmp_path / "y"), dataset_up(tmp_path / "z")) == ("y", "z")
+    ref, ref_notes = canonical_clip("y.bvh", text)
+    got, notes = canonical_clip("z.bvh", z_up, up="z")
+    assert Z_UP_NOTE in notes and Z_UP_NOTE not in ref_notes
+    np.testing.assert_allclose(got, ref, atol=1e-9)
+    lying, _ = canonical_clip("z.bvh", z_up)
+    spine = lying[:, skeleton.JOINT_INDEX["neck"]] - lying[:, skeleton.JOINT_INDEX["pelvis"]]
+    assert np.median(np.abs(spine[:, 1]) / np.linalg.norm(spine, axis=-1)) < 0.3  # not upright
+    with pytest.raises(ValueError, match="up must be"):
+        canonical_clip("z.bvh", z_up, up="x")
+    summary = prepare([str(tmp_path / "y"), str(tmp_path / "z")], tmp_path / "d.npz",
+                      workers=1, progress=False, fractions=(1.0, 0.0, 0.0))
+    assert [d["up"] for d in summary["datasets"]] == ["y", "z"]
+    poses = PoseData.load(tmp_path / "d.npz").poses
+    np.testing.assert_allclose(poses[:len(poses) // 4], poses[len(poses) // 2:3 * len(poses) // 4],
+                               atol=1e-5)
 
 
 def _write(folder: Path, rel: str, text: str) -> None:

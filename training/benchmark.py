@@ -26,7 +26,7 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import facing_yaw, from_model_space, rotate_y, to_model_space
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from blender_addon.core.propagate import propagate, weight_curve
-from training.data import PoseData, canonical_clip
+from training.data import PoseData, canonical_clip, dataset_up
 from training.evaluate import CM, EFFECTOR_SETS, fixed_mask, random_effector_masks
 from training.pairs import SOLVER_PAIR_OFFSET, clip_bounds, pair_indices
 
@@ -49,20 +49,29 @@ METHODS: dict[str, SolveOptions] = {
 
 
 def load_clips(data: str | None, bvh: list[str] | None, map_spec: str, units: str,
-               max_clips: int) -> tuple[list[np.ndarray], str]:
-    """Clips (T, 21, 3): the test split of a dataset, or BVH clips in their own proportions."""
+               max_clips: int, up: str = "auto") -> tuple[list[np.ndarray], str]:
+    """Clips (T, 21, 3): the test split of a dataset, or BVH clips in their own proportions
+    (``up``: each ``bvh`` entry's up axis, ``auto``: :func:`.data.dataset_up`)."""
     if bvh:
-        clips, skipped = [], 0
-        for source, text in iter_bvh_texts(bvh):
-            try:
-                clips.append(canonical_clip(source, text, map_spec, units)[0])
-            except ValueError:
-                skipped += 1
+        clips, skipped, turned = [], 0, []
+        for entry in bvh:
             if len(clips) >= max_clips:
                 break
+            axis = dataset_up(entry, map_spec, units) if up == "auto" else up
+            if axis == "z":
+                turned.append(str(entry))
+            for source, text in iter_bvh_texts([entry]):
+                if len(clips) >= max_clips:
+                    break
+                try:
+                    clips.append(canonical_clip(source, text, map_spec, units, up=axis)[0])
+                except ValueError:
+                    skipped += 1
         if not clips:
             raise ValueError(f"no usable BVH clip in {bvh} ({skipped} skipped)")
-        return clips, f"{len(clips)} BVH clips from {', '.join(bvh)} (map {map_spec})"
+        return clips, (f"{len(clips)} BVH clips from {', '.join(bvh)} (map {map_spec}"
+                       + (f"; Z-up, turned to Y-up: {', '.join(turned)}" if turned else "")
+                       + ")")
     pd = PoseData.load(data)
     test = np.flatnonzero(pd.clip_split == 2)[:max_clips]
     clips = [pd.poses[pd.clip == c].astype(np.float64) for c in test]
@@ -193,11 +202,12 @@ def propagation_time(editor: PoseEditor, clips: list[np.ndarray]) -> dict[str, f
 
 def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
         map_spec: str = "auto", units: str = "auto", pairs: int = 1000, solves: int = 1000,
-        max_clips: int = 400, seed: int = 0, figure: str | None = None) -> dict[str, Any]:
+        max_clips: int = 400, seed: int = 0, figure: str | None = None, up: str = "auto"
+        ) -> dict[str, Any]:
     from tqdm import tqdm
 
     rng = np.random.default_rng(seed)
-    clips, description = load_clips(data, bvh, map_spec, units, max_clips)
+    clips, description = load_clips(data, bvh, map_spec, units, max_clips, up)
     memory = model_memory(models_dir)
     editor = PoseEditor(ModelSet(models_dir))
     result: dict[str, Any] = {"data": description, "pairs": pairs, "models": models_dir,

@@ -28,6 +28,9 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--map", default="auto", dest="map_spec",
                    help="skeleton mapping: auto, a preset name or a JSON file (default auto)")
     p.add_argument("--units", default="auto", help="auto, m, cm, mm or in (default auto)")
+    p.add_argument("--up", default="auto", choices=("auto", "y", "z"),
+                   help="the files' up axis: y (BVH's convention), z (Blender's BVH exporter), "
+                   "or auto: z for a clip whose spine points along +Z (default auto)")
     p.add_argument("--split", nargs=3, type=float, default=(0.8, 0.1, 0.1),
                    metavar=("TRAIN", "VAL", "TEST"), help="clip fractions (default 0.8 0.1 0.1)")
     p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
@@ -50,7 +53,7 @@ def _run_prepare(args: argparse.Namespace) -> int:
 
     summary = prepare(args.bvh, args.out, map_spec=args.map_spec, units=args.units,
                       fractions=args.split, seed=args.seed, workers=args.workers,
-                      first_frame=args.first_frame, split_by=args.split_by)
+                      first_frame=args.first_frame, split_by=args.split_by, up=args.up)
     print(f"clips: {summary['clips']}  frames: {summary['frames']}  "
           f"skipped files: {len(summary['skipped'])}  elapsed: {summary['elapsed_s']:.1f} s")
     for d in summary["datasets"]:
@@ -464,6 +467,8 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
                      help="BVH files, folders or archives, in their own proportions")
     p.add_argument("--map", default="auto", dest="map_spec", help="mapping for --bvh")
     p.add_argument("--units", default="auto", help="units for --bvh")
+    p.add_argument("--up", default="auto", choices=("auto", "y", "z"),
+                   help="up axis for --bvh (y, z or auto, as for prepare)")
     p.add_argument("--models", default="models", help="model folder (default %(default)s)")
     p.add_argument("--pairs", type=int, default=1000, help="pairs per effector set")
     p.add_argument("--solves", type=int, default=1000, help="timed single solves per method")
@@ -502,7 +507,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     figure = str(json_path.with_suffix(".png"))
     if args.suite == "drags":
         clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
-                                                  args.max_clips)
+                                                  args.max_clips, args.up)
         ranges = drags_ranges(data, clips)
         result = drags.run(args.models, clips, description, ranges, n=args.pairs,
                            seed=args.seed, figure=figure)
@@ -511,12 +516,13 @@ def _benchmark(args: argparse.Namespace) -> int:
     elif args.suite == "latency":
         result = latency.run(args.models, data=data, bvh=args.bvh, map_spec=args.map_spec,
                              units=args.units, solves=args.solves, max_clips=args.max_clips,
-                             seed=args.seed)
+                             seed=args.seed, up=args.up)
         text = short = latency.markdown(result)
     else:
         result = benchmark.run(args.models, data=data, bvh=args.bvh, map_spec=args.map_spec,
                                units=args.units, pairs=args.pairs, solves=args.solves,
-                               seed=args.seed, figure=figure, max_clips=args.max_clips)
+                               seed=args.seed, figure=figure, max_clips=args.max_clips,
+                               up=args.up)
         text = short = benchmark.markdown(result)
     print(text)
     _write_report(json_path, args.command_line, result, text)

@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from blender_addon.core import skeleton
-from blender_addon.core.bvh import BvhError, iter_bvh_texts, parse_bvh, resample
+from blender_addon.core.bvh import BvhClip, BvhError, iter_bvh_texts, parse_bvh, resample
 from blender_addon.core.fileio import atomic_open
-from blender_addon.core.mapping import MappingError, apply_mapping, resolve_mapping
+from blender_addon.core.mapping import JointMap, MappingError, apply_mapping, resolve_mapping
 from blender_addon.core.normalize import flatten_pose, to_model_space
 
 SPLITS = ("train", "val", "test")
@@ -33,6 +33,15 @@ DEFAULT_FRACTIONS = (0.8, 0.1, 0.1)
 FORMAT_VERSION = 2
 TARGET_FPS = 30.0
 FIRST_FRAME_RULES = ("auto", "always", "never")
+UP_AXES = ("auto", "y", "z")
+# auto: a dataset is Z-up where most of its first clips have their spines (pelvis -> neck,
+# median over each clip's frames) within about 37 degrees of +Z. Blender's own BVH exporter
+# writes Z-up files (as 3ds Max can); BVH's convention is Y-up. The up axis is the
+# exporter's, so a dataset votes: a clip alone cannot tell Z-up motion from Y-up motion
+# lying along Z (22 of CMU's 2,108 clips: swimming, lying down, would pass for Z-up).
+Z_UP_MIN_COS = 0.8
+UP_VOTE_CLIPS = 25
+Z_UP_NOTE = "Z-up: turned to Y-up"
 SPLIT_RULES = ("auto", "clip", "subject")
 # A frame 0 is a synthetic T-pose when both arms are straight and level, both legs straight
 # and vertical, and frame 1 is a different pose (some joint > 10 cm away, pelvis-relative).
@@ -91,23 +100,61 @@ def is_synthetic_tpose(canon: np.ndarray) -> bool:
     return float(np.linalg.norm(rel[1] - rel[0], axis=-1).max()) > TPOSE_JUMP_M
 
 
+def _parse_mapped(source: str, text: str, map_spec: str, units: str
+                  ) -> tuple[BvhClip, JointMap]:
+    clip = parse_bvh(text, source=source, units=units, target_fps=None)
+    has_end = {clip.names[j]: float(np.linalg.norm(off)) > 1e-3
+               for j, off in clip.end_sites.items()}
+    return clip, resolve_mapping(clip.names, clip.parents, map_spec,
+                                 has_end_site=lambda n: has_end.get(n, False))
+
+
+def _spine_along_z(clip: BvhClip, joint_map: JointMap) -> bool:
+    """Whether a clip's spine, pelvis -> neck, points along +Z (median over its frames)."""
+    pelvis, neck = (clip.positions[:, clip.names.index(joint_map.joints[c])]
+                    for c in ("pelvis", "neck"))
+    spine = np.median(neck - pelvis, axis=0)
+    return bool(spine[2] >= Z_UP_MIN_COS * max(float(np.linalg.norm(spine)), 1e-12))
+
+
+def dataset_up(entry: str | os.PathLike, map_spec: str = "auto", units: str = "auto") -> str:
+    """A dataset's up axis, ``"y"`` or ``"z"``: ``"z"`` where most of its first
+    :data:`UP_VOTE_CLIPS` readable clips have their spines along +Z."""
+    votes = []
+    for source, text in iter_bvh_texts([entry]):
+        try:
+            votes.append(_spine_along_z(*_parse_mapped(source, text, map_spec, units)))
+        except (BvhError, MappingError, ValueError):
+            continue
+        if len(votes) >= UP_VOTE_CLIPS:
+            break
+    return "z" if 2 * sum(votes) > len(votes) else "y"
+
+
 def canonical_clip(source: str, text: str, map_spec: str = "auto", units: str = "auto",
-                   first_frame: str = "auto") -> tuple[np.ndarray, list[str]]:
+                   first_frame: str = "auto", up: str = "y") -> tuple[np.ndarray, list[str]]:
     """One BVH text -> canonical joint positions (T, 21, 3) at 30 fps, source proportions.
 
     ``first_frame``: ``always`` drops frame 0, ``never`` keeps it, ``auto`` drops it when
     it is a synthetic T-pose (:func:`is_synthetic_tpose`). It is dropped before resampling,
-    so no 30 fps frame blends the T-pose into the motion.
+    so no 30 fps frame blends the T-pose into the motion. ``up``: the file's up axis, ``y``
+    (BVH's convention) or ``z`` (:func:`dataset_up` tells a dataset's), turned to Y-up by
+    (x, y, z) -> (x, z, -y).
     """
     if first_frame not in FIRST_FRAME_RULES:
         raise ValueError(f"--exclude-first-frame must be one of {FIRST_FRAME_RULES}, "
                          f"got {first_frame!r}")
-    clip = parse_bvh(text, source=source, units=units, target_fps=None)
-    has_end = {clip.names[j]: float(np.linalg.norm(off)) > 1e-3
-               for j, off in clip.end_sites.items()}
-    joint_map = resolve_mapping(clip.names, clip.parents, map_spec,
-                                has_end_site=lambda n: has_end.get(n, False))
-    canon, notes = apply_mapping(joint_map, clip.names, clip.positions, clip.end_positions)
+    if up not in ("y", "z"):
+        raise ValueError(f"up must be 'y' or 'z', got {up!r}")
+    clip, joint_map = _parse_mapped(source, text, map_spec, units)
+    positions, ends = clip.positions, clip.end_positions
+    z_up = up == "z"
+    if z_up:
+        positions = skeleton.blender_to_yup(positions)
+        ends = {j: skeleton.blender_to_yup(e) for j, e in ends.items()}
+    canon, notes = apply_mapping(joint_map, clip.names, positions, ends)
+    if z_up:
+        notes.append(Z_UP_NOTE)
     drop = first_frame == "always" or (first_frame == "auto" and is_synthetic_tpose(canon))
     if drop:
         canon = canon[1:]
@@ -135,10 +182,10 @@ def motion_problem(canon: np.ndarray) -> str | None:
 
 
 def process_clip(source: str, text: str, map_spec: str, units: str,
-                 first_frame: str = "auto", dataset: int = 0) -> ClipResult:
+                 first_frame: str = "auto", dataset: int = 0, up: str = "y") -> ClipResult:
     """Parse, map and normalize one clip; errors come back as text, not exceptions."""
     try:
-        canon, notes = canonical_clip(source, text, map_spec, units, first_frame)
+        canon, notes = canonical_clip(source, text, map_spec, units, first_frame, up)
         problem = motion_problem(canon)
         if problem is not None:
             return ClipResult(source, error=f"{source}: {problem}", dataset=dataset)
@@ -232,17 +279,17 @@ def atomic_savez(path: str | Path, **arrays: np.ndarray) -> None:
         np.savez(fh, **arrays)
 
 
-def _items(bvh_paths: Sequence[str], map_spec: str, units: str, first_frame: str
-           ) -> Iterator[tuple]:
-    for dataset, entry in enumerate(bvh_paths):
+def _items(bvh_paths: Sequence[str], map_spec: str, units: str, first_frame: str,
+           ups: Sequence[str]) -> Iterator[tuple]:
+    for dataset, (entry, up) in enumerate(zip(bvh_paths, ups, strict=True)):
         for src, text in iter_bvh_texts([entry]):
-            yield src, text, map_spec, units, first_frame, dataset
+            yield src, text, map_spec, units, first_frame, dataset, up
 
 
 def prepare(bvh_paths: Sequence[str], out: str | Path, map_spec: str = "auto",
             units: str = "auto", fractions: Sequence[float] = DEFAULT_FRACTIONS,
             seed: int = 0, workers: int | None = None, progress: bool = True,
-            first_frame: str = "auto", split_by: str = "auto") -> dict:
+            first_frame: str = "auto", split_by: str = "auto", up: str = "auto") -> dict:
     """Build the pose dataset; returns the summary that the CLI prints.
 
     Each ``--bvh`` entry is one dataset with its own split rule (``split_by``, see
@@ -255,14 +302,17 @@ def prepare(bvh_paths: Sequence[str], out: str | Path, map_spec: str = "auto",
                         f"got {first_frame!r}")
     if split_by not in SPLIT_RULES:
         raise DataError(f"--split-by must be one of {SPLIT_RULES}, got {split_by!r}")
+    if up not in UP_AXES:
+        raise DataError(f"--up must be one of {UP_AXES}, got {up!r}")
     _check_fractions(fractions)
     start = time.perf_counter()
     workers = workers or os.cpu_count() or 1
     clips: list[ClipResult] = []
     skipped: list[str] = []
     notes: set[str] = set()
+    ups = [dataset_up(entry, map_spec, units) if up == "auto" else up for entry in bvh_paths]
     bar = tqdm(desc="prepare", unit="clip", disable=not progress)
-    for res in _parallel_map(_items(bvh_paths, map_spec, units, first_frame), workers):
+    for res in _parallel_map(_items(bvh_paths, map_spec, units, first_frame, ups), workers):
         bar.update(1)
         if res.error is not None:
             skipped.append(res.error)
@@ -298,6 +348,7 @@ def prepare(bvh_paths: Sequence[str], out: str | Path, map_spec: str = "auto",
             "path": str(entry), "split_by": rule, "clips": len(sel),
             "frames": int(counts[sel].sum()), "groups": len(np.unique(groups[sel])),
             "first_frame_dropped": int(sum(clips[i].dropped_first for i in sel)),
+            "up": ups[d],
             "split_clips": {s: int((split[sel] == i).sum()) for i, s in enumerate(SPLITS)},
             "split_frames": {s: int(counts[sel][split[sel] == i].sum())
                              for i, s in enumerate(SPLITS)},

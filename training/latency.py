@@ -162,9 +162,9 @@ def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, se
 
 def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
         map_spec: str = "auto", units: str = "auto", solves: int = 1000, drags: int = 60,
-        max_clips: int = 400, seed: int = 0) -> dict[str, Any]:
+        max_clips: int = 400, seed: int = 0, up: str = "auto") -> dict[str, Any]:
     rng = np.random.default_rng(seed)
-    clips, description = benchmark.load_clips(data, bvh, map_spec, units, max_clips)
+    clips, description = benchmark.load_clips(data, bvh, map_spec, units, max_clips, up)
     editor = PoseEditor(ModelSet(models_dir))
     result: dict[str, Any] = {"data": description, "models": models_dir, "solves": solves,
                               "machine": machine(), "drag_updates": {}}
