@@ -57,7 +57,8 @@ def _run_prepare(args: argparse.Namespace) -> int:
     print(f"clips: {summary['clips']}  frames: {summary['frames']}  "
           f"skipped files: {len(summary['skipped'])}  elapsed: {summary['elapsed_s']:.1f} s")
     for d in summary["datasets"]:
-        print(f"{d['path']}: {d['clips']} clips, {d['frames']} frames, split by {d['split_by']} "
+        print(f"{d['path']}: {d['clips']} clips, {d['frames']} frames, {d['up'].upper()}-up, "
+              f"split by {d['split_by']} "
               f"({d['groups']} {'subjects' if d['split_by'] == 'subject' else 'clips'}), "
               f"frame 0 dropped in {d['first_frame_dropped']} clips; train/val/test clips "
               + " / ".join(str(v) for v in d["split_clips"].values()) + ", frames "

@@ -25,7 +25,13 @@ import numpy as np
 from blender_addon.core import skeleton
 from blender_addon.core.bvh import BvhClip, BvhError, iter_bvh_texts, parse_bvh, resample
 from blender_addon.core.fileio import atomic_open
-from blender_addon.core.mapping import JointMap, MappingError, apply_mapping, resolve_mapping
+from blender_addon.core.mapping import (
+    MIN_END_SITE_LENGTH,
+    JointMap,
+    MappingError,
+    apply_mapping,
+    resolve_mapping,
+)
 from blender_addon.core.normalize import flatten_pose, to_model_space
 
 SPLITS = ("train", "val", "test")
@@ -103,7 +109,7 @@ def is_synthetic_tpose(canon: np.ndarray) -> bool:
 def _parse_mapped(source: str, text: str, map_spec: str, units: str
                   ) -> tuple[BvhClip, JointMap]:
     clip = parse_bvh(text, source=source, units=units, target_fps=None)
-    has_end = {clip.names[j]: float(np.linalg.norm(off)) > 1e-3
+    has_end = {clip.names[j]: float(np.linalg.norm(off)) > MIN_END_SITE_LENGTH
                for j, off in clip.end_sites.items()}
     return clip, resolve_mapping(clip.names, clip.parents, map_spec,
                                  has_end_site=lambda n: has_end.get(n, False))
