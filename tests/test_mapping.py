@@ -35,6 +35,12 @@ def build(pairs: Sequence[tuple[str, str | None]]) -> Rig:
     return names, [-1 if p is None else names.index(p) for _, p in pairs]
 
 
+def pairs_of(rig: Rig) -> list[tuple[str, str | None]]:
+    """The (name, parent name) pairs of a rig: :func:`build` undone, to add joints to it."""
+    names, parents = rig
+    return [(n, None if p < 0 else names[p]) for n, p in zip(names, parents, strict=True)]
+
+
 def chain(parent: str | None, *names: str) -> list[tuple[str, str | None]]:
     return [(n, names[i - 1] if i else parent) for i, n in enumerate(names)]
 
@@ -272,8 +278,8 @@ def smpl_rig() -> tuple[Rig, dict]:
 def smpl24_rig() -> tuple[Rig, dict]:
     """All 24 SMPL joints: a ``hand`` at the knuckles below each wrist (the wrist is the
     hand joint)."""
-    (names, parents), want = smpl_rig()
-    pairs = [(n, None if p < 0 else names[p]) for n, p in zip(names, parents, strict=True)]
+    rig, want = smpl_rig()
+    pairs = pairs_of(rig)
     pairs += [(f"{side}hand", f"{side}wrist") for side in ("left_", "right_")]
     return build(pairs), want
 
@@ -295,12 +301,12 @@ def asf_rig() -> tuple[Rig, dict]:
 def vroid_rig() -> tuple[Rig, dict]:
     """VRoid Studio (VRM): ``J_Bip_C_`` / ``J_Bip_L_`` names beside more ``J_Sec_`` hair
     and bust bones than body bones, fingers under the hands."""
-    (names, parents), want = _plain_rig(
+    rig, want = _plain_rig(
         tuple(f"J_Bip_C_{n}" for n in ("Hips", "Spine", "Chest", "UpperChest", "Neck", "Head")),
         "J_Bip_C_UpperChest", ("J_Bip_L_", "J_Bip_R_"),
         ("Shoulder", "UpperArm", "LowerArm", "Hand"), ("UpperLeg", "LowerLeg", "Foot", "ToeBase"),
         tuple(f"J_Bip_C_{n}" for n in ("Hips", "Spine", "UpperChest", "Neck", "Head")))
-    pairs = [(n, None if p < 0 else names[p]) for n, p in zip(names, parents, strict=True)]
+    pairs = pairs_of(rig)
     for strand in range(1, 13):
         pairs += chain("J_Bip_C_Head", *(f"J_Sec_Hair{k}_{strand:02d}" for k in range(1, 6)))
     for s in "LR":

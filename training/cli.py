@@ -29,8 +29,9 @@ def _add_prepare(sub: argparse._SubParsersAction) -> None:
                    help="skeleton mapping: auto, a preset name or a JSON file (default auto)")
     p.add_argument("--units", default="auto", help="auto, m, cm, mm or in (default auto)")
     p.add_argument("--up", default="auto", choices=("auto", "y", "z"),
-                   help="the files' up axis: y (BVH's convention), z (Blender's BVH exporter), "
-                   "or auto: z for a clip whose spine points along +Z (default auto)")
+                   help="each --bvh entry's up axis: y (BVH's convention), z (Blender's BVH "
+                   "exporter), or auto: z where most of its first clips have their spines "
+                   "along +Z (default auto)")
     p.add_argument("--split", nargs=3, type=float, default=(0.8, 0.1, 0.1),
                    metavar=("TRAIN", "VAL", "TEST"), help="clip fractions (default 0.8 0.1 0.1)")
     p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")

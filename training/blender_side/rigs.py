@@ -164,7 +164,7 @@ def mixamo(scale: float = 1.0) -> bpy.types.Object:
 
 
 # Other tools' bone names on the Mixamo rig's bones: {mixamo name: name}, where "{s}" is
-# the side as the tool writes it. Each tool's extra bones come from _TOOL_EXTRAS.
+# the side as the tool writes it (its extra bones: :func:`other_tool_rig`).
 _TOOL_SIDES = {"vroid": ("L", "R"), "reallusion": ("L", "R"), "advanced_skeleton": ("L", "R"),
                "second_life": ("Left", "Right")}
 _TOOL_NAMES: dict[str, dict[str, str]] = {
