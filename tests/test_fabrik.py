@@ -66,3 +66,29 @@ def test_rig_shaped_keeps_the_pelvis_and_chest_a_rig_can_take(synthetic_clip: np
     err = np.linalg.norm(out - x2, axis=-1)[mask]
     assert np.median(err) < 1e-3
     np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(x), atol=1e-9)
+
+
+def _neck_bend(p: np.ndarray) -> np.ndarray:
+    """Degrees between the chest -> neck and neck -> head bones, per pose."""
+    j = skeleton.JOINT_INDEX
+    a, b = p[:, j["neck"]] - p[:, j["chest"]], p[:, j["head"]] - p[:, j["neck"]]
+    cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+
+
+def test_rig_shaped_carries_a_head_with_no_goal_with_the_chest(synthetic_clip: np.ndarray
+                                                               ) -> None:
+    """Hands pulled far: the chest turns, and a head with no goal turns with it as a rig's
+    neck carries it (kept in its world direction, the neck bent by the chest's turn)."""
+    x, x2 = _pairs(synthetic_clip)
+    hands = skeleton.joint_indices(["l_hand", "r_hand"])
+    x2[:, hands] += np.array([0.0, 0.1, 0.3])  # forward and up, beyond the arms
+    mask = np.zeros(x.shape[:2], bool)
+    mask[:, hands] = True
+    out = fabrik.solve(x, mask, x2, iterations=60, rig_shaped=True)
+    np.testing.assert_allclose(_neck_bend(out), _neck_bend(x), atol=1e-6)
+    neck = skeleton.JOINT_INDEX["neck"]
+    was, now = (p[:, neck] - p[:, skeleton.JOINT_INDEX["chest"]] for p in (x, out))
+    turn = np.degrees(np.arccos(np.clip((was * now).sum(-1) / (
+        np.linalg.norm(was, axis=-1) * np.linalg.norm(now, axis=-1)), -1.0, 1.0)))
+    assert turn.max() > 5.0  # the chest did turn

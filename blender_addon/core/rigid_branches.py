@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .quaternions import norm, rotation_from_covariance
-from .skeleton import ANCESTORS, JOINT_INDEX, ROOT
+from .skeleton import ANCESTORS, JOINT_INDEX, PARENTS, ROOT
 
 # The pelvis branch fits its place too (the pelvis is the rig's root; a translation is
 # free): the hips count most, as the legs hang from them and the feet are often held, so
@@ -114,6 +114,14 @@ _BRANCH_BONES = (_PELVIS_POINTS[1:], _CHEST_CHILDREN)
 # CMU test poses, the refined default), other joints' mean displacement: 0.3 -> 1.87 cm,
 # 1 (all equal) -> 1.90, 10 -> 2.20; 0.01 -> 1.90 (the pelvis's alone: no difference).
 INACTIVE_WEIGHT = 0.3
+# The joints above the neck (the head), which turn with the chest's branch when none of
+# them has a goal, as a rig's neck bone carries its head. Kept in their world direction (as
+# FABRIK keeps a branch with no goal), the head stayed upright over a chest bent into a
+# reach: its neck bent beyond any bend in the training data in 23 of 300 CMU two-hand drags
+# (the engine's FABRIK fallback), none since. Arms with no goal keep their direction: they
+# hang (turned with the chest, one-hand drags moved the other joints 1.53 -> 1.78 cm).
+_NECK = JOINT_INDEX["neck"]
+_ABOVE_NECK = np.flatnonzero((ANCESTORS[:, _NECK] > 0) & (np.arange(len(PARENTS)) != _NECK))
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,8 @@ class BranchShapes:
     shapes: np.ndarray
     units: np.ndarray  # the shapes' unit vectors
     weights: np.ndarray  # (2, ..., 3): 1, or INACTIVE_WEIGHT for a child with no goal
+    head: np.ndarray  # (..., K, 3) the bone vectors above the neck (the head's)
+    head_idle: np.ndarray  # (..., 1, 1) True where nothing at or above the neck has a goal
 
 
 def branch_shapes(pose: np.ndarray, active: np.ndarray) -> BranchShapes:
@@ -135,14 +145,16 @@ def branch_shapes(pose: np.ndarray, active: np.ndarray) -> BranchShapes:
     units = shapes / np.maximum(norm(shapes), 1e-12)[..., None]
     weights = np.stack([np.where(active[..., children], 1.0, INACTIVE_WEIGHT)
                         for children in _BRANCH_BONES])
-    return BranchShapes(shapes, units, weights)
+    head = pose[..., _ABOVE_NECK, :] - pose[..., PARENTS[_ABOVE_NECK], :]
+    return BranchShapes(shapes, units, weights, head, ~active[..., _NECK, None, None])
 
 
 def turn_branches(bones: np.ndarray, branches: BranchShapes) -> np.ndarray:
     """Bone vectors ``bones`` (..., 21, 3) with each branch's children's vectors replaced
     by its shapes (:func:`branch_shapes`) turned as a whole to best fit their directions:
     one rotation per branch. A child with no goal at or below it holds the branch as it
-    was: it counts :data:`INACTIVE_WEIGHT` times."""
+    was: it counts :data:`INACTIVE_WEIGHT` times. A head with no goal turns with the chest,
+    as a rig's neck carries it (see :data:`_ABOVE_NECK`)."""
     out = bones.copy()
     batch = bones.shape[:-2]
     covs = []
@@ -154,4 +166,6 @@ def turn_branches(bones: np.ndarray, branches: BranchShapes) -> np.ndarray:
     turns = np.swapaxes(rotation_from_covariance(np.stack(covs)), -1, -2)
     for k, (shape, children) in enumerate(zip(branches.shapes, _BRANCH_BONES, strict=True)):
         out[..., children, :] = np.broadcast_to(shape, (*batch, *shape.shape[-2:])) @ turns[k]
+    out[..., _ABOVE_NECK, :] = np.where(branches.head_idle, branches.head @ turns[1],
+                                        out[..., _ABOVE_NECK, :])
     return out
