@@ -7,6 +7,7 @@ import numpy as np
 
 from blender_addon.core import fabrik, skeleton
 from tests.test_rigid_branches import BRANCHES, branch_shape
+from training.plausibility import ANGLE_NAMES, joint_angles
 
 END_JOINTS = ["l_hand", "r_hand", "l_foot", "r_foot", "head"]
 
@@ -69,11 +70,7 @@ def test_rig_shaped_keeps_the_pelvis_and_chest_a_rig_can_take(synthetic_clip: np
 
 
 def _neck_bend(p: np.ndarray) -> np.ndarray:
-    """Degrees between the chest -> neck and neck -> head bones, per pose."""
-    j = skeleton.JOINT_INDEX
-    a, b = p[:, j["neck"]] - p[:, j["chest"]], p[:, j["head"]] - p[:, j["neck"]]
-    cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
-    return np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))
+    return joint_angles(p)[:, ANGLE_NAMES.index("neck bend")]
 
 
 def test_rig_shaped_carries_a_head_with_no_goal_with_the_chest(synthetic_clip: np.ndarray
