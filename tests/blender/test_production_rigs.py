@@ -13,9 +13,10 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy42 / .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import edits, live, mapped_rig, rig_io, rig_keys, rig_mapping  # noqa: E402
-from blender_addon.core import skeleton  # noqa: E402
+from blender_addon.core import pipeline, skeleton  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 from training.blender_side.rigs import fbx_character  # noqa: E402
+from training.plausibility import ANGLE_NAMES, joint_angles  # noqa: E402
 
 REACH_TOL = 0.01  # m: the evaluated deform bone ends this close to its empty
 FEET_TOL = 0.003  # m: feet without effectors stay put (planted); measured 0.2-1.3 mm
@@ -242,6 +243,40 @@ def test_fbx_character_maps_and_poses(scene: bpy.types.Scene, tmp_path: Path,
     assert np.abs(rigs.bone_lengths(obj) - lengths).max() < 1e-4
     assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
     assert rig_keys.channelbag(obj) is not None
+
+
+# m, world: the FBX rig's right hand's empty moved past the stretched arm, outwards (and
+# down and forwards): a user's first drag from the rest pose.
+FAR_HAND_MOVES = [(-0.19, 0.0, 0.0), (-0.10, -0.20, -0.10)]
+ELBOW_KEPT_DEG = pipeline.ELBOW_MIN_BEND_DEG  # measured 13.5-14.6 (the rest pose: 22.0)
+NECK_CHANGE_DEG = 3.0  # measured 0.6-2.1; 21-35 when the fallback straightened the arm
+
+
+def _bends(obj: bpy.types.Object) -> dict[str, float]:
+    heads = rigs.mapped_heads(obj)
+    pose = np.array([heads[j] for j in skeleton.JOINTS])[None]
+    return dict(zip(ANGLE_NAMES, joint_angles(pose)[0], strict=True))
+
+
+@pytest.mark.parametrize("move", FAR_HAND_MOVES)
+def test_a_hand_dragged_past_the_arm_keeps_the_elbow_bent_and_the_head_on_the_chest(
+        scene: bpy.types.Scene, tmp_path: Path, move: tuple[float, float, float]) -> None:
+    """From the FBX character's rest pose, the hands as effectors (the default), one hand
+    dragged past the stretched arm: the trunk bends to bring it there, the elbow keeps a
+    bend as real ones do and the head goes with the chest (a straight arm and a head kept
+    upright over the bent chest, before), read back from the evaluated rig."""
+    obj = fbx_character(tmp_path, False)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True) == {"FINISHED"}
+    start = _bends(obj)
+    hand = _empty(obj, "r_hand")
+    target = np.array(hand.matrix_world.translation) + np.array(move)
+    hand.matrix_world.translation = target
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
+    bends = _bends(obj)
+    assert bends["r_forearm bend"] > ELBOW_KEPT_DEG
+    assert abs(bends["neck bend"] - start["neck bend"]) < NECK_CHANGE_DEG
 
 
 OTHER_TOOL_JOINTS = {  # joints a wrong detection would get wrong, per tool
