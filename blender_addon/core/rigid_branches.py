@@ -109,6 +109,7 @@ def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | No
 # The branches as bones: each branch joint's children, whose bone vectors (child - joint)
 # turn together. FABRIK moves bone directions, so its branches fit there.
 _BRANCH_BONES = (_PELVIS_POINTS[1:], _CHEST_CHILDREN)
+_CHEST_BRANCH = 1  # the chest's place in _BRANCH_BONES
 # In FABRIK, a branch child with no goal at or below it counts this much against one with
 # a goal: the branch turns mostly the way its goals pull. One hand dragged 10-25 cm (300
 # CMU test poses, the refined default), other joints' mean displacement: 0.3 -> 1.87 cm,
@@ -166,6 +167,6 @@ def turn_branches(bones: np.ndarray, branches: BranchShapes) -> np.ndarray:
     turns = np.swapaxes(rotation_from_covariance(np.stack(covs)), -1, -2)
     for k, (shape, children) in enumerate(zip(branches.shapes, _BRANCH_BONES, strict=True)):
         out[..., children, :] = np.broadcast_to(shape, (*batch, *shape.shape[-2:])) @ turns[k]
-    out[..., _ABOVE_NECK, :] = np.where(branches.head_idle, branches.head @ turns[1],
+    out[..., _ABOVE_NECK, :] = np.where(branches.head_idle, branches.head @ turns[_CHEST_BRANCH],
                                         out[..., _ABOVE_NECK, :])
     return out
