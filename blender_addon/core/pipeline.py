@@ -782,6 +782,19 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
     return rows
 
 
+def _reaim_bent(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                lengths: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+    """:func:`.exact_reach.solve` with each hand goal's elbow bent by at least
+    :data:`ELBOW_MIN_BEND_DEG` where the goal allows (``bent`` limits the hands' arms
+    alone), then straighter where a hand goal lies beyond that."""
+    hands = goals & _HAND_GOALS
+    out = exact_reach.solve(pose, goals, targets, lengths, tolerance,
+                            straightest=_ARM_STRAIGHTEST, bent=hands)
+    if hands.any():
+        out = exact_reach.solve(out, goals, targets, lengths, tolerance)
+    return out
+
+
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
                    w: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
                    fallback: bool = True) -> np.ndarray:
@@ -801,13 +814,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
-    # Elbows bent where the goals allow (``bent`` limits the hands' arms alone), then
-    # straighter where a hand goal lies beyond that.
-    hands = full & _HAND_GOALS
-    reaimed = exact_reach.solve(out, full, t, lengths, tolerance,
-                                straightest=_ARM_STRAIGHTEST, bent=hands)
-    if hands.any():
-        reaimed = exact_reach.solve(reaimed, full, t, lengths, tolerance)
+    reaimed = _reaim_bent(out, full, t, lengths, tolerance)
     if not fallback:
         return reaimed
     left = np.flatnonzero(PoseEditor._errors(reaimed, t, full).max(axis=1) > tolerance)
@@ -839,10 +846,8 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     first = fabrik.solve(np.concatenate([out[left], start[left]]), goals, targets,
                          rig_lengths * bent_arms, fabrik.RIG_SHAPED_ITERATIONS, tol,
                          rig_shaped=True)
-    first = exact_reach.solve(set_bone_lengths_unchecked(first, rig_lengths), goals, targets,
-                              rig_lengths, twice(tolerance), straightest=_ARM_STRAIGHTEST,
-                              bent=goals & _HAND_GOALS)
-    both = exact_reach.solve(first, goals, targets, rig_lengths, twice(tolerance))
+    both = _reaim_bent(set_bone_lengths_unchecked(first, rig_lengths), goals, targets,
+                       rig_lengths, twice(tolerance))
     miss = PoseEditor._errors(both, targets, goals).max(axis=1)
     refined, classic = both[:k], both[k:]
     take = (miss[:k] > tolerance[left]) & (miss[k:] < miss[:k])
