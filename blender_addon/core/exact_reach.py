@@ -280,13 +280,14 @@ def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np
 
 
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
-          tolerance: float | np.ndarray, straightest: float = 1.0,
+          tolerance: float | np.ndarray, straightest: float | np.ndarray = 1.0,
           bend_trunk: bool = True, bent: np.ndarray | None = None) -> np.ndarray:
     """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept,
     as near as the analytic re-aims get. ``straightest``: a two-bone limb's end stays
     within this share of the limb's length from its start (below 1: the elbow or knee
-    keeps a bend, as real ones do), for the
-    goals in ``bent`` (B, 21) if given (the others may straighten fully);
+    keeps a bend, as real ones do), or per goal joint (21,) with ``bent`` and
+    ``bend_trunk=False``; for the goals in ``bent`` (B, 21) if given (the others may
+    straighten fully);
     ``bend_trunk=False``: a far head goal leaves the trunk, and a far hand the clavicle,
     as they are."""
     p = np.array(pose, dtype=np.float64)

@@ -106,20 +106,27 @@ CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in re
 MISS_NOTE_M = 1e-3
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 # Refinement off, a limb re-aimed at the networks' answer keeps at least a 10 degree bend
-# (real elbows: the training data's 0.1 percentile is 8-10 degrees): an answer beyond
-# reach would otherwise lock the elbow straight.
+# (real knees: an answer beyond reach would otherwise lock the leg straight), an arm the
+# bend of ELBOW_MIN_BEND_DEG below.
 NETWORK_STRAIGHTEST = math.cos(math.radians(10.0) / 2)
 # A hand goal's arm is first re-aimed keeping its elbow bent by at least this much (its
 # clavicle turning towards a far goal first), and straightened further only where the
 # goal lies beyond that: straightened fully, the elbow read as locked in a fifth of
-# one-hand drags. Drag benchmark, 300 CMU test poses, poses with a joint angle out of the
-# data's range (classic FABRIK in brackets): one hand 10-25 cm 18 -> 12 % (21 %), one
-# hand 5-40 cm 28 -> 19 % (20 %), both hands 56 -> 49 % (35 %); reach, planted feet and
-# the other joints' displacement unchanged; Bandai Namco poses, whose out-of-range angles
-# are mostly the clavicles', 43 -> 44 % (FABRIK 58 %). (CMU's training data bends the
-# elbow at least 10.2 degrees, its 0.1 percentile.)
-ELBOW_MIN_BEND_DEG = 12.0
+# one-hand drags. The bend is the largest 0.1 percentile of an elbow's bend among the
+# data we measure, so an arm kept at it reads as real on each: CMU's right elbow on CMU's
+# own skeleton (BVH files) bends at least 17.6 degrees, 10.2 in the training poses;
+# Bandai Namco's reach 0. Poses with a joint angle out of the data's range, 300 test
+# poses, a hand (both hands) dragged 10-25 cm, classic FABRIK in brackets (ad hoc,
+# .dev/elbowsweep.sh): CMU's own skeleton 28.7 % (29.0 %) at a 12 degree bend, 8.0 %
+# (13.3 %) at 18 (FABRIK 17.0 % (18.3 %)); CMU training poses 9.3 % (19.3 %) -> 9.3 %
+# (14.7 %) (FABRIK 24.7 % (30.7 %)); Bandai Namco 45.0 % (66.7 %) -> 45.7 % (67.7 %)
+# (FABRIK 55.0 % (82.3 %)); the other joints move 0.03-0.07 cm more. Refinement off, the
+# networks' answers re-aimed with an arm kept at 10 degrees were out of range in 38.0 %
+# of the one-hand drags on CMU's skeleton (FABRIK 17.0 %), 6.7 % at this bend.
+ELBOW_MIN_BEND_DEG = 18.0
 _ARM_STRAIGHTEST = math.cos(math.radians(ELBOW_MIN_BEND_DEG) / 2)
+# Per goal joint: how straight the refinement-off re-aim may pull its limb.
+_NETWORK_STRAIGHTEST = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, NETWORK_STRAIGHTEST)
 # (21, 21): a hand goal's row marks its arm's two bones (shoulder -> elbow -> wrist).
 _HAND_ARM_BONES = np.zeros((skeleton.NUM_JOINTS, skeleton.NUM_JOINTS))
 for _side in "lr":
@@ -482,7 +489,7 @@ class PoseEditor:
             held = (mask > 0) & (w >= 1.0) & ~moved
             out = exact_reach.solve(out, moved | held, np.where(moved[..., None], answer, t),
                                     frame.lengths, tolerance,
-                                    straightest=NETWORK_STRAIGHTEST, bend_trunk=False,
+                                    straightest=_NETWORK_STRAIGHTEST, bend_trunk=False,
                                     bent=moved)
         errors = self._errors(out, t, user_mask)
         if not drag:  # a drag's pause says it (the notes of its updates go unread)
