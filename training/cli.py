@@ -472,15 +472,18 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--up", default="auto", choices=("auto", "y", "z"),
                    help="up axis for --bvh (y, z or auto, as for prepare)")
     p.add_argument("--models", default="models", help="model folder (default %(default)s)")
-    p.add_argument("--pairs", type=int, default=1000, help="pairs per effector set")
+    p.add_argument("--pairs", type=int, default=1000,
+                   help="pairs per effector set (drags, sliders: start poses)")
     p.add_argument("--solves", type=int, default=1000, help="timed single solves per method")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/benchmark", help="folder for the figure and reports")
     p.add_argument("--json", default=None, help="JSON report path (default OUT/<suite>.json)")
-    p.add_argument("--suite", default="engine", choices=("engine", "drags", "latency"),
+    p.add_argument("--suite", default="engine",
+                   choices=("engine", "drags", "latency", "sliders"),
                    help="engine: (x, x') pairs, latency, propagation, memory; drags: user-style "
                    "drags from start poses, planted feet, plausibility; latency: single solves "
-                   "and Live drag updates alone, with the machine (default %(default)s)")
+                   "and Live drag updates alone, with the machine; sliders: each metric asked "
+                   "for its value + delta, as evaluate's sweep (default %(default)s)")
     p.add_argument("--max-clips", type=int, default=400, help="clips read (default %(default)s)")
     p.set_defaults(run=_run_benchmark)
 
@@ -501,7 +504,7 @@ def _run_benchmark(args: argparse.Namespace) -> int:
 
 def _benchmark(args: argparse.Namespace) -> int:
     from blender_addon.core.fileio import atomic_open
-    from training import benchmark, drags, latency
+    from training import benchmark, drags, latency, sliders
 
     out = Path(args.out)
     data = args.data or (None if args.bvh else DEFAULT_DATA)
@@ -515,6 +518,12 @@ def _benchmark(args: argparse.Namespace) -> int:
                            seed=args.seed, figure=figure)
         text = drags.markdown(result)
         short = drags.summary(result)
+    elif args.suite == "sliders":
+        clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
+                                                  args.max_clips, args.up)
+        result = sliders.run(args.models, clips, description, n=args.pairs, seed=args.seed)
+        text = sliders.report(result)
+        short = sliders.report(result, (sliders.DEFAULT_METHOD,))
     elif args.suite == "latency":
         result = latency.run(args.models, data=data, bvh=args.bvh, map_spec=args.map_spec,
                              units=args.units, solves=args.solves, max_clips=args.max_clips,
@@ -530,7 +539,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     _write_report(json_path, args.command_line, result, text)
     with atomic_open(Path(json_path).with_suffix(".summary.md"), "w") as fh:
         fh.write(short)
-    print(f"wrote {json_path}, {Path(json_path).with_suffix('.md')}, {result.get('figure')}")
+    written = [json_path, Path(json_path).with_suffix(".md"), result.get("figure")]
+    print("wrote " + ", ".join(str(p) for p in written if p))
     return 0
 
 

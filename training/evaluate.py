@@ -22,8 +22,6 @@ from training.data import PoseData
 from training.pairs import METRIC_PAIR_OFFSET, SOLVER_PAIR_OFFSET, pair_indices
 
 CM = 100.0
-SLIDER_METHODS = {"networks alone": SolveOptions(refine_steps=0),
-                  "default options (refined)": SolveOptions()}
 EFFECTOR_SETS: dict[str, tuple[str, ...] | None] = {
     "both hands": ("l_hand", "r_hand"),
     "hands, feet, head": ("l_hand", "r_hand", "l_foot", "r_foot", "head"),
@@ -114,7 +112,7 @@ def evaluate(models_dir: str | Path, data_path: str | Path, n_pairs: int = 4000,
     pick = rng.choice(len(test), size=min(slider_poses, len(test)), replace=False)
     result["sliders"] = {
         method: sliders.sweep(editor, test[np.sort(pick)].astype(np.float64), options)
-        for method, options in SLIDER_METHODS.items()}
+        for method, options in sliders.METHODS.items()}
     result["modules"] = {m["name"]: {"parameters": m.get("parameters"), "bytes": m.get("bytes")}
                          for m in models.manifest["modules"]}
     result["total_bytes"] = int(sum((Path(models.folder) / m["file"]).stat().st_size
@@ -151,5 +149,5 @@ def write_report(result: dict[str, Any], out: str | Path, name: str = "evaluatio
         fh.write(markdown(result))
     with atomic_open(out / f"{name}.summary.md", "w") as fh:
         fh.write(sliders.markdown({k: v for k, v in result["sliders"].items()
-                                   if k == "default options (refined)"}))
+                                   if k == sliders.DEFAULT_METHOD}))
     return out / f"{name}.json", out / f"{name}.md"

@@ -7,6 +7,10 @@ calls (rig units, default options or the networks alone). Per metric and delta: 
 the requested change the pose makes (median), how much the metrics not asked for changed
 (median over poses of the largest change: degrees for angles, centimetres for lengths) and
 how far the joints moved (mean).
+
+``evaluate`` runs it on a dataset's test split; ``benchmark --suite sliders`` (:func:`run`)
+on any clips, BVH files in their own skeleton's proportions and units among them: motion
+from another studio, as a user's rig brings it.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
 
 DELTAS = (-20.0, -10.0, -5.0, 5.0, 10.0, 20.0, 40.0)
+METHODS = {"networks alone": SolveOptions(refine_steps=0),
+           "default options (refined)": SolveOptions()}
+DEFAULT_METHOD = "default options (refined)"
 MIN_POSES = 10  # a delta with fewer poses inside the range is not reported
 CM = 100.0
 
@@ -79,3 +87,24 @@ def markdown(sweeps: dict[str, dict[str, dict[str, Any]]]) -> str:
             lines.append(f"| {name} | {row['unit']} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def run(models_dir: str, clips: list[np.ndarray], description: str, n: int = 300,
+        seed: int = 0) -> dict[str, Any]:
+    """The sweep of every method on ``n`` poses drawn over the frames of ``clips`` (rig
+    space: their own proportions and units)."""
+    from training.drags import sample_poses
+
+    poses = sample_poses(clips, n, np.random.default_rng(seed)).astype(np.float64)
+    editor = PoseEditor(ModelSet(models_dir))
+    return {"data": description, "models": str(models_dir), "poses": n, "seed": seed,
+            "sliders": {method: sweep(editor, poses, options)
+                        for method, options in METHODS.items()}}
+
+
+def report(result: dict[str, Any], methods: tuple[str, ...] | None = None) -> str:
+    """:func:`run`'s report: where the poses come from, then :func:`markdown` of the
+    ``methods`` (default all)."""
+    chosen = {k: v for k, v in result["sliders"].items() if methods is None or k in methods}
+    return (f"Data: {result['data']}; {result['poses']} poses (seed {result['seed']}); "
+            f"models `{result['models']}`.\n\n" + markdown(chosen))
