@@ -47,7 +47,8 @@ DATA_FILES = {data: f"runs/{data}.npz" for data in SOURCES}
 BENCHMARKED = ("cmu", "bandai")  # the datasets the engine, drags and evaluate run on
 SETS = {"": "models", "-cmu-bandai": "models/cmu-bandai"}
 BVH_CLIPS = "20"  # clips timed by benchmark-bvh
-SLIDER_BVH_CLIPS, SLIDER_BVH_POSES = "60", "300"  # the slider sweep on BVH clips
+BVH_SUITE_CLIPS = "60"
+BVH_SUITES = {"drags": "1000", "engine": "1000", "sliders": "300"}  # suite -> --pairs
 SOLVER_CHECK_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"),
                      ("models", "bandai"))  # the last: the CMU set on data it never saw
 SLIDER_REACH_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"))
@@ -87,6 +88,14 @@ def _evaluate(suffix: str, models: str, data: str) -> Result:
                          "--out", str(RESULTS_DIR), "--name", name), (data,))
 
 
+def _bvh_suite(suite: str, data: str) -> Result:
+    name = f"{suite}-bvh-{data}"
+    return Result(name, ("benchmark", "--suite", suite, "--bvh", f"{SHARED}/{SOURCES[data][0]}",
+                         "--max-clips", BVH_SUITE_CLIPS, "--pairs", BVH_SUITES[suite],
+                         "--models", SETS[""], "--out", "runs/results", "--json", _json(name)),
+                  ())
+
+
 def _described() -> tuple[Result, ...]:
     """Tables of committed files and quick checks: datasets, BVH readers, model sets, the
     universal solver and the metric networks alone."""
@@ -116,14 +125,10 @@ def _described() -> tuple[Result, ...]:
         # first 40 CMU / Bandai Namco test clips), each figure's range over them.
         Result("latency-quiet", ("describe-latency", *QUIET_RUNS, "--json",
                                  _json("latency-quiet")), ()),
-        # The slider sweep on BVH clips as they come (their own skeleton's proportions and
-        # units), as the maintainers check motion from other studios.
-        *(Result(f"sliders-bvh-{data}", ("benchmark", "--suite", "sliders", "--bvh",
-                                          f"{SHARED}/{SOURCES[data][0]}", "--max-clips",
-                                          SLIDER_BVH_CLIPS, "--pairs", SLIDER_BVH_POSES,
-                                          "--models", SETS[""], "--out", "runs/results",
-                                          "--json", _json(f"sliders-bvh-{data}")), ())
-          for data in BENCHMARKED),
+        # The drag, engine and slider benchmarks on BVH clips as they come (their own
+        # skeleton's proportions and units), as the maintainers check motion from other
+        # studios: the default set on each source's first BVH_SUITE_CLIPS clips.
+        *(_bvh_suite(suite, data) for suite in BVH_SUITES for data in BENCHMARKED),
         # Inside Blender (the bpy venv); its clips come from the CMU test split's picks.
         Result("benchmark_blender", ("benchmark-blender", "--models", SETS[""], "--out",
                                      str(RESULTS_DIR)), ("cmu",)),
