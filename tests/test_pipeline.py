@@ -77,7 +77,8 @@ def test_without_refinement_the_hand_stays_where_the_networks_put_it(
     kept = np.linalg.norm(fixed[:, HANDS] - raw[:, HANDS], axis=-1)
     # At the least bend the hand is cos(bend / 2) of the arm's length from the shoulder.
     shoulders = fixed[:, skeleton.joint_indices(["l_upperarm", "r_upperarm"])]
-    arm = skeleton.bone_lengths(x)[:, HANDS] + skeleton.bone_lengths(x)[:, skeleton.PARENTS[HANDS]]
+    bones = skeleton.bone_lengths(x)
+    arm = bones[:, HANDS] + bones[:, skeleton.PARENTS[HANDS]]
     reach = np.linalg.norm(fixed[:, HANDS] - shoulders, axis=-1) / arm
     least = np.cos(np.radians(pipeline.ELBOW_MIN_BEND_DEG) / 2)
     at_min = np.abs(reach - least) < MIN_BEND_TOLERANCE

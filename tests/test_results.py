@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from training import sliders
 from training.benchmark import LATENCY_SETS
 from training.cli import main
 from training.results import (
@@ -135,7 +136,7 @@ def test_sliders_reach_their_requests_on_another_studios_skeleton(tmp_path: Path
     assert main(["benchmark", "--suite", "sliders", "--bvh", str(source), "--max-clips",
                  SLIDER_CHECK_CLIPS, "--pairs", SLIDER_CHECK_POSES, "--models",
                  str(REPO / "models"), "--out", str(tmp_path), "--json", str(out)]) == 0
-    table = json.loads(out.read_text())["sliders"]["default options (refined)"]
+    table = json.loads(out.read_text())["sliders"][sliders.DEFAULT_METHOD]
     shares = {(name, d): cell["share"] for name, row in table.items()
               for d, cell in row.items() if d != "unit" and cell is not None}
     assert len(shares) > len(table) * 4  # most deltas lie inside the ranges

@@ -510,17 +510,16 @@ def _benchmark(args: argparse.Namespace) -> int:
     data = args.data or (None if args.bvh else DEFAULT_DATA)
     json_path = Path(args.json or out / f"{args.suite}.json")
     figure = str(json_path.with_suffix(".png"))
-    if args.suite == "drags":
+    if args.suite in ("drags", "sliders"):
         clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
                                                   args.max_clips, args.up)
+    if args.suite == "drags":
         ranges = drags_ranges(data, clips)
         result = drags.run(args.models, clips, description, ranges, n=args.pairs,
                            seed=args.seed, figure=figure)
         text = drags.markdown(result)
         short = drags.summary(result)
     elif args.suite == "sliders":
-        clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
-                                                  args.max_clips, args.up)
         result = sliders.run(args.models, clips, description, n=args.pairs, seed=args.seed)
         text = sliders.report(result)
         short = sliders.report(result, (sliders.DEFAULT_METHOD,))

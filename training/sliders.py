@@ -21,6 +21,7 @@ import numpy as np
 
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
+from training.drags import sample_poses
 
 DELTAS = (-20.0, -10.0, -5.0, 5.0, 10.0, 20.0, 40.0)
 METHODS = {"networks alone": SolveOptions(refine_steps=0),
@@ -93,8 +94,6 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, n: int = 300
         seed: int = 0) -> dict[str, Any]:
     """The sweep of every method on ``n`` poses drawn over the frames of ``clips`` (rig
     space: their own proportions and units)."""
-    from training.drags import sample_poses
-
     poses = sample_poses(clips, n, np.random.default_rng(seed)).astype(np.float64)
     editor = PoseEditor(ModelSet(models_dir))
     return {"data": description, "models": str(models_dir), "poses": n, "seed": seed,
