@@ -30,6 +30,7 @@ from bpy.app.handlers import persistent
 from . import edits, empties, metric_requests
 from . import state as kept
 from .core import reach_bounds
+from .core.pipeline import SHORT_MARK
 from .errors import STATUS, EditError
 from .guard import busy, is_busy
 
@@ -141,11 +142,12 @@ def drag_paused() -> bool:
         except EditError as exc:
             STATUS[name] = str(exc)
             continue
-        # A target no pose of the rig can reach stays said in the panel (no operator
-        # reports a live drag); the next update clears it.
-        beyond = [n for n in outcome.notes if reach_bounds.NOTE_MARK in n] if outcome else []
-        if beyond:
-            STATUS[name] = beyond[0]
+        # A target no pose of the rig can reach, or one left short, stays said in the
+        # panel (no operator reports a live drag); the next update clears it.
+        said = [n for mark in (reach_bounds.NOTE_MARK, SHORT_MARK)
+                for n in (outcome.notes if outcome else ()) if mark in n]
+        if said:
+            STATUS[name] = said[0]
         else:
             STATUS.pop(name, None)
         done = True

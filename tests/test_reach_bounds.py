@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from blender_addon.core import fabrik, reach_bounds, rigid_branches, skeleton
-from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
+from blender_addon.core.pipeline import MISS_NOTE_M, SHORT_MARK, Effector, PoseEditor, SolveOptions
 
 J = skeleton.JOINT_INDEX
 ENDS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
@@ -91,3 +91,57 @@ def test_a_solve_that_cannot_reach_says_which_target_and_why(shipped_models,
         # The neural solve's answer is a pose the rig takes: the hand misses by the excess.
         miss = editor.solve(pose, effs).effector_error[0, J["l_hand"]]
         assert (miss > extra - HEAD_MISS_M) if beyond else (miss < HEAD_MISS_M)
+
+
+PLANTED_FRAME = 22  # the synthetic clip's right foot is on the floor here (planted)
+PULL_UP_M = 1.0  # a hand pulled this far up: past what the legs on the floor allow
+# A foot lifted up, back and out with every end held (one of the ad hoc search's cases).
+LIFT_FRAME, LIFT_M = 84, (-0.25, 0.368, -0.233)
+
+
+def test_an_effector_left_short_is_said_with_what_held_the_body(
+        shipped_models, synthetic_clip: np.ndarray) -> None:
+    """A hand pulled a metre up with the right foot planted passes the pairwise span bound
+    but stays short: the note says by how much (as the effector error reads) and names the
+    planted feet and how to free them; with them free it says the body's place held it,
+    with Refinement at 0 that the networks' answer stands; a reachable pull says nothing."""
+    editor = PoseEditor(shipped_models)
+    pose = synthetic_clip[PLANTED_FRAME]
+    hand = pose[J["l_hand"]]
+    for up in (PULL_UP_M, 0.05):
+        for options, why in ((SolveOptions(), "planted feet"),
+                             (SolveOptions(keep_planted_feet=False), "where the body stands"),
+                             (SolveOptions(refine_steps=0), "networks' answer")):
+            result = editor.solve(pose, [Effector("l_hand", hand + np.array([0.0, up, 0.0]))],
+                                  options=options)
+            miss = result.effector_error[0, J["l_hand"]]
+            said = [n for n in result.notes if SHORT_MARK in n]
+            assert not any(reach_bounds.NOTE_MARK in n for n in result.notes)
+            assert bool(said) == (miss > MISS_NOTE_M), (up, options, miss, result.notes)
+            if up == PULL_UP_M:
+                assert said, (options, miss)
+                assert said[0].startswith(f"l_hand: {miss * 100:.1f} cm {SHORT_MARK}")
+                assert why in said[0], said[0]
+                assert ("Keep Planted Feet" in said[0]) == (
+                    options.keep_planted_feet and options.refine_steps > 0)
+            elif options.refine_steps:
+                assert not said, result.notes  # within reach: reached, nothing said
+
+
+def test_a_held_goal_pulled_off_by_the_others_points_at_the_moved_ones(
+        shipped_models, synthetic_clip: np.ndarray) -> None:
+    """With every end held, a foot lifted half a metre leaves a held hand off its place: the
+    note for that hand names the other goals and asks for the moved targets nearer (the
+    user never moved the hand)."""
+    editor = PoseEditor(shipped_models)
+    pose = synthetic_clip[LIFT_FRAME]
+    lift = np.array(LIFT_M)
+    effs = [Effector(j, pose[J[j]] + (lift if j == "l_foot" else 0.0)) for j in ENDS]
+    result = editor.solve(pose, effs)
+    off = np.flatnonzero(result.effector_error[0] > MISS_NOTE_M)
+    said = [n for n in result.notes if SHORT_MARK in n]
+    assert len(off) and len(said) == len(off), result.notes
+    for j, note in zip(off, said, strict=True):
+        assert note.startswith(f"{skeleton.JOINTS[j]}:")
+        if skeleton.JOINTS[j] != "l_foot":
+            assert "move the moved targets nearer" in note and "l_foot" in note

@@ -102,8 +102,11 @@ MOVED_M = 1e-5
 REACH_TOLERANCE = 1e-4  # m on the models' body: 0.1 mm on a 1.7 m rig, 0.01 units in cm
 CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in reach tolerances
 # A single solve leaving an effector further than this (m) off its target says which
-# targets no pose of the rig can reach, if any (:mod:`.reach_bounds`).
+# targets no pose of the rig can reach, if any (:mod:`.reach_bounds`), and what held every
+# other effector left that far off (:func:`_reach_notes`).
 MISS_NOTE_M = 1e-3
+SHORT_MARK = "short of its target"  # every note of a missed effector the bound did not name
+_FREE_FEET = "turn Keep Planted Feet off"  # what frees the planted feet, in the panel's words
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 # Refinement off, a limb re-aimed at the networks' answer keeps at least a 10 degree bend
 # (real knees: an answer beyond reach would otherwise lock the leg straight), an arm the
@@ -396,7 +399,7 @@ class PoseEditor:
             lengths = self.lengths if self.lengths is not None else skeleton.bone_lengths(p)
             out = fabrik.solve(p, mask > 0, t, lengths)
             errors = self._errors(out, t, mask)
-            notes = [] if drag else _beyond_notes(p, mask > 0, t, errors)
+            notes = [] if drag else _reach_notes(p, mask > 0, t, errors)
             return EditResult(out, None, errors, notes)
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
@@ -493,7 +496,9 @@ class PoseEditor:
                                     bent=moved)
         errors = self._errors(out, t, user_mask)
         if not drag:  # a drag's pause says it (the notes of its updates go unread)
-            notes.extend(_beyond_notes(p, (mask > 0) & (w >= 1.0), t, errors))
+            notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors,
+                                       (mask > 0) & (user_mask <= 0),
+                                       refined=options.refine_steps > 0))
         return EditResult(out, z_new, errors, notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
@@ -677,15 +682,41 @@ class PoseEditor:
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
 
 
-def _beyond_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndarray
-                  ) -> list[str]:
+def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndarray,
+                  planted: np.ndarray | None = None, refined: bool = True) -> list[str]:
     """For a single pose that misses an effector by more than :data:`MISS_NOTE_M`: which
     moved targets no pose of the rig can reach from the goals ``held`` firmly (B, 21: the
-    full-weight effectors and the planted feet), so the user knows to move or free one."""
+    full-weight effectors and the planted feet, ``planted`` (B, 21)), so the user knows to
+    move or free one; then every other full-weight effector still that far off, and what
+    the solve held while it looked (:data:`SHORT_MARK`). Two goals further apart than the
+    bones between them are the bound's; three or more that pull against each other (a
+    hand pulled up past what straight legs on two planted feet allow) pass it, and a hand
+    left centimetres short with nothing said looked like a broken solve (random pulls of
+    one end on the synthetic clip: 46 of 400 solves missed by over 1 mm unsaid). Not
+    ``refined``: the networks' answer stands, and the note says that instead."""
     if len(p) != 1 or not (errors > MISS_NOTE_M).any():
         return []
     over, other = reach_bounds.beyond_reach(p, held, t)
-    return reach_bounds.describe(over[0], other[0], MISS_NOTE_M)
+    notes = reach_bounds.describe(over[0], other[0], MISS_NOTE_M)
+    named = over[0] > MISS_NOTE_M  # and the goals they are held against: said already
+    short = held[0] & (errors[0] > MISS_NOTE_M) & ~named
+    short[other[0][named]] = False
+    feet = planted[0] if planted is not None else np.zeros_like(short)
+    for j in np.flatnonzero(short):
+        pins = [skeleton.JOINTS[k] for k in np.flatnonzero(held[0] & ~feet) if k != j]
+        holding = (["the planted feet"] if feet.any() else []) + (
+            [f"the {', '.join(pins)} goal{'s' if len(pins) > 1 else ''}"] if pins else [])
+        free = ("free one of them" + (f" ({_FREE_FEET})" if feet.any() else "")) if pins \
+            else _FREE_FEET
+        nearer = "move it nearer" if np.linalg.norm(t[0, j] - p[0, j]) > MISS_NOTE_M \
+            else "move the moved targets nearer"  # a held goal the others pulled off
+        why = (f"while holding {' and '.join(holding)}: {nearer}, or {free}"
+               if holding else f"from where the body stands: {nearer}")
+        notes.append(f"{skeleton.JOINTS[j]}: {errors[0, j] * reach_bounds.CM:.1f} cm "
+                     f"{SHORT_MARK}: " + (f"no pose was found that reaches it {why}" if refined
+                                          else "with Refinement at 0 the networks' answer "
+                                          "stands (raise it to reach the target)"))
+    return notes
 
 
 def _moved(mask: np.ndarray, targets: np.ndarray, pose: np.ndarray,

@@ -21,6 +21,7 @@ from blender_addon import (  # noqa: E402
     rig_io,
 )
 from blender_addon.core import reach_bounds  # noqa: E402
+from blender_addon.core.pipeline import SHORT_MARK  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 REACH_TOL = 0.01  # m: an effector's joint ends this close to its empty
@@ -29,6 +30,8 @@ LENGTH_TOL = 1e-4  # m: bone lengths are unchanged to 0.1 mm
 LIMB_SETTLE = 0.01  # pose-matrix entries: what Solve's evaluated-rig correction re-aims (5e-3)
 HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world: a reachable move of the right hand
 PAUSE_JUMP = 0.005  # m: a joint moving this far when a drag pauses is seen to jump
+# A hand pulled up (m): within the rig's spans (to 0.95), past its planted legs' reach (0.89).
+PULL_UP_M = 0.92
 # A metric request must close at least this share of the gap to the requested value (low:
 # the development model set is barely trained; the shipped one does far better).
 METRIC_PROGRESS = 0.02
@@ -265,6 +268,31 @@ def test_a_request_the_rig_misses_is_said(mixamo_rig: bpy.types.Object, name: st
     assert short == (metric_requests.OFF_NOTE in said), (miss, said)
     assert not short or item.label in said
     assert short == hands_held, miss
+
+
+def test_a_hand_left_short_is_said(mixamo_rig: bpy.types.Object) -> None:
+    """Both hands as effectors, the left one's empty pulled 92 cm up: no two goals lie
+    beyond the rig's spans, but the legs on the floor keep the hand short. Solve says by
+    how much and what it held (the other hand, the planted feet); in Live mode the pause
+    says it in the panel, and a drag back within reach clears it."""
+    obj = mixamo_rig
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    hand = _empty(obj, "l_hand")
+    start = np.array(hand.location)
+    hand.location = start + np.array([0.0, 0.0, PULL_UP_M])  # Blender's up
+    outcome = edits.edit(bpy.context.scene, obj, bpy.context.evaluated_depsgraph_get())
+    said = [n for n in outcome.notes if SHORT_MARK in n]
+    assert len(said) == 1 and said[0].startswith("l_hand:"), outcome.notes
+    assert "r_hand goal" in said[0] and "planted feet" in said[0], said[0]
+    assert not any(reach_bounds.NOTE_MARK in n for n in outcome.notes)
+    bpy.context.scene.npe.live = True
+    for up, short in ((0.05, False), (PULL_UP_M, True), (0.05, False)):
+        hand.location = start + np.array([0.0, 0.0, up])
+        bpy.context.view_layer.update()  # the handler solves here
+        live.drag_paused()
+        status = errors.STATUS.get(obj.name, "")
+        assert (SHORT_MARK in status) == short, status
+    bpy.context.scene.npe.live = False
 
 
 def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
