@@ -1,11 +1,20 @@
 """The N-panel (View3D › Sidebar › Neural Pose): drawing only, nothing computed here
 beyond cheap lookups; measured metric values come from operators and the live handler."""
 
+import textwrap
+
 import bpy
 
 CATEGORY = "Neural Pose"
 UNITS = {"deg": "°", "m": " m"}
 CLOSED = {"DEFAULT_CLOSED"}  # bl_options of sub-panels folded at first
+# Wrapping a status message: the UI font's mean character width and an icon's, in pixels
+# at UI scale 1; the sidebar's default width where no region is drawn in; the fewest
+# characters a line keeps however narrow the sidebar.
+CHAR_PX = 7.0
+ICON_PX = 40.0
+WRAP_FALLBACK_PX = 300
+WRAP_MIN_CHARS = 20
 
 
 def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
@@ -28,14 +37,28 @@ def _armature_or_hint(layout: bpy.types.UILayout, context: bpy.types.Context
     return obj
 
 
-def _status(layout: bpy.types.UILayout, key: str) -> None:
+def _status(layout: bpy.types.UILayout, key: str, context: bpy.types.Context) -> None:
+    """The key's error or note, wrapped to the sidebar's width: a note says what to do
+    last ("... move it nearer, or turn Keep Planted Feet off"), which one cut label hid."""
     from .errors import STATUS
 
     message = STATUS.get(key)
     if message:
         col = layout.column(align=True)
         col.alert = True
-        col.label(text=message, icon="ERROR")
+        for i, line in enumerate(wrap_lines(message, context)):
+            col.label(text=line, icon="ERROR" if i == 0 else "BLANK1")
+
+
+def wrap_lines(text: str, context: bpy.types.Context) -> list[str]:
+    """``text`` in lines that fit the region drawn in (:data:`WRAP_FALLBACK_PX` wide where
+    there is none, as in a script), at about :data:`CHAR_PX` pixels a character."""
+    region = getattr(context, "region", None)
+    width = region.width if region is not None else WRAP_FALLBACK_PX
+    # No UI scale in background mode (it reads 0 there).
+    scale = (context.preferences.system.ui_scale if context.preferences else 0.0) or 1.0
+    chars = max(WRAP_MIN_CHARS, int((width - ICON_PX * scale) / (CHAR_PX * scale)))
+    return textwrap.wrap(text, chars) or [text]
 
 
 class _Panel:
@@ -58,7 +81,7 @@ class NPE_PT_main(_Panel, bpy.types.Panel):
         col = layout.column(align=True)
         for line in model_sets.summary(context.scene):
             col.label(text=line, icon="ERROR" if line.startswith("Error") else "NONE")
-        _status(layout, "models")
+        _status(layout, "models", context)
 
 
 class NPE_PT_rig(_Panel, bpy.types.Panel):
@@ -189,7 +212,7 @@ class NPE_PT_solve(_Panel, bpy.types.Panel):
         layout.operator("npe.insert_keyframe", icon="KEY_HLT")
         obj = _armature(context)
         if obj is not None:
-            _status(layout, obj.name)
+            _status(layout, obj.name, context)
 
 
 class NPE_PT_metrics(_Panel, bpy.types.Panel):
@@ -224,7 +247,7 @@ class NPE_PT_metrics(_Panel, bpy.types.Panel):
         row = layout.row(align=True)
         row.operator("npe.apply_metrics", icon="CHECKMARK")
         row.operator("npe.measure", icon="DRIVER_DISTANCE")
-        _status(layout, "metrics")
+        _status(layout, "metrics", context)
 
 
 class NPE_PT_propagate(_Panel, bpy.types.Panel):

@@ -122,6 +122,30 @@ def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
     assert np.isfinite([m.measured for m in scene.npe.metrics]).all()
 
 
+def test_a_long_status_is_wrapped_to_the_sidebar(scene: bpy.types.Scene) -> None:
+    """A note too long for one line of the sidebar is drawn as several, every word kept
+    and in order, each line within the width the wrap allows; a short one stays one."""
+    from blender_addon.core.pipeline import SHORT_MARK
+    from blender_addon.errors import STATUS
+
+    obj = rigs.mixamo()
+    rigs.select_only(obj)
+    bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
+    note = (f"l_hand: 1.7 cm {SHORT_MARK}: no pose was found that reaches it while holding "
+            "the planted feet: move it nearer, or turn Keep Planted Feet off")
+    width = len(panels.wrap_lines("x " * 200, bpy.context)[0]) + 1  # the wrap's width
+    for text, several in ((note, True), ("Cannot solve", False)):
+        STATUS[obj.name] = text
+        labels = _draw_all()
+        start = next(i for i, label in enumerate(labels) if label and text.startswith(label))
+        lines = [labels[start]]
+        while " ".join(lines) != text and text.startswith(" ".join(lines)):
+            lines.append(labels[start + len(lines)])
+        assert " ".join(lines) == text, labels
+        assert (len(lines) > 1) == several and all(len(line) <= width for line in lines)
+    STATUS.pop(obj.name)
+
+
 def test_panel_defaults_are_the_engines(fresh_scene: bpy.types.Scene) -> None:
     """What a user gets in the panel is what the engine's API (and its benchmarks) use."""
     from dataclasses import fields
