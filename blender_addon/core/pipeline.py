@@ -496,8 +496,7 @@ class PoseEditor:
                                     bent=moved)
         errors = self._errors(out, t, user_mask)
         if not drag:  # a drag's pause says it (the notes of its updates go unread)
-            notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors,
-                                       (mask > 0) & (user_mask <= 0),
+            notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
                                        refined=options.refine_steps > 0))
         return EditResult(out, z_new, errors, notes)
 
@@ -683,17 +682,18 @@ class PoseEditor:
 
 
 def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndarray,
-                  planted: np.ndarray | None = None, refined: bool = True) -> list[str]:
+                 user_mask: np.ndarray | None = None, refined: bool = True) -> list[str]:
     """For a single pose that misses an effector by more than :data:`MISS_NOTE_M`: which
     moved targets no pose of the rig can reach from the goals ``held`` firmly (B, 21: the
-    full-weight effectors and the planted feet, ``planted`` (B, 21)), so the user knows to
-    move or free one; then every other full-weight effector still that far off, and what
-    the solve held while it looked (:data:`SHORT_MARK`). Two goals further apart than the
-    bones between them are the bound's; three or more that pull against each other (a
-    hand pulled up past what straight legs on two planted feet allow) pass it, and a hand
-    left centimetres short with nothing said looked like a broken solve (random pulls of
-    one end on the synthetic clip: 46 of 400 solves missed by over 1 mm unsaid). Not
-    ``refined``: the networks' answer stands, and the note says that instead."""
+    full-weight effectors and the planted feet, the held joints off ``user_mask`` (B, 21),
+    the user's effectors), so the user knows to move or free one; then every other
+    full-weight effector still that far off, and what the solve held while it looked
+    (:data:`SHORT_MARK`). Two goals further apart than the bones between them are the
+    bound's; three or more that pull against each other (a hand pulled up past what
+    straight legs on two planted feet allow) pass it, and a hand left centimetres short
+    with nothing said looked like a broken solve (random pulls of one end on the synthetic
+    clip: 46 of 400 solves missed by over 1 mm unsaid). Not ``refined``: the networks'
+    answer stands, and the note says that instead."""
     if len(p) != 1 or not (errors > MISS_NOTE_M).any():
         return []
     over, other = reach_bounds.beyond_reach(p, held, t)
@@ -701,9 +701,10 @@ def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndar
     named = over[0] > MISS_NOTE_M  # and the goals they are held against: said already
     short = held[0] & (errors[0] > MISS_NOTE_M) & ~named
     short[other[0][named]] = False
-    feet = planted[0] if planted is not None else np.zeros_like(short)
+    feet = held[0] & (user_mask[0] <= 0) if user_mask is not None else np.zeros_like(short)
+    goals = np.flatnonzero(held[0] & ~feet)  # the held goals other than the planted feet
     for j in np.flatnonzero(short):
-        pins = [skeleton.JOINTS[k] for k in np.flatnonzero(held[0] & ~feet) if k != j]
+        pins = [skeleton.JOINTS[k] for k in goals if k != j]
         holding = (["the planted feet"] if feet.any() else []) + (
             [f"the {', '.join(pins)} goal{'s' if len(pins) > 1 else ''}"] if pins else [])
         free = ("free one of them" + (f" ({_FREE_FEET})" if feet.any() else "")) if pins \

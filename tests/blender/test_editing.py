@@ -284,6 +284,9 @@ def test_a_hand_left_short_is_said(mixamo_rig: bpy.types.Object) -> None:
     said = [n for n in outcome.notes if SHORT_MARK in n]
     assert len(said) == 1 and said[0].startswith("l_hand:"), outcome.notes
     assert "r_hand goal" in said[0] and "planted feet" in said[0], said[0]
+    # The note names the option as the panel labels it.
+    label = bpy.context.scene.npe.bl_rna.properties["keep_planted_feet"].name
+    assert f"turn {label} off" in said[0], said[0]
     assert not any(reach_bounds.NOTE_MARK in n for n in outcome.notes)
     bpy.context.scene.npe.live = True
     for up, short in ((0.05, False), (PULL_UP_M, True), (0.05, False)):
