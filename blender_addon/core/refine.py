@@ -142,7 +142,13 @@ _POSE_DIM = skeleton.NUM_JOINTS * 3
 # 1.4 at 1 (CMU poses the same at 0.3 and 1: 2.3 opening). Turning the whole arm
 # about the clavicle joint instead of carrying it swung the hands and bent the knees to
 # hold their height (6.3 degrees opening CMU poses' by 20 with 300 poses); elevation alone
-# reached 31 % of a closing request on Bandai Namco poses.
+# reached 31 % of a closing request on Bandai Namco poses. Those figures are of requests the
+# networks answered first; the refinement now starts such a request from the pose as it
+# stands (PoseEditor._solve), where these priors measured best (300 poses of 60 BVH clips
+# each, the other metrics' largest change, median, and the joints' mean move): opening
+# CMU's skeleton's shoulders 20 degrees 0.0 degrees / 0.10 cm, 0.6 cm moved (0.3 and 0.3:
+# 0.1 / 0.14, 0.9), Bandai Namco's 40 degrees 0.0 / 0.11, 0.7 cm (0.3 and 0.3: 0.4 / 0.10,
+# 1.2).
 SHRUG_PRIOR = 1e-2
 PROTRACTION_PRIOR = 0.7
 _SHRUG_VARIABLES = 4  # elevation and protraction, each side
@@ -150,6 +156,12 @@ _SHRUG_SIDES = skeleton.joint_indices(["l_clavicle", "r_clavicle"])
 _SHRUG_NEXT = skeleton.joint_indices(["l_upperarm", "r_upperarm"])
 # What hangs below each shoulder (elbow, wrist): carried along by a shrug, not swung.
 _SHRUG_BELOW = np.stack([np.flatnonzero(skeleton.ANCESTORS[:, j] > 0)[1:] for j in _SHRUG_NEXT])
+# Pose coordinates (63,) a clavicle turn does not carry: the body a request that only turns
+# the clavicles keeps as firmly as a drag keeps it (LEAST_CHANGE; at LEAST_CHANGE_METRIC_EDIT
+# the latent's small moves turned the chest 0.1-0.6 degrees and moved these joints 1-2.5 mm
+# opening the shoulders 20 degrees, 0.1-0.6 mm held; the other metrics the same).
+_UNCARRIED = np.isin(np.arange(skeleton.NUM_JOINTS), np.r_[_SHRUG_NEXT, _SHRUG_BELOW.ravel()],
+                     invert=True).repeat(3)
 _TRUNK_UP = skeleton.joint_indices(["chest", "neck"])
 _ENDS = skeleton.joint_indices(skeleton.END_JOINTS)
 _BONE_SUMS = skeleton.ANCESTORS[:, 1:]  # joints relative to the pelvis from bone vectors
@@ -383,7 +395,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
            body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray,
            relinearize: bool = False, effector_weight: np.ndarray | float = EFFECTOR_WEIGHT,
            least_change: np.ndarray | float = LEAST_CHANGE, spans: np.ndarray | None = None,
-           shrug: bool = False, graph: bool = True
+           shrug: bool = False, shrug_only: bool = False, graph: bool = True
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
@@ -400,7 +412,9 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     coordinate, each one for all or (B,) (:func:`effector_weights`,
     :func:`least_change_weights`). ``spans`` (B, 6): the rigid branches' child distances
     to keep (:func:`rigid_spans` of the start pose), or None. ``shrug``: the clavicles'
-    turns are variables too (see :data:`SHRUG_PRIOR`). ``graph``: run the set's
+    turns are variables too (see :data:`SHRUG_PRIOR`); ``shrug_only``: and they are all the
+    metric requests ask for, so the joints they do not carry are held as a drag holds the
+    body (:data:`LEAST_CHANGE`). ``graph``: run the set's
     ``refine_effectors`` graph where it applies (the same steps; False: these numpy ones).
     """
     b = len(z_net)
@@ -427,7 +441,8 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     hold = _per_pose(least_change, b)
     if metrics is not None:  # held as firmly as a requested metric (see METRIC_WEIGHT)
         per_pose = np.maximum(per_pose, METRIC_WEIGHT)
-        hold = np.full((b, 1), LEAST_CHANGE_METRIC_EDIT)
+        hold = np.where(_UNCARRIED, LEAST_CHANGE, LEAST_CHANGE_METRIC_EDIT)[None] if shrug_only \
+            else np.full((b, 1), LEAST_CHANGE_METRIC_EDIT)
     row_w = np.where(asked, weights.repeat(3, axis=1) * per_pose, hold)
     follow = _per_pose(body_follow, b)
     keep = (1.0 - follow) * base.reshape(b, -1) + follow * pose.reshape(b, -1)
