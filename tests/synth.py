@@ -88,3 +88,39 @@ def synthetic_bvh(frames: int = 40, seed: int = 0, frame_time: float = 1 / 30,
     lines += ["MOTION", f"Frames: {frames}", f"Frame Time: {frame_time:.7f}"]
     lines += [" ".join(f"{v:.5f}" for v in row) for row in motion]
     return "\n".join(lines) + "\n"
+
+
+def rig_reachable_hand_drags(poses: np.ndarray, seeds: int = 20
+                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(poses, mask, targets): the left hand dragged to where a rig pose puts it with the
+    feet (and, every other seed, the head and right hand) pinned where they are: each pose
+    turned at random as a rig turns it (the trunk bent, the arm swung, the pelvis moved),
+    then its pinned joints brought back by :func:`blender_addon.core.rig_ik.solve`; only
+    the poses whose pins came back to 1 micrometre are kept, so every drag is reachable
+    by construction. The turns' sizes are the spreads (radians) below."""
+    from blender_addon.core import rig_ik, skeleton
+
+    joints = skeleton.JOINT_INDEX
+    turns = {"pelvis": 0.2, "spine": 0.3, "chest": 0.3, "l_clavicle": 0.2,
+             "l_upperarm": 0.6, "l_forearm": 0.5, "r_upperarm": 0.5}
+    out = []
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        step = np.zeros((len(poses), rig_ik._PARAMS))
+        step[:, :3] = rng.normal(0.0, 0.08, (len(poses), 3))
+        for name, size in turns.items():
+            k = 3 + 3 * rig_ik._PIVOT_OF[joints[name]]
+            step[:, k:k + 3] = rng.normal(0.0, size, (len(poses), 3))
+        turned = rig_ik._apply(poses, step)
+        pins = np.zeros(poses.shape[:2], dtype=bool)
+        pins[:, [joints["l_foot"], joints["r_foot"]]] = True
+        if seed % 2 == 0:
+            pins[:, [joints["head"], joints["r_hand"]]] = True
+        back = rig_ik.solve(turned, pins, np.where(pins[..., None], poses, turned), 1e-7)
+        ok = np.where(pins, np.linalg.norm(back - poses, axis=-1), 0.0).max(axis=1) < 1e-6
+        mask = pins.astype(np.float64)
+        mask[:, joints["l_hand"]] = 1.0
+        targets = poses.copy()
+        targets[:, joints["l_hand"]] = back[:, joints["l_hand"]]
+        out.append((poses[ok], mask[ok], targets[ok]))
+    return tuple(np.concatenate(a) for a in zip(*out, strict=True))  # type: ignore[return-value]
