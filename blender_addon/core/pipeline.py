@@ -848,10 +848,11 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     elbow bent by :data:`ELBOW_MIN_BEND_DEG` where the goal allows). A pose whose goals
     stay out of reach from there takes rig-shaped FABRIK's answer from the refined pose
     (its bends carry over), or classic FABRIK's from the start pose where that one reaches
-    closer: where some pose of the rig reaches every goal, the edit never reaches less
-    than classic IK. Where none does (goals further apart than the rig's bones stretched
-    in line, :func:`.reach_bounds.beyond_reach`, by over :data:`MISS_NOTE_M` on the
-    models' body: the targets the notes name), the re-aimed pose stays: FABRIK would
+    closer, then :func:`.rig_ik.solve`'s last millimetres: where some pose of the rig
+    reaches every goal, the edit never reaches less than classic IK. Where none does
+    (goals further apart than the rig's bones stretched in line,
+    :func:`.reach_bounds.beyond_reach`, by over :data:`MISS_NOTE_M` on the models' body:
+    the targets the notes name), the re-aimed pose stays: FABRIK would
     only strain the whole body towards a goal it cannot reach either, and the pose a Live
     drag showed (this re-aim: ``fallback=False``, a drag update, runs no FABRIK) jumped
     when the drag paused (the latency suite's drag continuity: more than 5 mm in 28 of 60
