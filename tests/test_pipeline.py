@@ -16,7 +16,10 @@ HANDS = skeleton.joint_indices(["l_hand", "r_hand"])
 ENDS = skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"])
 PIN_TOLERANCE = 0.01  # m
 OFFSET = 15  # frames between x and x'
-SAME_EDIT_M = 1e-6  # m: one edit in two units, to rounding
+# m: one edit in two units, to rounding, and to the step where rig IK's iterations stop
+# inside the reach tolerance (0.1 mm): a step's accept test can fall either way on
+# rounding, and one pose in centimetres ended 7.5 micrometres from its metre twin.
+SAME_EDIT_M = 1e-5
 NETWORK_HAND_KEPT_M = 1e-6  # refinement off: the networks' hand, when in reach (was 6 cm off)
 MIN_BEND_TOLERANCE = 1e-9  # of an arm's length: an elbow held at its least bend
 AIM_TOLERANCE_M2 = 1e-9  # |shoulder->hand x shoulder->networks' hand|: in line

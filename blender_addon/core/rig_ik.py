@@ -31,7 +31,7 @@ _INITIAL_DAMPING = 1e-3  # m^2 per rad^2: Levenberg-Marquardt's start, adapted p
 _DAMPING_DOWN, _DAMPING_UP = 0.3, 10.0
 _MIN_DAMPING, _MAX_DAMPING = 1e-9, 1e6
 _EPS = 1e-12
-_MIN_SCALE = 1e-6  # m^2 per rad^2: a turn that moves no goal is still damped
+_MIN_SCALE = 1e-9  # of the largest: a turn that moves nothing is still damped (any units)
 
 # The joints a rig turns (each joint with children), and which joints each one carries:
 # BELOW[j, i] when joint i hangs below pivot j (the pelvis carries every other joint).
@@ -130,7 +130,8 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
         jac = _jacobian(q)
         weighted = jac * np.repeat(weight, 3, axis=1)[..., None]
         normal = np.swapaxes(weighted, 1, 2) @ jac
-        scale = np.maximum(np.diagonal(normal, axis1=1, axis2=2), _MIN_SCALE)
+        diagonal = np.diagonal(normal, axis1=1, axis2=2)
+        scale = np.maximum(diagonal, _MIN_SCALE * diagonal.max(axis=1, keepdims=True))
         lhs = normal + damping[rows, None, None] * (eye * scale[:, None, :])
         rhs = np.swapaxes(weighted, 1, 2) @ (aim - q).reshape(len(rows), -1, 1)
         trial = _apply(q, np.linalg.solve(lhs, rhs)[..., 0])
