@@ -222,6 +222,12 @@ def axis_angle_to_quat(aa: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cos(half), np.sin(half) * axis], axis=-1)
 
 
+def axis_angle_to_matrix(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """(..., 3, 3) rotations by ``angle`` (...) radians about ``axis`` (..., 3), which need
+    not be unit; a zero axis is no rotation."""
+    return quat_to_matrix(axis_angle_to_quat(np.concatenate([angle[..., None], axis], -1)))
+
+
 def quat_to_axis_angle(q: np.ndarray) -> np.ndarray:
     """``(..., 4)`` -> (angle, x, y, z), angle in [0, 2 pi]; the identity's axis is +Y."""
     q = quat_normalize(q)

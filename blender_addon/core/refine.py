@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import skeleton
-from .conversions import axis_angle_to_quat
+from .conversions import axis_angle_to_matrix
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
 from .normalize import set_bone_lengths_unchecked
-from .quaternions import EPS, norm, quat_to_matrix
+from .quaternions import EPS, norm
 from .rigid_branches import FIT_JOINTS, keep_rigid
 
 METRIC_UNIT_M = {"deg": 0.01, "m": 1.0}  # a metric error's weight in metres of joint error
@@ -220,11 +220,6 @@ def moves_shoulders(spec: MetricSpec) -> bool:
                                                            strict=True))
 
 
-def _rotations(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
-    """(..., 3, 3) rotations by ``angle`` (...) radians about unit ``axis`` (..., 3)."""
-    return quat_to_matrix(axis_angle_to_quat(np.concatenate([angle[..., None], axis], -1)))
-
-
 def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.maximum(norm(v), EPS)[..., None]
 
@@ -243,7 +238,8 @@ def _shrugged(pose: np.ndarray, turn: np.ndarray, jac: np.ndarray | None = None
     bone = pose[:, _SHRUG_NEXT] - centre
     lift = _unit(np.cross(up[:, None], bone))
     reach = _unit(np.cross(bone, lift))
-    first, second = _rotations(lift, turn[:, :2]), _rotations(reach, turn[:, 2:])
+    first = axis_angle_to_matrix(lift, turn[:, :2])
+    second = axis_angle_to_matrix(reach, turn[:, 2:])
     rot = second @ first  # (B, 2, 3, 3)
     turned = (rot @ bone[..., None])[..., 0]
     move = turned - bone  # (B, 2, 3): the shoulder's, and all it carries

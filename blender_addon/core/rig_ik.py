@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .conversions import axis_angle_to_matrix
 from .quaternions import norm
 from .skeleton import ANCESTORS, DEPTHS, NUM_JOINTS, PARENTS, ROOT
 
@@ -31,7 +32,6 @@ STAY_WEIGHT, STAY_DECAY = 0.1, 0.8
 _INITIAL_DAMPING = 1e-3  # of each turn's own curvature (Marquardt): the start, adapted per pose
 _DAMPING_DOWN, _DAMPING_UP = 0.3, 10.0
 _MIN_DAMPING, _MAX_DAMPING = 1e-9, 1e6
-_EPS = 1e-12
 _MIN_SCALE = 1e-9  # of the largest: a turn that moves nothing is still damped (any units)
 
 # The joints a rig turns (each joint with children), and which joints each one carries:
@@ -70,20 +70,12 @@ def _jacobian(p: np.ndarray) -> np.ndarray:
     return jac.reshape(b, NUM_JOINTS * 3, _PARAMS)
 
 
-def _rotations(turns: np.ndarray) -> np.ndarray:
-    """(..., 3, 3) rotation matrices of turn vectors (..., 3) (Rodrigues)."""
-    angle = norm(turns)
-    axis = turns / np.maximum(angle, _EPS)[..., None]
-    k = -_skew_rows(axis)  # [axis]x
-    s, c = np.sin(angle)[..., None, None], np.cos(angle)[..., None, None]
-    return np.eye(3) + s * k + (1.0 - c) * (k @ k)
-
-
 def _apply(p: np.ndarray, step: np.ndarray) -> np.ndarray:
     """The pose (B, 21, 3) after the pelvis moves by ``step[:, :3]`` and each pivot turns
     by its turn vector, all about the pose's current joints (the turns' axes are in world
     space, so each bone's offset turns by every pivot above it, outermost last)."""
-    turn = _rotations(step[:, 3:].reshape(len(p), len(_PIVOTS), 3))  # (B, P, 3, 3)
+    turns = step[:, 3:].reshape(len(p), len(_PIVOTS), 3)
+    turn = axis_angle_to_matrix(turns, norm(turns))  # (B, P, 3, 3)
     total = np.broadcast_to(np.eye(3), (len(p), NUM_JOINTS, 3, 3)).copy()
     total[:, ROOT] = turn[:, _PIVOT_OF[ROOT]]
     for level in _LEVELS:  # the turn of each joint's own bones: its parent's, then its own
