@@ -330,6 +330,34 @@ class PoseEditor:
         ) if metrics else {}
         return self._solve(pose, mask, targets, weights, values, options, drag=drag)
 
+    def settle(self, poses: np.ndarray, start: np.ndarray, mask: np.ndarray,
+               targets: np.ndarray, weights: np.ndarray, metric_names: Sequence[str] = (),
+               options: SolveOptions | None = None) -> np.ndarray:
+        """Poses (B, 21, 3) near answers of :meth:`solve_arrays` from ``start`` (a
+        propagation's frames after their changes were smoothed over time) made poses the
+        rig can take again: its bone lengths, a rigid pelvis and chest, and the full-weight
+        effectors and planted feet re-aimed onto their targets as a drag update's are (no
+        last resorts: a goal the re-aim leaves short stays short). ``metric_names``: the
+        metrics the edit asked for (legs' ones free the planted feet, as in the solve)."""
+        options = options or SolveOptions()
+        p = _check_positions(start)
+        mask = np.asarray(mask, dtype=np.float64)
+        t = np.where(mask[..., None] > 0, targets, p)
+        w = np.asarray(weights, dtype=np.float64) * mask
+        lengths, scale = self._rig_lengths, self._rig_scale
+        if lengths is not None and len(p) != 1:
+            lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
+        frame = self._start(p, lengths, scale).frame
+        tolerance = REACH_TOLERANCE / np.asarray(frame.scale)
+        user_mask = mask
+        if options.keep_planted_feet and not any(
+                _moves_legs(self._metrics[name].metric) for name in metric_names):
+            mask, t, w = _hold_planted_feet(self._start(p, lengths, scale).feet_down, p,
+                                            mask, t, w, tolerance)
+        out = set_bone_lengths_unchecked(np.asarray(poses, dtype=np.float64), frame.lengths)
+        out = rigid_branches.keep_rigid(out, p, user_mask[:, ROOT] > 0)
+        return _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance, fallback=False)
+
     @staticmethod
     def effector_arrays(positions: np.ndarray, effectors: Sequence[Effector]
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

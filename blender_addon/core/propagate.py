@@ -22,6 +22,13 @@ from .normalize import facing_yaw, rotate_y
 from .pipeline import Effector, PoseEditor, SolveOptions
 
 CURVES = ("hat", "smooth", "constant", "custom")
+# Each frame is solved on its own, and neighbouring frames can take different last resorts
+# (a goal just within reach bends the trunk to get there; one just beyond it stays short):
+# a pose then pops against its neighbours. The solved changes are smoothed over time with a
+# Gaussian of this many frames (sigma), weighted by W(t) so the curve's own shape is kept,
+# then each frame is made a rig's pose on its targets again (:meth:`PoseEditor.settle`).
+SMOOTH_FRAMES = 2.0
+_SMOOTH_TAPS = int(np.ceil(3.0 * SMOOTH_FRAMES))
 METRIC_MODES = ("delta", "absolute")
 
 
@@ -118,4 +125,33 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
                 poses[rows], mask[rows], targets[rows], weights[rows],
                 {k: v[rows] for k, v in values.items()}, options, each_pose=each_pose
             ).positions
+    others = ~edited
+    if options.fix_lengths and others.any():
+        change = np.zeros_like(clip)  # each frame's change in its own facing frame
+        change[live] = rotate_y(out[live] - poses, -yaw)
+        smooth = rotate_y(smooth_changes(change, w)[live[others]], yaw[others])
+        out[live[others]] = editor.settle(poses[others] + smooth, poses[others],
+                                          mask[others], targets[others], weights[others],
+                                          tuple(values), options)
     return out
+
+
+def smooth_changes(change: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per-frame changes (T, ...) smoothed over time by :data:`SMOOTH_FRAMES`, as W(t)
+    times the W-weighted average of change / W around t (normalized convolution): an edit
+    that changes every frame alike by W(t) comes back as it was, a frame that changes
+    unlike its neighbours moves towards them. Frames with W = 0 stay unchanged."""
+    taps = np.arange(-_SMOOTH_TAPS, _SMOOTH_TAPS + 1)
+    kernel = np.exp(-0.5 * (taps / SMOOTH_FRAMES) ** 2)
+    t = len(change)
+    padded = np.zeros((t + 2 * _SMOOTH_TAPS, *change.shape[1:]))
+    padded[_SMOOTH_TAPS:_SMOOTH_TAPS + t] = change
+    w_padded = np.zeros(t + 2 * _SMOOTH_TAPS)
+    w_padded[_SMOOTH_TAPS:_SMOOTH_TAPS + t] = weights
+    total = np.zeros_like(change)
+    weight = np.zeros(t)
+    for k, tap in zip(taps, kernel, strict=True):  # over the kernel's taps, not frames
+        total += tap * padded[_SMOOTH_TAPS + k:_SMOOTH_TAPS + k + t]
+        weight += tap * w_padded[_SMOOTH_TAPS + k:_SMOOTH_TAPS + k + t]
+    scale = np.where(weight > 0.0, weights / np.where(weight > 0.0, weight, 1.0), 0.0)
+    return total * scale.reshape(-1, *([1] * (change.ndim - 1)))
