@@ -347,13 +347,13 @@ class PoseEditor:
         lengths, scale = self._rig_lengths, self._rig_scale
         if lengths is not None and len(p) != 1:
             lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
-        frame = self._start(p, lengths, scale).frame
+        start_pose = self._start(p, lengths, scale)
+        frame = start_pose.frame
         tolerance = REACH_TOLERANCE / np.asarray(frame.scale)
         user_mask = mask
         if options.keep_planted_feet and not any(
                 _moves_legs(self._metrics[name].metric) for name in metric_names):
-            mask, t, w = _hold_planted_feet(self._start(p, lengths, scale).feet_down, p,
-                                            mask, t, w, tolerance)
+            mask, t, w = _hold_planted_feet(start_pose.feet_down, p, mask, t, w, tolerance)
         out = set_bone_lengths_unchecked(np.asarray(poses, dtype=np.float64), frame.lengths)
         out = rigid_branches.keep_rigid(out, p, user_mask[:, ROOT] > 0)
         return _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance, fallback=False)

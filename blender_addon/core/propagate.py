@@ -7,8 +7,11 @@ offset made at frame n (in body space, so it turns with the body), a metric requ
 frame's value plus W(t) times the change asked at frame n (``delta``) or towards the value
 (``absolute``). So the motion underneath is kept, the frame at the curve's peak is the
 single-frame solve, an effector gets W(t) of its move, and frames where W = 0 come back
-bit-identical. (The 2023 paper blends latents, ``(1 - W) z + W M(z)``; measured, a hand
-then got 61-85 % of its move at W = 0.5, and the edited frame differed from its own solve.)
+bit-identical. Each frame's change is then smoothed over time (:func:`smooth_changes`)
+and the frame made a rig's pose on its targets again (:meth:`PoseEditor.settle`): frames
+solved on their own popped against their neighbours. (The 2023 paper blends latents,
+``(1 - W) z + W M(z)``; measured, a hand then got 61-85 % of its move at W = 0.5, and the
+edited frame differed from its own solve.)
 """
 
 from __future__ import annotations
