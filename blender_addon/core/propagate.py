@@ -129,7 +129,9 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
                 {k: v[rows] for k, v in values.items()}, options, each_pose=each_pose
             ).positions
     others = ~edited
-    if options.fix_lengths and others.any():
+    # Refinement off, a frame shows the networks' answer, not its goals reached: kept as
+    # solved (the settling re-aims the goals exactly).
+    if options.fix_lengths and options.refine_steps and others.any():
         change = np.zeros_like(clip)  # each frame's change in its own facing frame
         change[live] = rotate_y(out[live] - poses, -yaw)
         smooth = rotate_y(smooth_changes(change, w)[live[others]], yaw[others])
