@@ -1,7 +1,7 @@
 """A null edit as a user makes it, in real Blender: effectors added on the rig's own joints
-and nothing moved, then Solve, or Live switched on and the drag's pause, leave every bone
-where Blender evaluated it before (issue 15: within 1 mm), on the test rigs and on a
-generated Rigify rig read back through its deform bones."""
+and nothing moved, then Solve, Live switched on and the drag's pause, or Propagate over a
+clip, leave every bone where Blender evaluated it before (issue 15: within 1 mm), on the
+test rigs and on a generated Rigify rig read back through its deform bones."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from blender_addon import live  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 NULL_TOL = 1e-3  # m: the largest move of any bone head a null edit may cause (the issue)
+NULL_CLIP_FRAME, NULL_CLIP_RADIUS = 40, 12  # the propagated null edit on the BVH clip
 
 
 def _heads(obj: bpy.types.Object) -> np.ndarray:
@@ -44,6 +45,29 @@ def test_null_live_changes_nothing(rig: bpy.types.Object) -> None:
     live.drag_paused()
     scene.npe.live = False
     assert _largest_move(before, rig) < NULL_TOL
+
+
+def test_null_propagate_changes_nothing(scene: bpy.types.Scene, bandai_bvh) -> None:
+    """Every end an effector on its joint, Propagate over the clip: no frame moves (each
+    frame's change is smoothed over its neighbours' and settled on its targets again)."""
+    obj = rigs.import_bvh(bandai_bvh)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    frames = range(NULL_CLIP_FRAME - NULL_CLIP_RADIUS - 2, NULL_CLIP_FRAME + NULL_CLIP_RADIUS + 3)
+    before = []
+    for f in frames:
+        scene.frame_set(f)
+        before.append(_heads(obj))
+    scene.frame_set(NULL_CLIP_FRAME)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    p = scene.npe.propagation
+    p.range_mode, p.radius, p.curve = "RADIUS", NULL_CLIP_RADIUS, "SMOOTH"
+    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    moves = []
+    for f, heads in zip(frames, before, strict=True):
+        scene.frame_set(f)
+        moves.append(_largest_move(heads, obj))
+    assert max(moves) < NULL_TOL, moves
 
 
 def test_null_solve_on_a_generated_rigify_rig(rigify_rig: bpy.types.Object) -> None:
