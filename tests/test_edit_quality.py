@@ -164,8 +164,8 @@ def test_a_body_lying_down_keeps_the_rest_of_the_body(shipped_models, manifold_c
     standing = manifold_clip[::3]
     lying = _lying(standing)
     editor = PoseEditor(shipped_models)
-    assert (editor._start(standing, None, None).familiarity == 1.0).all()
-    assert (editor._start(lying, None, None).familiarity == 0.0).all()
+    assert (editor._start(standing).familiarity == 1.0).all()
+    assert (editor._start(lying).familiarity == 0.0).all()
     mask, targets = _hand_drags(lying, seed=3)
     others = np.flatnonzero(mask[0] == 0)
 

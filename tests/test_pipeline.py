@@ -126,12 +126,12 @@ def test_a_drag_reuses_its_start_pose_and_gives_what_a_fresh_editor_gives(
         effs = [Effector("r_hand", pose[HANDS[1]] + move), Effector("l_foot", pin=True)]
         fresh = PoseEditor(shipped_models).solve(pose, effs, drag=True).positions
         np.testing.assert_array_equal(kept.solve(pose, effs, drag=True).positions, fresh)
-    start = kept._start(poses[:1], None, None)
-    assert start is kept._start(poses[:1].copy(), None, None)
+    start = kept._start(poses[:1])
+    assert start is kept._start(poses[:1].copy())
     with pytest.raises(ValueError, match="read-only"):
         start.model[0, 0, 0] = 1.0
     kept.lengths = skeleton.bone_lengths(poses[0]) * 1.1
-    assert kept._start(poses[:1], None, None) is not start
+    assert kept._start(poses[:1]) is not start
 
 
 def test_pins_hold_while_hands_move(editor: PoseEditor, manifold_clip: np.ndarray) -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -292,12 +292,13 @@ class PoseEditor:
         self._rig_scale = None if value is None else leg_scale(self._rig_lengths)
         self._starts.clear()
 
-    def _start(self, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
-               ) -> _Start:
-        """The start pose's :class:`_Start`; a single pose's is kept (the last
-        :data:`START_CACHE_SIZE`), keyed by its coordinates (the rig's lengths are this
-        editor's)."""
+    def _start(self, p: np.ndarray) -> _Start:
+        """The start pose's :class:`_Start` on this editor's rig; a single pose's is kept
+        (the last :data:`START_CACHE_SIZE`), keyed by its coordinates."""
+        lengths, scale = self._rig_lengths, self._rig_scale
         if len(p) != 1:
+            if lengths is not None:
+                lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
             return _Start.of(p, lengths, scale)
         key = p.tobytes()
         start = self._starts.get(key)
@@ -307,6 +308,12 @@ class PoseEditor:
                 self._starts.pop(next(iter(self._starts)))
             self._starts[key] = start
         return start
+
+    def _plants_feet(self, options: SolveOptions, metric_names: Iterable[str]) -> bool:
+        """Whether an edit holds the planted feet: asked to, and no metric request on the
+        legs (asking for one moves the feet)."""
+        return options.keep_planted_feet and not any(
+            _moves_legs(self._metrics[name].metric) for name in metric_names)
 
     # -- public API -------------------------------------------------------------------
 
@@ -347,19 +354,16 @@ class PoseEditor:
         mask = np.asarray(mask, dtype=np.float64)
         t = np.where(mask[..., None] > 0, targets, p)
         w = np.asarray(weights, dtype=np.float64) * mask
-        lengths, scale = self._rig_lengths, self._rig_scale
-        if lengths is not None and len(p) != 1:
-            lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
-        start_pose = self._start(p, lengths, scale)
+        start_pose = self._start(p)
         frame = start_pose.frame
         tolerance = REACH_TOLERANCE / np.asarray(frame.scale)
         user_mask = mask
-        if options.keep_planted_feet and not any(
-                _moves_legs(self._metrics[name].metric) for name in metric_names):
+        if self._plants_feet(options, metric_names):
             mask, t, w = _hold_planted_feet(start_pose.feet_down, p, mask, t, w, tolerance)
         out = set_bone_lengths_unchecked(np.asarray(poses, dtype=np.float64), frame.lengths)
         out = rigid_branches.keep_rigid(out, p, user_mask[:, ROOT] > 0)
-        return _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance, fabrik=False)
+        return _reach_exactly(out, p, mask, t, w, frame.lengths, tolerance,
+                              use_fabrik=False)
 
     @staticmethod
     def effector_arrays(positions: np.ndarray, effectors: Sequence[Effector]
@@ -434,14 +438,10 @@ class PoseEditor:
             return EditResult(out, None, errors, notes)
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
-        lengths, scale = self._rig_lengths, self._rig_scale
-        if lengths is not None and len(p) != 1:
-            lengths, scale = np.repeat(lengths, len(p), axis=0), np.repeat(scale, len(p))
-        start = self._start(p, lengths, scale)
+        start = self._start(p)
         model, frame, turn = start.model, start.frame, start.turn
         user_mask = mask
-        if options.keep_planted_feet and not any(
-                _moves_legs(self._metrics[name].metric) for name in metrics):
+        if self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(frame.scale))
         # The networks are asked for each limb's own move (offsets scaled by that limb);
@@ -873,7 +873,7 @@ def _reaim_bent(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
                    w: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
-                   fallback: bool = True, fabrik: bool = True) -> np.ndarray:
+                   fallback: bool = True, use_fabrik: bool = True) -> np.ndarray:
     """The full-weight effectors and pins exactly on their targets (to ``tolerance`` (B,),
     in rig units) from the refined pose, keeping the rig's bone lengths (a hand goal's
     elbow bent by :data:`ELBOW_MIN_BEND_DEG` where the goal allows). A pose whose goals
@@ -887,7 +887,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     only strain the whole body towards a goal it cannot reach either, and the pose a Live
     drag showed (this re-aim: ``fallback=False``, a drag update, runs no FABRIK) jumped
     when the drag paused (the latency suite's drag continuity: more than 5 mm in 28 of 60
-    CMU drags, 9 with this). ``fabrik=False``: rig IK alone from the re-aimed pose, the
+    CMU drags, 9 with this). ``use_fabrik=False``: rig IK alone from the re-aimed pose, the
     least change (a propagation's smoothed frames: FABRIK from the start pose twisted a
     chest 40 degrees where a neighbouring frame's stayed)."""
     full = (mask > 0) & (w >= 1.0)
@@ -896,16 +896,15 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     reaimed = _reaim_bent(out, full, t, lengths, tolerance)
     if not fallback:
         return reaimed
-    left = np.flatnonzero(PoseEditor._errors(reaimed, t, full).max(axis=1) > tolerance)
+    reaim_miss = PoseEditor._errors(reaimed, t, full).max(axis=1)
+    left = np.flatnonzero(reaim_miss > tolerance)
     if left.size:
         over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
         left = left[over.max(axis=1) <= tolerance[left] * (MISS_NOTE_M / REACH_TOLERANCE)]
     if not left.size:
         return reaimed
-    if fabrik:
-        miss = _fabrik_answers(reaimed, out, start, mask, full, t, lengths, tolerance, left)
-    else:
-        miss = PoseEditor._errors(reaimed[left], t[left], full[left]).max(axis=1)
+    miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left) \
+        if use_fabrik else reaim_miss[left]
     # Rig-shaped FABRIK converges slowly where the trunk must bend to reach with the feet
     # held: Gauss-Newton steps on the rig's bone turns take the last millimetres. Their
     # answer is taken where it reaches every goal to within the note's threshold; where
@@ -935,7 +934,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
 
 
 def _fabrik_answers(reaimed: np.ndarray, out: np.ndarray, start: np.ndarray,
-                    mask: np.ndarray, full: np.ndarray, t: np.ndarray, lengths: np.ndarray,
+                    full: np.ndarray, t: np.ndarray, lengths: np.ndarray,
                     tolerance: np.ndarray, left: np.ndarray) -> np.ndarray:
     """:func:`_reach_exactly`'s FABRIK stage for its ``left`` rows, in ``reaimed`` (in
     place): the (B,) largest miss of each answer taken."""
@@ -950,7 +949,7 @@ def _fabrik_answers(reaimed: np.ndarray, out: np.ndarray, start: np.ndarray,
     k = len(left)
     twice = lambda a: np.concatenate([a[left], a[left]])  # noqa: E731 - local shorthand
     goals, targets = twice(full), twice(t)
-    rig_lengths = twice(np.broadcast_to(lengths, mask.shape))
+    rig_lengths = twice(np.broadcast_to(lengths, full.shape))
     tol = np.concatenate([tolerance[left], tolerance[left] * CLASSIC_TOLERANCE])
     # A hand goal's arm goes into FABRIK as long as it reaches with its elbow bent (the
     # trunk bends the rest of the way), gets its own lengths back, and is re-aimed with
