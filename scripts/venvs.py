@@ -23,6 +23,9 @@ REQUIRED_PYTHON = (3, 11)  # bpy 4.5 / 5.0 wheels and the extension's wheels are
 STAMP_NAME = ".stamp"
 STAMP_CHARS = 16
 INCLUDE_RE = re.compile(r"^\s*(?:-r|--requirement)[\s=]+(\S+)")
+# A bpy venv takes about 1.2 GB installed and the dev venv (CPU torch) 1.3 GB; pip unpacks the
+# wheels beside them while installing. Below this, pip would stop half-way with ENOSPC.
+MIN_FREE_BYTES = 3 * 1024**3
 
 
 class VenvError(RuntimeError):
@@ -80,6 +83,18 @@ def is_current(venv: Path, files: list[Path]) -> bool:
             and stamp_file.read_text().strip() == stamp(files))
 
 
+def check_free_space(venv: Path, min_free: int = MIN_FREE_BYTES) -> None:
+    """Refuse to start an install that the disk cannot hold, rather than leave a broken venv."""
+    where = venv.resolve()
+    while not where.exists():
+        where = where.parent
+    free = shutil.disk_usage(where).free
+    if free < min_free:
+        raise VenvError(f"only {free / 1024**3:.1f} GiB free on the disk of {where}; setting up "
+                        f"{venv} needs about {min_free / 1024**3:.0f} GiB: free some space "
+                        "(old clones, build folders) and run again")
+
+
 def ensure_venv(venv: Path, files: list[Path], python: str | None = None) -> Path:
     """Create ``venv`` or update it when its requirement files changed; its interpreter."""
     files = [Path(f) for f in files]
@@ -87,10 +102,12 @@ def ensure_venv(venv: Path, files: list[Path], python: str | None = None) -> Pat
         return venv_python(venv)
     print(f"setting up {venv} from {', '.join(f.name for f in files)} ...", flush=True)
     python = python or find_python()
+    check_free_space(venv)
     (venv / STAMP_NAME).unlink(missing_ok=True)  # an interrupted install must not look done
     if not venv_python(venv).exists():
         subprocess.run([python, "-m", "venv", str(venv)], check=True)
-    cmd = [str(venv_python(venv)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    cmd = [str(venv_python(venv)), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+           "--no-cache-dir"]  # a wheel cache would double what the install takes on disk
     for f in files:
         cmd += ["-r", str(f)]
     if subprocess.run(cmd).returncode != 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -42,3 +43,12 @@ def test_current_only_with_a_matching_stamp(tmp_path: Path) -> None:
     assert venvs.ensure_venv(venv, [top]) == venvs.venv_python(venv)  # nothing to do
     top.write_text(top.read_text() + "ruff==0.14.3\n")
     assert not venvs.is_current(venv, [top])
+
+
+def test_a_full_disk_is_refused_before_pip_runs(tmp_path: Path) -> None:
+    venv = tmp_path / "not" / "yet" / "venv"
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(venvs.VenvError, match=r"GiB free on the disk of .*free some space"):
+        venvs.check_free_space(venv, min_free=free * 2)
+    venvs.check_free_space(venv, min_free=1)  # enough: no error
+    assert not venv.exists()
