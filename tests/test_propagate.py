@@ -15,11 +15,14 @@ SPINE_FLEXION_CHANGE_DEG = 15.0
 # Every end held, the left hand moved 10-30 cm at CENTER and propagated over RADIUS (smooth
 # curve): the propagated clip's largest joint acceleration against the clip's own, over
 # POP_DRAGS drags. Measured: median 3.9x, worst 10.1x with each frame kept as solved (a
-# frame's last resort differing from its neighbours' pops), 2.3x and 8.3x smoothed. The
+# frame's last resort differing from its neighbours' pops), 2.2x and 8.3x smoothed. The
 # hand keeps to its path (W(t) of its move) within REACH_M in all but the 3 drags that take
-# it beyond the rig's reach (34-99 mm off either way).
+# it beyond the rig's reach (34-99 mm off either way). At the edited frame itself, in the
+# drags whose edited frame reaches its goals: worst 5.7x with its neighbours smoothed but
+# not blended into it, 2.3x blended.
 POP_DRAGS = 16
 POP_MEDIAN_MAX, POP_WORST_MAX = 3.0, 9.0
+EDITED_POP_MAX = 2.5
 REACH_M, OFF_PATH_DRAGS = 1e-3, 3
 
 
@@ -88,6 +91,13 @@ def test_smoothing_keeps_an_even_edit_and_softens_a_pop() -> None:
     smoothed = smooth_changes(popped, w)
     assert abs(smoothed[24, 0] - change[24, 0]) < 0.25 * 0.05
     np.testing.assert_array_equal(smoothed[w == 0], 0.0)
+    # The edited frame keeps its change and its neighbours blend into it.
+    np.testing.assert_allclose(smooth_changes(change, w, anchor=30), change, atol=1e-15)
+    anchored = smooth_changes(popped, w, anchor=24)
+    np.testing.assert_array_equal(anchored[24], popped[24])
+    for near in (23, 25):
+        assert abs(anchored[near, 0] - popped[near, 0] - 0.05) < 0.25 * 0.05
+    np.testing.assert_array_equal(anchored[w == 0], 0.0)
 
 
 def test_a_held_body_propagates_without_pops(shipped_models, manifold_clip: np.ndarray
@@ -96,7 +106,7 @@ def test_a_held_body_propagates_without_pops(shipped_models, manifold_clip: np.n
     clip = manifold_clip
     rng = np.random.default_rng(0)
     own = np.linalg.norm(clip[2:] - 2 * clip[1:-1] + clip[:-2], axis=-1).max()
-    ratios, off_path = [], 0
+    ratios, off_path, at_edit = [], 0, []
     w = weight_curve(len(clip), CENTER, RADIUS)
     hand = skeleton.JOINT_INDEX["l_hand"]
     for _ in range(POP_DRAGS):
@@ -106,12 +116,16 @@ def test_a_held_body_propagates_without_pops(shipped_models, manifold_clip: np.n
                                                                      else 0.0))
                 for j in ("l_hand", "r_hand", "l_foot", "r_foot", "head")]
         out = propagate(editor, clip, CENTER, w, effs)
-        ratios.append(np.linalg.norm(out[2:] - 2 * out[1:-1] + out[:-2], axis=-1).max() / own)
+        acc = np.linalg.norm(out[2:] - 2 * out[1:-1] + out[:-2], axis=-1).max(axis=1) / own
+        ratios.append(acc.max())
         # The hand's path: W(t) of the move made at CENTER, turned with the body.
         move_body = rotate_y(move, -facing_yaw(clip[CENTER]))
         path = clip[:, hand] + rotate_y(move_body * w[:, None], facing_yaw(clip))
         off_path += int(np.linalg.norm(out[:, hand] - path, axis=-1).max() > REACH_M)
-        single = editor.solve(clip[CENTER], effs).positions[0]
-        np.testing.assert_allclose(out[CENTER], single, atol=1e-6)  # the peak is its solve
+        single = editor.solve(clip[CENTER], effs)
+        np.testing.assert_allclose(out[CENTER], single.positions[0], atol=1e-6)  # its solve
+        if single.effector_error.max() < REACH_M:  # centred on CENTER - 1, CENTER, CENTER + 1
+            at_edit.append(acc[CENTER - 2:CENTER + 1].max())
     assert np.median(ratios) < POP_MEDIAN_MAX and max(ratios) < POP_WORST_MAX, ratios
     assert off_path <= OFF_PATH_DRAGS
+    assert len(at_edit) >= POP_DRAGS - OFF_PATH_DRAGS and max(at_edit) < EDITED_POP_MAX, at_edit

@@ -120,6 +120,45 @@ def test_benchmark_commands_run_end_to_end(tiny_set, tmp_path: Path, argv) -> No
         assert all(r["speedup"] > 0 for r in graphs.values())
 
 
+def test_propagation_suite_runs_end_to_end(tiny_set, tmp_path: Path) -> None:
+    """On synthetic clips long enough for its window, with the tiny set's models."""
+    from tests.conftest import TINY_CLIPS
+    from tests.synth import synthetic_bvh
+    from training.data import prepare
+    from training.propagation_quality import WINDOW
+
+    for i in range(TINY_CLIPS):
+        (tmp_path / f"clip_{i}.bvh").write_text(synthetic_bvh(frames=WINDOW + 10, seed=i))
+    prepare([str(tmp_path)], tmp_path / "long.npz", workers=1, progress=False)
+    assert main(["benchmark", "--suite", "propagation", "--data", str(tmp_path / "long.npz"),
+                 "--models", str(tiny_set.models), "--pairs", "2", "--out",
+                 str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "propagation.json").read_text())
+    for methods in result["cases"].values():
+        for row in methods.values():
+            assert row["frames"] > 0 and row["goals"] >= row["frames"]
+
+
+def test_propagation_figures_come_out_again(cmu_dataset: Path, tmp_path: Path) -> None:
+    result = RESULTS["propagation-cmu"]
+    committed = json.loads((REPO / result.json).read_text())
+    argv = list(result.argv)
+    argv[argv.index("--data") + 1] = str(cmu_dataset)
+    argv[argv.index("--json") + 1] = str(tmp_path / "propagation.json")
+    argv[argv.index("--out") + 1] = str(tmp_path)
+    argv[argv.index("--models") + 1] = str(REPO / argv[argv.index("--models") + 1])
+    assert main(argv) == 0
+    fresh = json.loads((tmp_path / "propagation.json").read_text())
+    for case, methods in committed["cases"].items():
+        for method, figures in methods.items():
+            for key, want in figures.items():
+                if key.endswith("_mm"):  # float noise only; counts exactly
+                    assert fresh["cases"][case][method][key] == pytest.approx(
+                        want, abs=ABS_TOLERANCE["mm"]), f"{case} / {method} / {key}"
+                elif key != "seconds_per_clip":
+                    assert fresh["cases"][case][method][key] == want, f"{case} / {method} / {key}"
+
+
 SLIDER_SHARE = (0.95, 1.05)  # issue 16's bound on achieved / requested (median)
 SLIDER_CHECK_CLIPS, SLIDER_CHECK_POSES = "10", "60"
 

@@ -473,17 +473,20 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
                    help="up axis for --bvh (y, z or auto, as for prepare)")
     p.add_argument("--models", default="models", help="model folder (default %(default)s)")
     p.add_argument("--pairs", type=int, default=1000,
-                   help="pairs per effector set (drags, sliders: start poses)")
+                   help="pairs per effector set (drags, sliders: start poses; propagation: "
+                   "edited clips)")
     p.add_argument("--solves", type=int, default=1000, help="timed single solves per method")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/benchmark", help="folder for the figure and reports")
     p.add_argument("--json", default=None, help="JSON report path (default OUT/<suite>.json)")
     p.add_argument("--suite", default="engine",
-                   choices=("engine", "drags", "latency", "sliders"),
+                   choices=("engine", "drags", "latency", "sliders", "propagation"),
                    help="engine: (x, x') pairs, latency, propagation, memory; drags: user-style "
                    "drags from start poses, planted feet, plausibility; latency: single solves "
                    "and Live drag updates alone, with the machine; sliders: each metric asked "
-                   "for its value + delta, as evaluate's sweep (default %(default)s)")
+                   "for its value + delta, as evaluate's sweep; propagation: a hand moved at "
+                   "one frame and propagated, judged as motion (pops, goals, plausibility) "
+                   "(default %(default)s)")
     p.add_argument("--max-clips", type=int, default=400, help="clips read (default %(default)s)")
     p.set_defaults(run=_run_benchmark)
 
@@ -504,13 +507,13 @@ def _run_benchmark(args: argparse.Namespace) -> int:
 
 def _benchmark(args: argparse.Namespace) -> int:
     from blender_addon.core.fileio import atomic_open
-    from training import benchmark, drags, latency, sliders
+    from training import benchmark, drags, latency, propagation_quality, sliders
 
     out = Path(args.out)
     data = args.data or (None if args.bvh else DEFAULT_DATA)
     json_path = Path(args.json or out / f"{args.suite}.json")
     figure = str(json_path.with_suffix(".png"))
-    if args.suite in ("drags", "sliders"):
+    if args.suite in ("drags", "sliders", "propagation"):
         clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
                                                   args.max_clips, args.up)
     if args.suite == "drags":
@@ -519,6 +522,11 @@ def _benchmark(args: argparse.Namespace) -> int:
                            seed=args.seed, figure=figure)
         text = drags.markdown(result)
         short = drags.summary(result)
+    elif args.suite == "propagation":
+        result = propagation_quality.run(args.models, clips, description,
+                                         drags_ranges(data, clips), n=args.pairs,
+                                         seed=args.seed, figure=figure)
+        text = short = propagation_quality.markdown(result)
     elif args.suite == "sliders":
         result = sliders.run(args.models, clips, description, n=args.pairs, seed=args.seed)
         text = sliders.report(result)

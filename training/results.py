@@ -48,6 +48,7 @@ BENCHMARKED = ("cmu", "bandai")  # the datasets the engine, drags and evaluate r
 SETS = {"": "models", "-cmu-bandai": "models/cmu-bandai"}
 BVH_CLIPS = "20"  # clips timed by benchmark-bvh
 BVH_SUITE_CLIPS = "60"
+PROPAGATION_CLIPS = "20"  # test clips of 120 frames or more, one propagated edit each
 BVH_SUITES = {"drags": "1000", "engine": "1000", "sliders": "300"}  # suite -> --pairs
 SOLVER_CHECK_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"),
                      ("models", "bandai"))  # the last: the CMU set on data it never saw
@@ -80,6 +81,14 @@ def _engine(suffix: str, models: str, data: str) -> Result:
     name = f"engine-{data}{suffix}"
     return Result(name, ("benchmark", "--data", DATA_FILES[data], "--models", models,
                          "--out", "runs/results", "--json", _json(name)), (data,))
+
+
+def _propagation(data: str) -> Result:
+    """A hand moved at one frame and propagated, judged as motion: the default set only."""
+    name = f"propagation-{data}"
+    return Result(name, ("benchmark", "--suite", "propagation", "--data", DATA_FILES[data],
+                         "--models", SETS[""], "--pairs", PROPAGATION_CLIPS, "--max-clips",
+                         "80", "--out", "runs/results", "--json", _json(name)), (data,))
 
 
 def _evaluate(suffix: str, models: str, data: str) -> Result:
@@ -141,6 +150,7 @@ RESULTS: dict[str, Result] = {r.name: r for r in (
     *(r for suffix, models in SETS.items() for data in BENCHMARKED
       for r in (_drags(suffix, models, data), _engine(suffix, models, data),
                 _evaluate(suffix, models, data))),
+    *(_propagation(data) for data in BENCHMARKED),
 )}
 
 _BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /results -->)",
