@@ -179,7 +179,7 @@ def _settle(obj: bpy.types.Object, state: kept.ArmatureState, solve: tuple,
         return seen
     joints = list(goals)
     wanted = np.array([goals[j] for j in joints])
-    scale = float(np.linalg.norm(matrix_world[:3, :3], axis=0).max())
+    scale = rig_io.world_scale(matrix_world)
     best = (_miss(seen, joints, wanted), state.pose, seen)
     aim = wanted.copy()
     for _ in range(EVALUATED_PASSES):

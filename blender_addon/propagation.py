@@ -26,7 +26,8 @@ from . import (
 )
 from .core.pipeline import Effector
 from .core.propagate import propagate, weight_curve
-from .core.skeleton import JOINT_INDEX
+from .core.skeleton import JOINT_INDEX, JOINTS
+from .edits import EVALUATED_PASSES, EVALUATED_TOL
 from .errors import EditError, Outcome, check_finite
 
 CURVE_GROUP = ".NPE Weight Curve"  # the leading dot hides it from most lists
@@ -34,7 +35,7 @@ CURVE_NODE = "Weight Curve"
 CUSTOM_SAMPLES = 33  # points of the custom curve passed to weight_curve
 PREVIEW_SAMPLES = 9  # bars in the panel's W(t) preview
 KINDS = {"HAT": "hat", "SMOOTH": "smooth", "CONSTANT": "constant", "CUSTOM": "custom"}
-STEPS = 4  # progress bar steps: read, solve, rotations, keys
+STEPS = 5  # progress bar steps: read, solve, rotations, keys, the evaluated rig's correction
 
 
 # ------------------------------------------------------------------ the custom curve
@@ -193,8 +194,14 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
     progress(3)
 
     # Validated: write.
-    n = rig_keys.write_keys(obj, info, frames, new_q, new_l, euler_ref=eulers[0],
-                            unkeyed=unkeyed)
+    def write(q: np.ndarray, loc: np.ndarray) -> int:
+        return rig_keys.write_keys(obj, info, frames, q, loc, euler_ref=eulers[0],
+                                   unkeyed=unkeyed)
+
+    n = write(new_q, new_l)
+    progress(4)
+    _correct_from_evaluated(scene, obj, info, frames, w, goals, quats, locs, edited_arm,
+                            (new_q, new_l), write, rig_io.world_scale(mw))
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
     notes = []
@@ -202,6 +209,78 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
         notes.append("effector rotations are not propagated (positions only)")
     return Outcome(f"Propagated over frames {frames[0]}-{frames[-1]} of {obj.name} "
                    f"({n} F-curves{_miss(obj, info, targets, mw, scene.frame_current)})", notes)
+
+
+def _correct_from_evaluated(scene: bpy.types.Scene, obj: bpy.types.Object,
+                            info: rig_io.RigInfo, frames: np.ndarray, w: np.ndarray,
+                            goals: dict[int, np.ndarray], quats: np.ndarray, locs: np.ndarray,
+                            edited_arm: np.ndarray, keyed: tuple[np.ndarray, np.ndarray],
+                            write: Callable[[np.ndarray, np.ndarray], int], scale: float
+                            ) -> None:
+    """On a rig whose controls do not move the joints exactly as its bone hierarchy says
+    (Rigify's neck bends over two bones), correct the keys from what Blender evaluates, as
+    a single edit does: each frame's effector goals are moved by what the evaluation
+    missed, solved and keyed again while that brings the frame closer (at most
+    :data:`.edits.EVALUATED_PASSES` passes), each frame keeping its best keys. A rig that
+    follows its hierarchy is seen at the current frame alone and left as keyed."""
+    if not goals:
+        return
+    joints = list(goals)
+    wanted = np.stack([goals[j] for j in joints], axis=1)  # (T, G, 3) armature space
+    current = scene.frame_current
+    scene.frame_set(current)  # the keys just written, evaluated
+    seen_now = rig_io.evaluated_joints(obj, info)[joints]
+    if np.linalg.norm(seen_now - wanted[current - int(frames[0])], axis=-1).max() * scale \
+            < EVALUATED_TOL:
+        return
+    try:
+        _correct_frames(scene, obj, info, frames, w > 0.0, joints, wanted, quats, locs,
+                        edited_arm, keyed, write, scale)
+    finally:
+        scene.frame_set(current)
+
+
+def _correct_frames(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+                    frames: np.ndarray, live: np.ndarray, joints: list[int],
+                    wanted: np.ndarray, quats: np.ndarray, locs: np.ndarray,
+                    edited_arm: np.ndarray, keyed: tuple[np.ndarray, np.ndarray],
+                    write: Callable[[np.ndarray, np.ndarray], int], scale: float) -> None:
+    """The passes of :func:`_correct_from_evaluated` over the ``live`` frames."""
+    best_q, best_l = (a.copy() for a in keyed)
+    seen = _evaluated_clip(scene, obj, info, frames, live)[:, joints]
+    best = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)  # (T,) worst goal per frame
+    aim = wanted.copy()
+    active = live & (best * scale >= EVALUATED_TOL)
+    for _ in range(EVALUATED_PASSES):
+        if not active.any():
+            break
+        aim[active] += wanted[active] - seen[active]
+        shifted = edited_arm.copy()
+        shifted[:, joints] = aim
+        try:
+            q, loc = rig_io.solve_rotations(info, quats, locs, shifted,
+                                            {j: aim[:, k] for k, j in enumerate(joints)})
+        except ValueError:  # the keys written stand: each frame is a whole pose already
+            break
+        q[~active], loc[~active] = best_q[~active], best_l[~active]
+        write(q, loc)
+        seen[active] = _evaluated_clip(scene, obj, info, frames, active)[active][:, joints]
+        miss = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)
+        better = active & (miss < best)  # a frame that got no closer stops, at its best
+        best_q[better], best_l[better], best[better] = q[better], loc[better], miss[better]
+        active = better & (best * scale >= EVALUATED_TOL)
+    write(best_q, best_l)
+
+
+def _evaluated_clip(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+                    frames: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """(T, 21, 3) armature-space joints as Blender evaluates them at ``frames[rows]`` (one
+    frame change each: constraints are evaluated a frame at a time); other rows are NaN."""
+    out = np.full((len(frames), len(JOINTS), 3), np.nan)
+    for k in np.flatnonzero(rows):
+        scene.frame_set(int(frames[k]))
+        out[k] = rig_io.evaluated_joints(obj, info)
+    return out
 
 
 def _miss(obj: bpy.types.Object, info: rig_io.RigInfo, targets: list,

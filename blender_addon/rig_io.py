@@ -408,6 +408,11 @@ def matrix_of(data: bpy.types.bpy_struct, attr: str = "matrix_world") -> np.ndar
     return buf.reshape(4, 4).T.astype(np.float64)  # column-major
 
 
+def world_scale(matrix_world: np.ndarray) -> float:
+    """The object's largest axis scale: armature units to world units (for tolerances)."""
+    return float(np.linalg.norm(matrix_world[:3, :3], axis=0).max())
+
+
 def world_matrix(obj: bpy.types.Object) -> np.ndarray:
     """The armature object's world matrix as a (4, 4) array."""
     return matrix_of(obj)

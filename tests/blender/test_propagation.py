@@ -183,3 +183,52 @@ def test_a_hand_keyed_action_keeps_its_frames_outside_the_range(
     outside = np.abs(frames - center) >= SPARSE_RADIUS
     assert moved[outside].max() < 1e-5, moved
     assert moved[frames == center][0] > 0.05  # the edit is there
+
+
+HELD_TOL = 1e-3  # m on a 1.7 m body: a held end stays put, the edited frame is its Solve
+SWAY_FRAMES = 60
+LEFT_HAND_MOVE = np.array([0.05, 0.10, 0.08])  # m, world: up, out and forward
+
+
+def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.Object
+                                                        ) -> None:
+    """Blender's generated Rigify rig (its neck bends over two bones, so a written pose is
+    not exactly the one Blender shows), a keyed clip, every end an effector and the left
+    hand moved: the held ends stay where they were on every frame and the edited frame is
+    the pose Solve gives, read back from the evaluated rig (without a correction from it,
+    the held head moved 5.1 mm)."""
+    rig = rigify_rig
+    scene = bpy.context.scene  # the Rigify file's own
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    torso = rig.pose.bones["torso"]
+    for f in range(1, SWAY_FRAMES + 1):  # the torso control swaying, keyed on every frame
+        torso.location = (0.03 * np.sin(f / 8.0), 0.0, 0.02 * np.sin(f / 5.0))
+        torso.keyframe_insert("location", frame=f)
+    frames = np.arange(CENTER - RADIUS, CENTER + RADIUS + 1) - 10  # inside the keyed clip
+    center = CENTER - 10
+    held = ("r_hand", "l_foot", "r_foot", "head")
+
+    def ends() -> np.ndarray:
+        out = []
+        for f in frames:
+            scene.frame_set(int(f))
+            heads = rigs.mapped_heads(rig)
+            out.append([heads[j] for j in held])
+        return np.array(out)
+
+    before = ends()
+    scene.frame_set(center)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
+    hand.matrix_world.translation = np.array(hand.matrix_world.translation) + LEFT_HAND_MOVE
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    solved = np.array(list(rigs.mapped_heads(rig).values()))
+    p = scene.npe.propagation
+    p.range_mode, p.radius, p.curve = "RADIUS", RADIUS, "SMOOTH"
+    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    after = ends()
+    assert np.linalg.norm(after - before, axis=-1).max() < HELD_TOL
+    scene.frame_set(center)
+    keyed = np.array(list(rigs.mapped_heads(rig).values()))
+    assert np.linalg.norm(keyed - solved, axis=-1).max() < HELD_TOL
