@@ -49,7 +49,8 @@ SETS = {"": "models", "-cmu-bandai": "models/cmu-bandai"}
 BVH_CLIPS = "20"  # clips timed by benchmark-bvh
 BVH_SUITE_CLIPS = "60"
 PROPAGATION_CLIPS = "20"  # test clips of 120 frames or more, one propagated edit each
-BVH_SUITES = {"drags": "1000", "engine": "1000", "sliders": "300"}  # suite -> --pairs
+BVH_SUITES = {"drags": "1000", "engine": "1000", "sliders": "300",
+              "propagation": PROPAGATION_CLIPS}  # suite -> --pairs
 SOLVER_CHECK_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"),
                      ("models", "bandai"))  # the last: the CMU set on data it never saw
 SLIDER_REACH_SETS = (("models", "cmu"), ("models/cmu-bandai", "cmu-bandai"))
