@@ -55,11 +55,13 @@ MAX_REFINE_STEPS = 10
 DEFAULT_REFINE_STEPS = 3
 METRIC_STEPS = 8  # at least this many steps when metrics are requested (slider sweep)
 # An effector-only drag update (``solve(drag=True)``) takes at most this many chord steps;
-# the drag's pause solves again with the option's count. One-hand drags of 10-25 cm on 150
-# CMU test poses with hands, feet and head effectors, against 3 steps: joints within 0.06
-# mm (median of the largest difference; p90 1.2 mm), the other joints' displacement the
-# same to 0.05 mm; one step: 0.5 mm, p90 5 mm. Each step is a decoder call and its cost.
-DRAG_REFINE_STEPS = 2
+# the drag's pause solves again with the option's count: the default's, so the pose a drag
+# shows is the one its pause keeps. With 2 steps, drags from rest poses (60 T- and A-poses,
+# one hand dragged 10-25 cm, hands, feet and head effectors) jumped when they paused, the
+# straight limbs' bends turning with the third step: by over 5 mm in 32 of 60 drags (median
+# 7.6 mm), 20 with 3 (median 0); on CMU test poses, median 0.6 mm, now 0. A step is a decoder
+# call: a drag update took 1.05x the time (this 2-core machine, interleaved, 1,800 updates).
+DRAG_REFINE_STEPS = DEFAULT_REFINE_STEPS
 # How much of the body joins the drag of a limb by default; a request that moves most of the
 # end joints, or the trunk, gets the learned body's whole answer whatever the option says.
 # Chosen on the drag and pair benchmarks (300 test poses, one hand dragged 10-25 cm; 1000
@@ -105,6 +107,14 @@ CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in re
 # targets no pose of the rig can reach, if any (:mod:`.reach_bounds`), and what held every
 # other effector left that far off (:func:`_reach_notes`).
 MISS_NOTE_M = 1e-3
+# A re-aimed pose at most MISS_NOTE_M short of its goals (no note would say it) is finished
+# by rig IK from itself, the least change, before FABRIK: a drag update shows that pose,
+# and FABRIK's answer for the last fraction of a millimetre turned a straight arm's elbow
+# over when the drag paused (rest poses as above: 5 of 60 drags jumped 24-92 mm for a miss
+# of 0.1-1 mm). On the drag benchmark (300 CMU test poses) one pose of 300 changed its
+# out-of-range share (a hand dragged with pins 24.3 -> 24.7 %, the pelvis 90.0 -> 90.3 %);
+# with 2 and 5 mm instead, more: one hand without pins 7.7 -> 8.3 and 9.0 %.
+LEAST_CHANGE_MISS_M = MISS_NOTE_M
 SHORT_MARK = "short of its target"  # every note of a missed effector the bound did not name
 _FREE_FEET = "turn Keep Planted Feet off"  # what frees the planted feet, in the panel's words
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
@@ -877,7 +887,8 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     """The full-weight effectors and pins exactly on their targets (to ``tolerance`` (B,),
     in rig units) from the refined pose, keeping the rig's bone lengths (a hand goal's
     elbow bent by :data:`ELBOW_MIN_BEND_DEG` where the goal allows). A pose whose goals
-    stay out of reach from there takes rig-shaped FABRIK's answer from the refined pose
+    stay out of reach from there, by over :data:`LEAST_CHANGE_MISS_M` or where rig IK from
+    it does not reach them, takes rig-shaped FABRIK's answer from the refined pose
     (its bends carry over), or classic FABRIK's from the start pose where that one reaches
     closer, then :func:`.rig_ik.solve`'s last millimetres: where some pose of the rig
     reaches every goal, the edit never reaches less than classic IK. Where none does
@@ -901,6 +912,13 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     if left.size:
         over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
         left = left[over.max(axis=1) <= tolerance[left] * (MISS_NOTE_M / REACH_TOLERANCE)]
+    close = left[reaim_miss[left] <= tolerance[left] * (LEAST_CHANGE_MISS_M / REACH_TOLERANCE)]
+    if close.size:
+        goals, targets, tol = full[close], t[close], tolerance[close]
+        polished = rig_ik.solve(reaimed[close], goals, targets, tol)
+        finished = PoseEditor._errors(polished, targets, goals).max(axis=1) <= tol
+        reaimed[close[finished]] = polished[finished]
+        left = np.setdiff1d(left, close[finished])
     if not left.size:
         return reaimed
     miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left) \
