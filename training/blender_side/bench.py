@@ -313,8 +313,9 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
                 ("Live, refinement off", True, 0, False),
                 (f"Live, refinement {DEFAULT_REFINE} steps when the drag pauses",
                  True, DEFAULT_REFINE, False),
-                (f"Live, refinement on every update ({DRAG_REFINE_STEPS} steps; "
-                 f"{DEFAULT_REFINE} at the pause) (default)", True,
+                (f"Live, refinement on every update ({DRAG_REFINE_STEPS} steps"
+                 + (", as at the pause" if DRAG_REFINE_STEPS == DEFAULT_REFINE
+                    else f"; {DEFAULT_REFINE} at the pause") + ") (default)", True,
                  DEFAULT_REFINE, True))
     for setting, on, refine, every in settings:
         host.progress(f"live updates: {label}, {setting} ({moves} moves)")
