@@ -251,6 +251,7 @@ def _correct_frames(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.
     best = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)  # (T,) worst goal per frame
     aim = wanted.copy()
     active = live & (best * scale >= EVALUATED_TOL)
+    written = False
     for _ in range(EVALUATED_PASSES):
         if not active.any():
             break
@@ -264,12 +265,14 @@ def _correct_frames(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.
             break
         q[~active], loc[~active] = best_q[~active], best_l[~active]
         write(q, loc)
+        written = True
         seen[active] = _evaluated_clip(scene, obj, info, frames, active)[active][:, joints]
         miss = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)
         better = active & (miss < best)  # a frame that got no closer stops, at its best
         best_q[better], best_l[better], best[better] = q[better], loc[better], miss[better]
         active = better & (best * scale >= EVALUATED_TOL)
-    write(best_q, best_l)
+    if written:  # the frames whose last pass got no closer go back to their best keys
+        write(best_q, best_l)
 
 
 def _evaluated_clip(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,

@@ -110,7 +110,7 @@ MISS_NOTE_M = 1e-3
 # A re-aimed pose at most MISS_NOTE_M short of its goals (no note would say it) is finished
 # by rig IK from itself, the least change, before FABRIK: a drag update shows that pose,
 # and FABRIK's answer for the last fraction of a millimetre turned a straight arm's elbow
-# over when the drag paused (rest poses as above: 5 of 60 drags jumped 24-92 mm for a miss
+# over when the drag paused (rest poses as above: 5 of 60 drags jumped 23-92 mm for a miss
 # of 0.1-1 mm). On the drag benchmark (300 CMU test poses) one pose of 300 changed its
 # out-of-range share (a hand dragged with pins 24.3 -> 24.7 %, the pelvis 90.0 -> 90.3 %);
 # with 2 and 5 mm instead, more: one hand without pins 7.7 -> 8.3 and 9.0 %.
