@@ -80,16 +80,22 @@ def _unit(key: str) -> str:
     return "mm" if key.endswith("_mm") else "pct" if key.endswith("_pct") else "cm"
 
 
-def test_pinned_drag_figures_come_out_again(cmu_dataset: Path, tmp_path: Path) -> None:
-    result = RESULTS[PINNED]
+def _committed_and_again(name: str, data: Path, tmp_path: Path) -> tuple[dict, dict]:
+    """The committed JSON of result ``name`` and the same command's fresh run on ``data``
+    (its outputs in ``tmp_path``)."""
+    result = RESULTS[name]
     committed = json.loads((REPO / result.json).read_text())
     argv = list(result.argv)
-    argv[argv.index("--data") + 1] = str(cmu_dataset)
-    argv[argv.index("--json") + 1] = str(tmp_path / "drags.json")
+    argv[argv.index("--data") + 1] = str(data)
+    argv[argv.index("--json") + 1] = str(tmp_path / "fresh.json")
     argv[argv.index("--out") + 1] = str(tmp_path)
     argv[argv.index("--models") + 1] = str(REPO / argv[argv.index("--models") + 1])
     assert main(argv) == 0
-    fresh = json.loads((tmp_path / "drags.json").read_text())
+    return committed, json.loads((tmp_path / "fresh.json").read_text())
+
+
+def test_pinned_drag_figures_come_out_again(cmu_dataset: Path, tmp_path: Path) -> None:
+    committed, fresh = _committed_and_again(PINNED, cmu_dataset, tmp_path)
     for case, by_pins in committed["cases"].items():
         for pins, methods in by_pins.items():
             for method, figures in methods.items():
@@ -140,15 +146,7 @@ def test_propagation_suite_runs_end_to_end(tiny_set, tmp_path: Path) -> None:
 
 
 def test_propagation_figures_come_out_again(cmu_dataset: Path, tmp_path: Path) -> None:
-    result = RESULTS["propagation-cmu"]
-    committed = json.loads((REPO / result.json).read_text())
-    argv = list(result.argv)
-    argv[argv.index("--data") + 1] = str(cmu_dataset)
-    argv[argv.index("--json") + 1] = str(tmp_path / "propagation.json")
-    argv[argv.index("--out") + 1] = str(tmp_path)
-    argv[argv.index("--models") + 1] = str(REPO / argv[argv.index("--models") + 1])
-    assert main(argv) == 0
-    fresh = json.loads((tmp_path / "propagation.json").read_text())
+    committed, fresh = _committed_and_again("propagation-cmu", cmu_dataset, tmp_path)
     for case, methods in committed["cases"].items():
         for method, figures in methods.items():
             for key, want in figures.items():

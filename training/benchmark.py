@@ -26,6 +26,7 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import facing_yaw, from_model_space, rotate_y, to_model_space
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from blender_addon.core.propagate import propagate, weight_curve
+from training import figures
 from training.data import PoseData, canonical_clip, dataset_up
 from training.evaluate import CM, EFFECTOR_SETS, fixed_mask, random_effector_masks
 from training.pairs import SOLVER_PAIR_OFFSET, clip_bounds, pair_indices
@@ -235,10 +236,7 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
 def plot_cases(x: np.ndarray, x2: np.ndarray, mask: np.ndarray, outs: dict[str, np.ndarray],
                path: str) -> None:
     """Stick figures, front view: start, classic FABRIK, ours (refined), ground truth."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot()
 
     ours = next(k for k in outs if k.startswith("universal +"))
     columns = [("start pose x", x), ("classic FABRIK", outs["classic FABRIK"]),
@@ -265,10 +263,7 @@ def plot_cases(x: np.ndarray, x2: np.ndarray, mask: np.ndarray, outs: dict[str, 
             if r == 0:
                 ax.set_title(title, fontsize=9)
     axes[0, 0].legend(loc="lower left", fontsize=7)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    figures.save(fig, path)
 
 
 def markdown(result: dict[str, Any]) -> str:

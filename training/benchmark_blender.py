@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from training import figures
 from training.blender_run import BANDAI_ARCHIVE, check_inputs, extract_clips, run_in_blender
 
 DEFAULT_OUT = "runs/benchmark_blender"
@@ -216,11 +217,7 @@ def plot_profile(result: dict[str, Any], path: Path) -> Path | None:
     profiled = [r for r in result.get("live", ()) if "profile" in r]
     if not profiled:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = figures.pyplot()
     stages = list(profiled[0]["profile_cpu"])
     labels = [f"{r['rig'].split(' (')[0]}\n{_refine_label(r)}" for r in profiled]
     fig, ax = plt.subplots(figsize=(8.5, 3.2))
@@ -238,7 +235,5 @@ def plot_profile(result: dict[str, Any], path: Path) -> Path | None:
     ax.invert_yaxis()
     legend = ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
                        frameon=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90, bbox_inches="tight", bbox_extra_artists=[legend])
-    plt.close(fig)
+    figures.save(fig, path, bbox_inches="tight", bbox_extra_artists=[legend])
     return path

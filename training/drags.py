@@ -29,7 +29,6 @@ FABRIK kept rig-shaped with the planted feet held):
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +37,7 @@ from blender_addon.core import exact_reach, fabrik, pipeline, reach_bounds, rigi
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
 from blender_addon.core.pipeline import FOOT_JOINTS, PoseEditor, SolveOptions
+from training import figures
 from training.plausibility import AngleRanges, manifold_distance
 
 CM, MM = 100.0, 1000.0
@@ -251,10 +251,7 @@ LABEL_WIDTH = 12  # characters per line of a bar label
 
 def plot(result: dict[str, Any], path: str) -> None:
     """Bars per method for the headline drag: reach, planted-feet slide, other joints."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot()
 
     row = result["cases"][HEADLINE]["no pins"]
     methods = list(row)
@@ -274,10 +271,7 @@ def plot(result: dict[str, Any], path: str) -> None:
             ax.text(k, v, f"{v:.2g}", ha="center", va="bottom", fontsize=7)
     fig.suptitle(f"One hand dragged 10-25 cm, nothing else asked ({result['poses']} poses: "
                  f"{result['data']})", fontsize=9)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    figures.save(fig, path)
 
 
 def markdown(result: dict[str, Any]) -> str:

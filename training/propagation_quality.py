@@ -19,7 +19,6 @@ changes smoothed over time, then settled on their targets).
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import facing_yaw, rotate_y
 from blender_addon.core.pipeline import Effector, PoseEditor
 from blender_addon.core.propagate import propagate, weight_curve
+from training import figures
 from training.drags import PIN_JOINTS
 from training.plausibility import AngleRanges
 
@@ -141,10 +141,7 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: Angl
 def plot(result: dict[str, Any], path: str) -> None:
     """Per effector set: the largest acceleration (median and worst clip) and at the edited
     frame, per method, against the clips' own."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = figures.pyplot()
 
     cases = result["cases"]
     fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 3.6), sharey=True)
@@ -168,10 +165,7 @@ def plot(result: dict[str, Any], path: str) -> None:
     np.atleast_1d(axes)[0].legend(fontsize=7)
     fig.suptitle(f"Left hand moved 10-25 cm and propagated over ±{result['radius']} frames "
                  f"({result['clips']} clips: {result['data']})", fontsize=9)
-    fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    figures.save(fig, path)
 
 
 def markdown(result: dict[str, Any]) -> str:
