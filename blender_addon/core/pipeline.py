@@ -912,7 +912,10 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     if left.size:
         over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
         left = left[over.max(axis=1) <= tolerance[left] * (MISS_NOTE_M / REACH_TOLERANCE)]
-    close = left[reaim_miss[left] <= tolerance[left] * (LEAST_CHANGE_MISS_M / REACH_TOLERANCE)]
+    # Before FABRIK only: without it (use_fabrik=False) the rig IK below runs from the same
+    # re-aimed pose for every row left, these included.
+    close = left[reaim_miss[left] <= tolerance[left] * (LEAST_CHANGE_MISS_M / REACH_TOLERANCE)
+                 ] if use_fabrik else left[:0]
     if close.size:
         goals, targets, tol = full[close], t[close], tolerance[close]
         polished = rig_ik.solve(reaimed[close], goals, targets, tol)
