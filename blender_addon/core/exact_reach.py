@@ -320,7 +320,12 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     tol = tolerance if isinstance(tolerance, np.ndarray) and tolerance.shape == goals.shape[:1] \
         else np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
     err = np.where(goals, norm(p - targets), 0.0)
-    if (err.max(axis=1, initial=0.0) <= tol).all():
+    need = np.flatnonzero(err.max(axis=1, initial=0.0) > tol)
+    if not need.size:
+        return p
+    if need.size < len(p):  # poses on their goals stay as they are, whatever the batch
+        p[need] = solve(p[need], goals[need], targets[need], lengths[need], tol[need],
+                        straightest, bend_trunk, None if bent is None else bent[need])
         return p
     straight = np.where(goals if bent is None else bent, straightest, 1.0)  # (B, 21)
     _settle(p, goals, targets, lengths, 1.0 if bent is not None else straightest, bend_trunk)

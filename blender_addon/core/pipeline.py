@@ -107,14 +107,11 @@ CLASSIC_TOLERANCE = fabrik.DEFAULT_TOLERANCE / REACH_TOLERANCE  # its own, in re
 # targets no pose of the rig can reach, if any (:mod:`.reach_bounds`), and what held every
 # other effector left that far off (:func:`_reach_notes`).
 MISS_NOTE_M = 1e-3
-# A re-aimed pose at most MISS_NOTE_M short of its goals (no note would say it) is finished
-# by rig IK from itself, the least change, before FABRIK: a drag update shows that pose,
-# and FABRIK's answer for the last fraction of a millimetre turned a straight arm's elbow
-# over when the drag paused (rest poses as above: 5 of 60 drags jumped 23-92 mm for a miss
-# of 0.1-1 mm). On the drag benchmark (300 CMU test poses) one pose of 300 changed its
-# out-of-range share (a hand dragged with pins 24.3 -> 24.7 %, the pelvis 90.0 -> 90.3 %);
-# with 2 and 5 mm instead, more: one hand without pins 7.7 -> 8.3 and 9.0 %.
-LEAST_CHANGE_MISS_M = MISS_NOTE_M
+# Rig IK's steps for a re-aimed pose left short (every Live drag update that misses runs
+# them): goals a rig pose reaches take 13 (median; 90 % within 18) on the latency suite's
+# CMU drag updates; goals it does not (other held ends pulling against them) would run
+# all of rig_ik.ITERATIONS, about 0.5 ms each.
+LEAST_CHANGE_STEPS = 20
 SHORT_MARK = "short of its target"  # every note of a missed effector the bound did not name
 _FREE_FEET = "turn Keep Planted Feet off"  # what frees the planted feet, in the panel's words
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
@@ -140,6 +137,10 @@ ELBOW_MIN_BEND_DEG = 18.0
 _ARM_STRAIGHTEST = math.cos(math.radians(ELBOW_MIN_BEND_DEG) / 2)
 # Per goal joint: how straight the refinement-off re-aim may pull its limb.
 _NETWORK_STRAIGHTEST = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, NETWORK_STRAIGHTEST)
+_ELBOW_OF_HAND = np.zeros((skeleton.NUM_JOINTS, skeleton.NUM_JOINTS))  # hand -> its elbow
+for _side in "lr":
+    _ELBOW_OF_HAND[skeleton.JOINT_INDEX[f"{_side}_hand"],
+                   skeleton.JOINT_INDEX[f"{_side}_forearm"]] = 1.0
 # (21, 21): a hand goal's row marks its arm's two bones (shoulder -> elbow -> wrist).
 _HAND_ARM_BONES = np.zeros((skeleton.NUM_JOINTS, skeleton.NUM_JOINTS))
 for _side in "lr":
@@ -871,14 +872,21 @@ def _metric_rows(requests: dict[str, tuple[np.ndarray, np.ndarray]],
 def _reaim_bent(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
                 lengths: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
     """:func:`.exact_reach.solve` with each hand goal's elbow bent by at least
-    :data:`ELBOW_MIN_BEND_DEG` where the goal allows (``bent`` limits the hands' arms
-    alone), then straighter where a hand goal lies beyond that."""
+    :data:`ELBOW_MIN_BEND_DEG` where the goal allows, then straighter where a hand goal
+    lies beyond that."""
+    return _reaim_both(pose, goals, targets, lengths, tolerance)[1]
+
+
+def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                lengths: np.ndarray, tolerance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_reaim_bent`'s two passes: the elbows bent (``bent`` limits the hands' arms
+    alone), then the answer."""
     hands = goals & _HAND_GOALS
-    out = exact_reach.solve(pose, goals, targets, lengths, tolerance,
-                            straightest=_ARM_STRAIGHTEST, bent=hands)
-    if hands.any():
-        out = exact_reach.solve(out, goals, targets, lengths, tolerance)
-    return out
+    bent = exact_reach.solve(pose, goals, targets, lengths, tolerance,
+                             straightest=_ARM_STRAIGHTEST, bent=hands)
+    if not hands.any():
+        return bent, bent
+    return bent, exact_reach.solve(bent, goals, targets, lengths, tolerance)
 
 
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
@@ -887,45 +895,55 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     """The full-weight effectors and pins exactly on their targets (to ``tolerance`` (B,),
     in rig units) from the refined pose, keeping the rig's bone lengths (a hand goal's
     elbow bent by :data:`ELBOW_MIN_BEND_DEG` where the goal allows). A pose whose goals
-    stay out of reach from there, by over :data:`LEAST_CHANGE_MISS_M` or where rig IK from
-    it does not reach them, takes rig-shaped FABRIK's answer from the refined pose
-    (its bends carry over), or classic FABRIK's from the start pose where that one reaches
-    closer, then :func:`.rig_ik.solve`'s last millimetres: where some pose of the rig
+    stay out of reach from there is finished by :func:`.rig_ik.solve` from itself, the
+    least change, which a Live drag update (``fallback=False``) runs too, so the pose it
+    shows is the one its pause keeps: FABRIK's answers from elsewhere jumped when the
+    drag paused (the latency suite's CMU drags: 9 of 60 by over 5 mm, 3-6 cm, the update
+    before showing a hand 0.4-2.9 cm short; rig IK for misses under 1 mm only had left
+    that). Where rig IK stalls short, the pause takes rig-shaped FABRIK's answer from the
+    refined pose (its bends carry over), or classic FABRIK's from the start pose where
+    that one reaches closer, then rig IK's last millimetres: where some pose of the rig
     reaches every goal, the edit never reaches less than classic IK. Where none does
     (goals further apart than the rig's bones stretched in line,
     :func:`.reach_bounds.beyond_reach`, by over :data:`MISS_NOTE_M` on the models' body:
-    the targets the notes name), the re-aimed pose stays: FABRIK would
-    only strain the whole body towards a goal it cannot reach either, and the pose a Live
-    drag showed (this re-aim: ``fallback=False``, a drag update, runs no FABRIK) jumped
-    when the drag paused (the latency suite's drag continuity: more than 5 mm in 28 of 60
-    CMU drags, 9 with this). ``use_fabrik=False``: rig IK alone from the re-aimed pose, the
-    least change (a propagation's smoothed frames: FABRIK from the start pose twisted a
-    chest 40 degrees where a neighbouring frame's stayed)."""
+    the targets the notes name), the re-aimed pose stays: FABRIK would only strain the
+    whole body towards a goal it cannot reach either. ``use_fabrik=False``: rig IK alone,
+    as a drag update (a propagation's smoothed frames: FABRIK from the start pose twisted
+    a chest 40 degrees where a neighbouring frame's stayed)."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
-    reaimed = _reaim_bent(out, full, t, lengths, tolerance)
-    if not fallback:
-        return reaimed
+    bent, reaimed = _reaim_both(out, full, t, lengths, tolerance)
     reaim_miss = PoseEditor._errors(reaimed, t, full).max(axis=1)
     left = np.flatnonzero(reaim_miss > tolerance)
     if left.size:
         over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
         left = left[over.max(axis=1) <= tolerance[left] * (MISS_NOTE_M / REACH_TOLERANCE)]
-    # Before FABRIK only: without it (use_fabrik=False) the rig IK below runs from the same
-    # re-aimed pose for every row left, these included.
-    close = left[reaim_miss[left] <= tolerance[left] * (LEAST_CHANGE_MISS_M / REACH_TOLERANCE)
-                 ] if use_fabrik else left[:0]
-    if close.size:
-        goals, targets, tol = full[close], t[close], tolerance[close]
-        polished = rig_ik.solve(reaimed[close], goals, targets, tol)
-        finished = PoseEditor._errors(polished, targets, goals).max(axis=1) <= tol
-        reaimed[close[finished]] = polished[finished]
-        left = np.setdiff1d(left, close[finished])
-    if not left.size:
+    if left.size:  # the least change first: a drag update and its pause take it alike
+        # From the elbows' bent re-aim, a dragged hand's elbow kept: rig IK from the
+        # straightened arm (or free to straighten it) reached a T-pose's far target with
+        # the arm locked straight, where FABRIK's answer leaned with the elbow bent.
+        goals, targets, tol = full[left], t[left], tolerance[left]
+        dragged = goals & _HAND_GOALS & _moved(goals, targets, start[left],
+                                               (tol * (MOVED_M / REACH_TOLERANCE))[:, None])
+        polished = rig_ik.solve(bent[left], goals, targets, tol,
+                                LEAST_CHANGE_STEPS if use_fabrik else rig_ik.ITERATIONS,
+                                frozen=dragged @ _ELBOW_OF_HAND > 0)
+        polished = _reaim_bent(polished, goals, targets,
+                               np.broadcast_to(lengths, full.shape)[left], tol)
+        miss = PoseEditor._errors(polished, targets, goals).max(axis=1)
+        # Taken where it stops within the notes' threshold (a step short of the tolerance
+        # is no reason for FABRIK's other pose: one CMU pose stopped at 0.13 mm in metres
+        # and at 0.097 mm in centimetres, and the two answers were 4 cm apart); a drag
+        # update shows its steps' pose wherever nearer than the re-aim's (the pause goes on
+        # from there: its first steps are the same).
+        near = tol * (MISS_NOTE_M / REACH_TOLERANCE)
+        taken = miss <= near if fallback else miss < reaim_miss[left]
+        reaimed[left[taken]] = polished[taken]
+        left = left[miss > near]
+    if not left.size or not (fallback and use_fabrik):
         return reaimed
-    miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left) \
-        if use_fabrik else reaim_miss[left]
+    miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left)
     # Rig-shaped FABRIK converges slowly where the trunk must bend to reach with the feet
     # held: Gauss-Newton steps on the rig's bone turns take the last millimetres. Their
     # answer is taken where it reaches every goal to within the note's threshold; where

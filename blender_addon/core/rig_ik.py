@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .conversions import axis_angle_to_matrix
 from .quaternions import norm
-from .skeleton import ANCESTORS, DEPTHS, NUM_JOINTS, PARENTS, ROOT
+from .skeleton import ANCESTORS, NUM_JOINTS, PARENTS, ROOT
 
 ITERATIONS = 100
 # Every other joint is held where the steps start with this weight (a goal's is 1), shrinking
@@ -28,7 +27,10 @@ ITERATIONS = 100
 # Namco's BVH skeleton per drag: hands, feet, head and pelvis, with and without pins), the
 # joints off the goals moved 4.6 and 3.8 cm on average without it, 2.6 and 2.3 with it, the
 # goals reached as often.
-STAY_WEIGHT, STAY_DECAY = 0.1, 0.8
+STAY_WEIGHT, STAY_DECAY = 0.1, 0.6
+# ... down to this: with none, a pose whose goals were all but met drifted along the turns
+# that move no goal (one CMU pose went on 4 cm from where its centimetre twin stopped).
+STAY_FLOOR, FLOOR_NEAR = 1e-5, 10.0  # the floor holds within FLOOR_NEAR tolerances
 _INITIAL_DAMPING = 1e-3  # of each turn's own curvature (Marquardt): the start, adapted per pose
 _DAMPING_DOWN, _DAMPING_UP = 0.3, 10.0
 _MIN_DAMPING, _MAX_DAMPING = 1e-9, 1e6
@@ -42,20 +44,37 @@ _BELOW[ROOT] = np.arange(NUM_JOINTS) != ROOT
 _CARRIED = _BELOW[_PIVOTS].astype(np.float64)  # (P, 21)
 _PIVOT_OF = np.full(NUM_JOINTS, -1)
 _PIVOT_OF[_PIVOTS] = np.arange(len(_PIVOTS))
-# Per depth level (pelvis first): the joints there, whose turns compose with their
-# parents' (a bone below a pivot turns by every pivot above it, outermost first).
-_LEVELS = tuple(np.flatnonzero(DEPTHS == d) for d in range(1, int(DEPTHS.max()) + 1))
 _PARAMS = 3 + 3 * len(_PIVOTS)  # the pelvis's move, then a turn vector per pivot
+_MIN_ANGLE = 1e-300  # a zero turn's axis is any: its matrix is the identity either way
+_EYE3 = np.eye(3)
+
+
+def _bone_chain() -> np.ndarray:
+    """(21, depth) per bone (joint j's, from its parent): the pivots whose turns carry it,
+    pelvis first, as indices into the turns with the identity (``len(_PIVOTS)``) after."""
+    chains = []
+    for j in range(NUM_JOINTS):
+        path, k = [], int(PARENTS[j])
+        while k >= 0:
+            path.append(int(_PIVOT_OF[k]))
+            k = int(PARENTS[k])
+        chains.append(path[::-1])
+    depth = max(len(c) for c in chains)
+    return np.array([c + [len(_PIVOTS)] * (depth - len(c)) for c in chains])
+
+
+_BONE_CHAIN = _bone_chain()
+
+
+# -[v]x as a gather of (x, y, z, 0) and signs: rows (0, z, -y), (-z, 0, x), (y, -x, 0).
+_SKEW_AT = np.array([[3, 2, 1], [2, 3, 0], [1, 0, 3]])
+_SKEW_SIGN = np.array([[0.0, 1.0, -1.0], [-1.0, 0.0, 1.0], [1.0, -1.0, 0.0]])
 
 
 def _skew_rows(v: np.ndarray) -> np.ndarray:
     """(..., 3, 3) the matrix taking a turn vector w to ``w x v`` (= -[v]x)."""
-    out = np.zeros((*v.shape, 3))
-    x, y, z = v[..., 0], v[..., 1], v[..., 2]
-    out[..., 0, 1], out[..., 0, 2] = z, -y
-    out[..., 1, 0], out[..., 1, 2] = -z, x
-    out[..., 2, 0], out[..., 2, 1] = y, -x
-    return out
+    padded = np.concatenate([v, np.zeros((*v.shape[:-1], 1))], axis=-1)
+    return padded[..., _SKEW_AT] * _SKEW_SIGN
 
 
 def _jacobian(p: np.ndarray) -> np.ndarray:
@@ -70,66 +89,93 @@ def _jacobian(p: np.ndarray) -> np.ndarray:
     return jac.reshape(b, NUM_JOINTS * 3, _PARAMS)
 
 
+def _turn_matrices(turns: np.ndarray) -> np.ndarray:
+    """(..., 3, 3) rotations by turn vectors (..., 3) (axis times angle, radians):
+    Rodrigues' formula, a zero turn the identity."""
+    angle = norm(turns)
+    axis = turns / np.maximum(angle, _MIN_ANGLE)[..., None]
+    sin, cos = np.sin(angle)[..., None, None], np.cos(angle)[..., None, None]
+    # cos I + sin [axis]x + (1 - cos) axis axis^T
+    return (cos * _EYE3 - sin * _skew_rows(axis)
+            + (1.0 - cos) * (axis[..., :, None] * axis[..., None, :]))
+
+
 def _apply(p: np.ndarray, step: np.ndarray) -> np.ndarray:
     """The pose (B, 21, 3) after the pelvis moves by ``step[:, :3]`` and each pivot turns
     by its turn vector, all about the pose's current joints (the turns' axes are in world
     space, so each bone's offset turns by every pivot above it, outermost last)."""
-    turns = step[:, 3:].reshape(len(p), len(_PIVOTS), 3)
-    turn = axis_angle_to_matrix(turns, norm(turns))  # (B, P, 3, 3)
-    total = np.broadcast_to(np.eye(3), (len(p), NUM_JOINTS, 3, 3)).copy()
-    total[:, ROOT] = turn[:, _PIVOT_OF[ROOT]]
-    for level in _LEVELS:  # the turn of each joint's own bones: its parent's, then its own
-        parents = PARENTS[level]
-        own = _PIVOT_OF[level] >= 0
-        total[:, level] = total[:, parents]
-        if own.any():
-            joints = level[own]
-            total[:, joints] = total[:, joints] @ turn[:, _PIVOT_OF[joints]]
+    b = len(p)
+    turns = np.empty((b, len(_PIVOTS) + 1, 3, 3))
+    turns[:, :-1] = _turn_matrices(step[:, 3:].reshape(b, len(_PIVOTS), 3))
+    turns[:, -1] = np.eye(3)
+    # Each bone turns by the pivots from the pelvis down to its parent, composed outermost
+    # first (one product per depth level, padded with the identity).
+    chain = turns[:, _BONE_CHAIN]  # (B, 21, depth, 3, 3)
+    total = chain[:, :, 0]
+    for k in range(1, _BONE_CHAIN.shape[1]):
+        total = total @ chain[:, :, k]
     bones = p - p[:, PARENTS.clip(min=0)]
     bones[:, ROOT] = 0.0
-    turned = (total[:, PARENTS.clip(min=0)] @ bones[..., None])[..., 0]
+    turned = (total @ bones[..., None])[..., 0]
     root = p[:, ROOT:ROOT + 1] + step[:, None, :3]
     return root + ANCESTORS @ turned
 
 
-def _cost(p: np.ndarray, weights: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    return (weights * np.add.reduce((targets - p) ** 2, axis=-1)).sum(axis=1)
-
-
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
           tolerance: float | np.ndarray, iterations: int = ITERATIONS,
-          stay: float = STAY_WEIGHT, stay_decay: float = STAY_DECAY) -> np.ndarray:
+          stay: float = STAY_WEIGHT, stay_decay: float = STAY_DECAY,
+          frozen: np.ndarray | None = None) -> np.ndarray:
     """``pose`` (B, 21, 3) turned as a rig turns it (bone lengths and the pelvis's and
     chest's shapes kept) so its ``goals`` (B, 21) joints reach ``targets``, each pose
     stopping once every goal is within ``tolerance`` (or one per pose, (B,)) or its steps
     stop helping; the other joints are held where they start with the weight ``stay``,
-    shrinking by ``stay_decay`` a step. Goals no rig pose reaches end as near as the
-    steps get (in the least-squares sense, the error shared among them)."""
+    shrinking by ``stay_decay`` a step. Goals no rig pose reaches end as near as the steps
+    get (in the least-squares sense, the error shared among them).
+    A joint that carries no goal never turns: what hangs below it goes along with what
+    carries it (a free head with the chest, as a body carries it; held where it started,
+    it bent the neck 38 degrees back when the trunk leaned). ``frozen`` (B, 21): more
+    joints that keep their bend (an elbow whose hand is a goal would straighten first,
+    as that moves no other joint)."""
     p = np.array(pose, dtype=np.float64)
     goals = np.asarray(goals, dtype=bool)
-    start = p.copy()
-    tol = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), (len(p),))
+    turns = (goals @ _CARRIED.T) > 0  # (B, P) the pivots that carry a goal
+    if frozen is not None:
+        turns &= ~np.asarray(frozen, dtype=bool)[:, _PIVOTS]
+    turning = np.ones((len(p), _PARAMS))
+    turning[:, 3:] = np.repeat(turns, 3, axis=1)
+    tol2 = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), (len(p),)) ** 2
     damping = np.full(len(p), _INITIAL_DAMPING)
     eye = np.eye(_PARAMS)
+    # Where each joint is held (a goal's target, the others' start) and how firmly: the
+    # goals at 1, the others at ``stay`` shrinking each step.
+    aim = np.where(goals[..., None], targets, p)
+    held = goals.astype(np.float64)
+    other = 1.0 - held
+    off2 = np.add.reduce((aim - p) ** 2, axis=-1)  # (B, 21) squared distance to the aims
     for step_index in range(iterations):
-        err = np.where(goals, norm(targets - p), 0.0).max(axis=1, initial=0.0)
-        going = (err > tol) & (damping < _MAX_DAMPING)
+        miss2 = (off2 * held).max(axis=1, initial=0.0)
+        going = (miss2 > tol2) & (damping < _MAX_DAMPING)
         if not going.any():
             break
         rows = np.flatnonzero(going)
-        q = p[rows]
-        aim = np.where(goals[rows, :, None], targets[rows], start[rows])
-        weight = np.where(goals[rows], 1.0, stay * stay_decay ** step_index)  # (R, 21)
-        jac = _jacobian(q)
+        q, at = p[rows], aim[rows]
+        # The stay weight, no lower than STAY_FLOOR once a pose's goals are all but met.
+        floor = np.where(miss2[rows] < (FLOOR_NEAR * FLOOR_NEAR) * tol2[rows], STAY_FLOOR, 0.0)
+        weight = held[rows] + np.maximum(stay * stay_decay ** step_index,
+                                         floor)[:, None] * other[rows]
+        jac = _jacobian(q) * turning[rows, None, :]
         weighted = jac * np.repeat(weight, 3, axis=1)[..., None]
         normal = np.swapaxes(weighted, 1, 2) @ jac
         diagonal = np.diagonal(normal, axis1=1, axis2=2)
         scale = np.maximum(diagonal, _MIN_SCALE * diagonal.max(axis=1, keepdims=True))
         lhs = normal + damping[rows, None, None] * (eye * scale[:, None, :])
-        rhs = np.swapaxes(weighted, 1, 2) @ (aim - q).reshape(len(rows), -1, 1)
+        rhs = np.swapaxes(weighted, 1, 2) @ (at - q).reshape(len(rows), -1, 1)
         trial = _apply(q, np.linalg.solve(lhs, rhs)[..., 0])
-        better = _cost(trial, weight, aim) < _cost(q, weight, aim)
-        p[rows[better]] = trial[better]
+        trial2 = np.add.reduce((at - trial) ** 2, axis=-1)
+        better = (np.add.reduce(weight * trial2, axis=1)
+                  < np.add.reduce(weight * off2[rows], axis=1))
+        taken = rows[better]
+        p[taken], off2[taken] = trial[better], trial2[better]
         damping[rows] = np.where(better, np.maximum(damping[rows] * _DAMPING_DOWN,
                                                     _MIN_DAMPING),
                                  damping[rows] * _DAMPING_UP)
