@@ -896,15 +896,16 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     """The full-weight effectors and pins exactly on their targets (to ``tolerance`` (B,),
     in rig units) from the refined pose, keeping the rig's bone lengths (a hand goal's
     elbow bent by :data:`ELBOW_MIN_BEND_DEG` where the goal allows). A pose whose goals
-    stay out of reach from there is finished by :func:`.rig_ik.solve` from itself, the
+    stay out of reach from there is finished by :func:`.rig_ik.solve` from the re-aim, the
     least change, which a Live drag update (``fallback=False``) runs too, so the pose it
     shows is the one its pause keeps: FABRIK's answers from elsewhere jumped when the
     drag paused (the latency suite's CMU drags: 9 of 60 by over 5 mm, 3-6 cm, the update
-    before showing a hand 0.4-2.9 cm short; rig IK for misses under 1 mm only had left
-    that). Where rig IK stalls short, the pause takes rig-shaped FABRIK's answer from the
-    refined pose (its bends carry over), or classic FABRIK's from the start pose where
-    that one reaches closer, then rig IK's last millimetres: where some pose of the rig
-    reaches every goal, the edit never reaches less than classic IK. Where none does
+    before showing a hand 0.4-2.9 cm short, while rig IK finished misses under 1 mm only;
+    1 of 60 now). Where its steps stop over 1 mm short, the pause takes rig-shaped
+    FABRIK's answer from the refined pose (its bends carry over), or classic FABRIK's
+    from the start pose where that one reaches closer, then rig IK's last millimetres:
+    where some pose of the rig reaches every goal, the edit never reaches less than
+    classic IK. Where none does
     (goals further apart than the rig's bones stretched in line,
     :func:`.reach_bounds.beyond_reach`, by over :data:`MISS_NOTE_M` on the models' body:
     the targets the notes name), the re-aimed pose stays: FABRIK would only strain the
@@ -934,10 +935,9 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
                                np.broadcast_to(lengths, full.shape)[left], tol)
         miss = PoseEditor._errors(polished, targets, goals).max(axis=1)
         # Taken where it stops within the notes' threshold (a step short of the tolerance
-        # is no reason for FABRIK's other pose: one CMU pose stopped at 0.13 mm in metres
-        # and at 0.097 mm in centimetres, and the two answers were 4 cm apart); a drag
-        # update shows its steps' pose wherever nearer than the re-aim's (the pause goes on
-        # from there: its first steps are the same).
+        # is no reason for FABRIK's pose centimetres away: one pose of the units test
+        # stopped a step short in metres and not in centimetres); a drag update shows its
+        # steps' pose wherever nearer than the re-aim's (the pause's steps are the same).
         near = tol * (MISS_NOTE_M / REACH_TOLERANCE)
         taken = miss <= near if fallback else miss < reaim_miss[left]
         reaimed[left[taken]] = polished[taken]
