@@ -1,4 +1,5 @@
-"""The settling shift of :mod:`blender_addon.core.exact_reach`, on geometry made here."""
+"""The settling shift of :mod:`blender_addon.core.exact_reach`, on geometry made here, and
+its answers' independence of the batch around them."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ HEAD_GOAL = np.array([0.2, 1.1, 0.0])
 LEAST_SHIFT_M = 0.0354  # measured: the points end on their spheres, no deeper
 UP_20_CM = np.array([0.0, 0.2, 0.0])
 STALLED_PASSES = 12  # measured 11 (_SETTLE_STALL + 1); without the stop, 100
+TOLERANCE_M = 1e-4  # the engine's reach tolerance on a 1.7 m body
 
 
 def test_the_settling_shift_reaches_every_held_point_with_the_least_move() -> None:
@@ -45,3 +47,30 @@ def test_goals_no_shift_reaches_end_the_passes_early(monkeypatch) -> None:
     monkeypatch.setattr(exact_reach, "norm", counted)
     exact_reach._least_shift(start, goal, reach, np.ones((1, 3), dtype=bool))
     assert len(norms) // 3 <= STALLED_PASSES, len(norms) // 3
+
+
+def test_a_pose_on_its_goals_comes_back_whatever_the_batch(synthetic_clip: np.ndarray
+                                                           ) -> None:
+    """A pose already on its goals is left alone, even beside a pose of the batch that
+    misses: the bent re-aim (arms kept under full reach) had re-aimed a straight arm on
+    its goal again when another pose needed work, so an answer changed with its batch."""
+    from blender_addon.core import pipeline, skeleton
+
+    hand, shoulder = skeleton.JOINT_INDEX["l_hand"], skeleton.JOINT_INDEX["l_upperarm"]
+    poses = synthetic_clip[[10, 40]]
+    lengths = skeleton.bone_lengths(poses)
+    goals = np.zeros(poses.shape[:2], dtype=bool)
+    goals[:, hand] = True
+    reach = lengths[:, [hand, skeleton.PARENTS[hand]]].sum(axis=1)
+    out = poses[:, hand] - poses[:, shoulder]
+    targets = poses.copy()
+    targets[:, hand] = poses[:, shoulder] + out / norm(out)[:, None] * reach[:, None]
+    straight = exact_reach.solve(poses, goals, targets, lengths, TOLERANCE_M)  # arms straight
+    assert (norm(straight[:, hand] - targets[:, hand]) < TOLERANCE_M).all()
+    targets[1, hand] += [0.0, 0.3, 0.0]  # the second pose's hand moved on
+    bent = dict(straightest=pipeline._ARM_STRAIGHTEST, bent=goals)
+    batch = exact_reach.solve(straight, goals, targets, lengths, TOLERANCE_M, **bent)
+    np.testing.assert_array_equal(batch[0], straight[0])
+    alone = exact_reach.solve(straight[1:], goals[1:], targets[1:], lengths[1:], TOLERANCE_M,
+                              straightest=pipeline._ARM_STRAIGHTEST, bent=goals[1:])
+    np.testing.assert_array_equal(batch[1], alone[0])
