@@ -67,3 +67,27 @@ def test_a_goal_beyond_reach_ends_nearer_and_the_rest_stays_whole(poses: np.ndar
     assert (after < before - 0.1).all()
     np.testing.assert_allclose(skeleton.bone_lengths(out), skeleton.bone_lengths(poses),
                                atol=EXACT)
+
+
+def test_frozen_joints_keep_their_bend_and_free_ends_go_along(poses: np.ndarray) -> None:
+    """The left elbow frozen and only the left hand a goal (with the feet): the hand gets
+    there with the elbow's bend as it was, and the head, which carries no goal, keeps its
+    place on the chest (its neck's bend unchanged)."""
+    x, mask, t = rig_reachable_hand_drags(poses, seeds=2)
+    goals = mask > 0
+    goals[:, [J["head"], J["r_hand"]]] = False
+    frozen = np.zeros_like(goals)
+    frozen[:, J["l_forearm"]] = True
+    out = rig_ik.solve(x, goals, t, TOLERANCE_M, frozen=frozen)
+
+    def bend(p: np.ndarray, j: int) -> np.ndarray:
+        a = p[:, j] - p[:, skeleton.PARENTS[j]]
+        b = p[:, skeleton.CHILDREN[j][0]] - p[:, j]
+        return np.einsum("ij,ij->i", a, b) / (np.linalg.norm(a, axis=1)
+                                               * np.linalg.norm(b, axis=1))
+
+    np.testing.assert_allclose(bend(out, J["l_forearm"]), bend(x, J["l_forearm"]), atol=1e-9)
+    np.testing.assert_allclose(bend(out, J["neck"]), bend(x, J["neck"]), atol=1e-9)
+    assert np.abs(out - x).max() > 0.05  # the body moved to get there
+    err = np.where(goals, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
+    assert np.median(err) <= TOLERANCE_M, np.median(err)
