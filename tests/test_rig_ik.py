@@ -90,4 +90,4 @@ def test_frozen_joints_keep_their_bend_and_free_ends_go_along(poses: np.ndarray)
     np.testing.assert_allclose(bend(out, J["neck"]), bend(x, J["neck"]), atol=1e-9)
     assert np.abs(out - x).max() > 0.05  # the body moved to get there
     err = np.where(goals, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
-    assert np.median(err) <= TOLERANCE_M, np.median(err)
+    assert (err <= TOLERANCE_M).all(), np.sort(err)[-3:]  # measured: all 60
