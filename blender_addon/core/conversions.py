@@ -24,7 +24,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .quaternions import QUAT_QUADRATIC_FORMS, orthonormalize, quat_normalize, quat_to_matrix
+from .quaternions import (
+    QUAT_QUADRATIC_FORMS,
+    norm,
+    orthonormalize,
+    quat_normalize,
+    quat_to_matrix,
+)
 
 QUATERNION = "QUATERNION"
 AXIS_ANGLE = "AXIS_ANGLE"
@@ -41,6 +47,10 @@ _GIMBAL_EPS = 3.75e-5
 _TAU = 2.0 * np.pi
 _EPS = 1e-12
 _Y_AXIS = np.array([0.0, 1.0, 0.0])
+_EYE3 = np.eye(3)
+# [v]x as a gather of (x, y, z, 0) and signs: rows (0, -z, y), (z, 0, -x), (-y, x, 0).
+_CROSS_AT = np.array([[3, 2, 1], [2, 3, 0], [1, 0, 3]])
+_CROSS_SIGN = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
 
 
 def _check_order(order: str) -> tuple[int, int, int, bool]:
@@ -222,10 +232,24 @@ def axis_angle_to_quat(aa: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cos(half), np.sin(half) * axis], axis=-1)
 
 
+def cross_matrix(v: np.ndarray) -> np.ndarray:
+    """(..., 3, 3) [v]x, the matrix taking w to ``v x w``, for vectors (..., 3)."""
+    padded = np.concatenate([v, np.zeros((*v.shape[:-1], 1))], axis=-1)
+    return padded[..., _CROSS_AT] * _CROSS_SIGN
+
+
 def axis_angle_to_matrix(axis: np.ndarray, angle: np.ndarray) -> np.ndarray:
     """(..., 3, 3) rotations by ``angle`` (...) radians about ``axis`` (..., 3), which need
-    not be unit; a zero axis is no rotation."""
-    return quat_to_matrix(axis_angle_to_quat(np.concatenate([angle[..., None], axis], -1)))
+    not be unit; a zero axis is no rotation. Rodrigues' formula, cos I + sin [u]x +
+    (1 - cos) u u^T for the unit axis u, in a few array operations (rig IK turns every
+    pivot of the skeleton with it on each of its steps)."""
+    length = norm(axis)
+    turns = length > _EPS
+    u = axis / np.where(turns, length, 1.0)[..., None]
+    angle = np.where(turns, angle, 0.0)
+    sin, cos = np.sin(angle)[..., None, None], np.cos(angle)[..., None, None]
+    return (cos * _EYE3 + sin * cross_matrix(u)
+            + (1.0 - cos) * (u[..., :, None] * u[..., None, :]))
 
 
 def quat_to_axis_angle(q: np.ndarray) -> np.ndarray:

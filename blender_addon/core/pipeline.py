@@ -138,10 +138,6 @@ ELBOW_MIN_BEND_DEG = 18.0
 _ARM_STRAIGHTEST = math.cos(math.radians(ELBOW_MIN_BEND_DEG) / 2)
 # Per goal joint: how straight the refinement-off re-aim may pull its limb.
 _NETWORK_STRAIGHTEST = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, NETWORK_STRAIGHTEST)
-_ELBOW_OF_HAND = np.zeros((skeleton.NUM_JOINTS, skeleton.NUM_JOINTS))  # hand -> its elbow
-for _side in "lr":
-    _ELBOW_OF_HAND[skeleton.JOINT_INDEX[f"{_side}_hand"],
-                   skeleton.JOINT_INDEX[f"{_side}_forearm"]] = 1.0
 # (21, 21): a hand goal's row marks its arm's two bones (shoulder -> elbow -> wrist).
 _HAND_ARM_BONES = np.zeros((skeleton.NUM_JOINTS, skeleton.NUM_JOINTS))
 for _side in "lr":
@@ -928,9 +924,10 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         goals, targets, tol = full[left], t[left], tolerance[left]
         dragged = goals & _HAND_GOALS & _moved(goals, targets, start[left],
                                                (tol * (MOVED_M / REACH_TOLERANCE))[:, None])
+        # (A dragged hand's arm bones: its elbow's bend kept; its wrist turns nothing.)
         polished = rig_ik.solve(bent[left], goals, targets, tol,
                                 LEAST_CHANGE_STEPS if use_fabrik else rig_ik.ITERATIONS,
-                                frozen=dragged @ _ELBOW_OF_HAND > 0)
+                                frozen=dragged @ _HAND_ARM_BONES > 0)
         polished = _reaim_bent(polished, goals, targets,
                                np.broadcast_to(lengths, full.shape)[left], tol)
         miss = PoseEditor._errors(polished, targets, goals).max(axis=1)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .conversions import axis_angle_to_matrix, cross_matrix
 from .quaternions import norm
 from .skeleton import ANCESTORS, NUM_JOINTS, PARENTS, ROOT
 
@@ -47,8 +48,6 @@ _CARRIED = _BELOW[_PIVOTS].astype(np.float64)  # (P, 21)
 _PIVOT_OF = np.full(NUM_JOINTS, -1)
 _PIVOT_OF[_PIVOTS] = np.arange(len(_PIVOTS))
 _PARAMS = 3 + 3 * len(_PIVOTS)  # the pelvis's move, then a turn vector per pivot
-_MIN_ANGLE = 1e-300  # a zero turn's axis is any: its matrix is the identity either way
-_EYE3 = np.eye(3)
 
 
 def _bone_chain() -> np.ndarray:
@@ -68,38 +67,17 @@ def _bone_chain() -> np.ndarray:
 _BONE_CHAIN = _bone_chain()
 
 
-# -[v]x as a gather of (x, y, z, 0) and signs: rows (0, z, -y), (-z, 0, x), (y, -x, 0).
-_SKEW_AT = np.array([[3, 2, 1], [2, 3, 0], [1, 0, 3]])
-_SKEW_SIGN = np.array([[0.0, 1.0, -1.0], [-1.0, 0.0, 1.0], [1.0, -1.0, 0.0]])
-
-
-def _skew_rows(v: np.ndarray) -> np.ndarray:
-    """(..., 3, 3) the matrix taking a turn vector w to ``w x v`` (= -[v]x)."""
-    padded = np.concatenate([v, np.zeros((*v.shape[:-1], 1))], axis=-1)
-    return padded[..., _SKEW_AT] * _SKEW_SIGN
-
-
 def _jacobian(p: np.ndarray) -> np.ndarray:
     """(B, 21 * 3, _PARAMS) how each joint moves with the pelvis's move and each pivot's
     turn."""
     b = len(p)
     jac = np.zeros((b, NUM_JOINTS, 3, _PARAMS))
     jac[:, :, :, :3] = np.eye(3)
-    arm = p[:, None, :, :] - p[:, _PIVOTS, None, :]  # (B, P, 21, 3) pivot -> joint
-    blocks = _skew_rows(arm) * _CARRIED[None, :, :, None, None]  # (B, P, 21, 3, 3)
+    # A turn w about a pivot moves a joint it carries by w x arm = [-arm]x w.
+    back = p[:, _PIVOTS, None, :] - p[:, None, :, :]  # (B, P, 21, 3) joint -> pivot
+    blocks = cross_matrix(back) * _CARRIED[None, :, :, None, None]  # (B, P, 21, 3, 3)
     jac[:, :, :, 3:] = blocks.transpose(0, 2, 3, 1, 4).reshape(b, NUM_JOINTS, 3, -1)
     return jac.reshape(b, NUM_JOINTS * 3, _PARAMS)
-
-
-def _turn_matrices(turns: np.ndarray) -> np.ndarray:
-    """(..., 3, 3) rotations by turn vectors (..., 3) (axis times angle, radians):
-    Rodrigues' formula, a zero turn the identity."""
-    angle = norm(turns)
-    axis = turns / np.maximum(angle, _MIN_ANGLE)[..., None]
-    sin, cos = np.sin(angle)[..., None, None], np.cos(angle)[..., None, None]
-    # cos I + sin [axis]x + (1 - cos) axis axis^T
-    return (cos * _EYE3 - sin * _skew_rows(axis)
-            + (1.0 - cos) * (axis[..., :, None] * axis[..., None, :]))
 
 
 def _apply(p: np.ndarray, step: np.ndarray) -> np.ndarray:
@@ -108,7 +86,8 @@ def _apply(p: np.ndarray, step: np.ndarray) -> np.ndarray:
     space, so each bone's offset turns by every pivot above it, outermost last)."""
     b = len(p)
     turns = np.empty((b, len(_PIVOTS) + 1, 3, 3))
-    turns[:, :-1] = _turn_matrices(step[:, 3:].reshape(b, len(_PIVOTS), 3))
+    vectors = step[:, 3:].reshape(b, len(_PIVOTS), 3)
+    turns[:, :-1] = axis_angle_to_matrix(vectors, norm(vectors))
     turns[:, -1] = np.eye(3)
     # Each bone turns by the pivots from the pelvis down to its parent, composed outermost
     # first (one product per depth level, padded with the identity).
