@@ -913,7 +913,15 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         return out
     bent, reaimed = _reaim_both(out, full, t, lengths, tolerance)
     reaim_miss = PoseEditor._errors(reaimed, t, full).max(axis=1)
-    left = np.flatnonzero(reaim_miss > tolerance)
+    dragged_hands = full & _HAND_GOALS & _moved(
+        full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
+    # A dragged hand the bent re-aim leaves short and the straightened one reaches: rig IK
+    # leans with its elbow kept there too, as where the straightened one falls short (a
+    # hand dragged out of a Rigify A-pose straightened its arm, then re-bent the elbow 18
+    # degrees where rig IK began: a 40 mm step between two drag updates).
+    straightened = (reaim_miss <= tolerance) & (
+        PoseEditor._errors(bent, t, dragged_hands) > tolerance[:, None]).any(axis=1)
+    left = np.flatnonzero((reaim_miss > tolerance) | straightened)
     if left.size:
         over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
         left = left[over.max(axis=1) <= tolerance[left] * (MISS_NOTE_M / REACH_TOLERANCE)]
@@ -922,8 +930,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         # straightened arm (or free to straighten it) reached a T-pose's far target with
         # the arm locked straight, where FABRIK's answer leaned with the elbow bent.
         goals, targets, tol = full[left], t[left], tolerance[left]
-        dragged = goals & _HAND_GOALS & _moved(goals, targets, start[left],
-                                               (tol * (MOVED_M / REACH_TOLERANCE))[:, None])
+        dragged = dragged_hands[left]
         # (A dragged hand's arm bones: its elbow's bend kept; its wrist turns nothing.)
         polished = rig_ik.solve(bent[left], goals, targets, tol,
                                 LEAST_CHANGE_STEPS if use_fabrik else rig_ik.ITERATIONS,
@@ -935,10 +942,12 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         # is no reason for FABRIK's pose centimetres away: one pose of the units test
         # stopped a step short in metres and not in centimetres); a drag update shows its
         # steps' pose wherever nearer than the re-aim's (the pause's steps are the same).
+        # Where the straightened re-aim reaches, both take the steps' pose only where it
+        # reaches too, and keep the re-aim's otherwise (no FABRIK).
         near = tol * (MISS_NOTE_M / REACH_TOLERANCE)
-        taken = miss <= near if fallback else miss < reaim_miss[left]
+        taken = miss <= near if fallback else (miss < reaim_miss[left]) | (miss <= near)
         reaimed[left[taken]] = polished[taken]
-        left = left[miss > near]
+        left = left[(miss > near) & ~straightened[left]]
     if not left.size or not (fallback and use_fabrik):
         return reaimed
     miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left)
