@@ -881,8 +881,8 @@ def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     hands = goals & _HAND_GOALS
     bent = exact_reach.solve(pose, goals, targets, lengths, tolerance,
                              straightest=_ARM_STRAIGHTEST, bent=hands)
-    if not hands.any():
-        return bent, bent
+    if not hands.any():  # (two arrays: a caller writes into the answer)
+        return bent, bent.copy()
     return bent, exact_reach.solve(bent, goals, targets, lengths, tolerance)
 
 
