@@ -120,7 +120,7 @@ def test_a_drag_update_shows_what_its_pause_keeps(editor: PoseEditor,
 # A hand dragged straight out from its shoulder to past its arm's reach (40 updates, the
 # other ends held): the largest joint step between two updates while the targets stay
 # within the rig's reach, over the target's own step, median over drags from 9 poses.
-# Measured 5.7; 9.7 when rig IK started only where the straightened re-aim fell short (the
+# Measured 5.7; 9.8 when rig IK started only where the straightened re-aim fell short (the
 # elbow first straightened, then re-bent 18 degrees: 3-5 cm in one update).
 RADIAL_STEPS = 40
 RADIAL_OUT = 1.12  # of the arm's reach, from the shoulder

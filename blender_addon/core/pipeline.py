@@ -905,7 +905,10 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     (goals further apart than the rig's bones stretched in line,
     :func:`.reach_bounds.beyond_reach`, by over :data:`MISS_NOTE_M` on the models' body:
     the targets the notes name), the re-aimed pose stays: FABRIK would only strain the
-    whole body towards a goal it cannot reach either. ``use_fabrik=False``: rig IK alone,
+    whole body towards a goal it cannot reach either. A dragged hand that only the
+    straightened re-aim reaches (its elbow straighter than :data:`ELBOW_MIN_BEND_DEG`)
+    takes rig IK's lean from the bent re-aim too, where that reaches: the elbow does not
+    straighten and then re-bend where rig IK begins. ``use_fabrik=False``: rig IK alone,
     as a drag update (a propagation's smoothed frames: FABRIK from the start pose twisted
     a chest 40 degrees where a neighbouring frame's stayed)."""
     full = (mask > 0) & (w >= 1.0)
