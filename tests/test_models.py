@@ -227,3 +227,29 @@ def test_bound_runs_match_plain_runs_and_return_new_arrays(folder: Path, batch: 
     for got, copies in kept:
         for g, c in zip(got, copies, strict=True):
             np.testing.assert_array_equal(g, c)
+
+
+def test_a_single_pose_runs_on_sessions_made_for_its_batch(shipped_models: ModelSet) -> None:
+    """The bound calls of a refined solve run on sessions whose batch axis is fixed at load
+    (onnxruntime folds the graphs' shape arithmetic away), with the plain session's
+    outputs to the bit."""
+    from blender_addon.core.pipeline import Effector, PoseEditor
+
+    models = ModelSet(shipped_models.folder)  # its own buffers: no other test's calls
+    pose = np.asarray(models.manifest["normalization"]["mean"]).reshape(-1, 3)
+    hand = skeleton.JOINT_INDEX["r_hand"]
+    editor = PoseEditor(models)
+    for move in (0.1, 0.12):  # the first call of a shape binds it, the second runs bound
+        editor.solve(pose, [Effector("r_hand", pose[hand] + [move, move, 0.0]),
+                            Effector("l_foot", pin=True)])
+    # (The start pose's own calls ran once: bound then, run bound by its next solve.)
+    bound = [(m, b) for m in models.modules.values() for b in m._bound.values()
+             if m.role in ("ik_universal_fused", "refine_effectors")]
+    assert len({m.role for m, _ in bound}) == 2
+    for module, b in bound:
+        batch = len(b.inputs[0])
+        assert b.session is not module.session
+        assert b.session.get_inputs()[0].shape[0] == batch
+        feeds = dict(zip(module.input_names, b.inputs, strict=True))
+        for got, want in zip(b.outputs, module.session.run(None, feeds), strict=True):
+            np.testing.assert_array_equal(got, want)
