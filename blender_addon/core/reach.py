@@ -225,6 +225,8 @@ def reach_limbs(joints: np.ndarray, limbs: Mapping[int, tuple[int, int]],
 def _stacked(goals: Mapping[int, np.ndarray], ends: Sequence[int],
              shape: tuple[int, ...]) -> np.ndarray:
     """The goals of ``ends`` as one array of ``shape`` (..., len(ends), 3)."""
+    if len(shape) == 2:  # a single pose (a Live update: 2 us instead of 35)
+        return np.array([goals[j] for j in ends], dtype=np.float64).reshape(len(ends), 3)
     return np.stack([np.broadcast_to(np.asarray(goals[j], dtype=np.float64),
                                      (*shape[:-2], 3)) for j in ends], axis=-2)
 
