@@ -65,6 +65,8 @@ def _bone_chain() -> np.ndarray:
 
 
 _BONE_CHAIN = _bone_chain()
+_PARENT = PARENTS.clip(min=0)  # each joint's parent (the pelvis its own)
+_EYE3 = np.eye(3)
 
 
 def _jacobian(p: np.ndarray) -> np.ndarray:
@@ -72,7 +74,7 @@ def _jacobian(p: np.ndarray) -> np.ndarray:
     turn."""
     b = len(p)
     jac = np.zeros((b, NUM_JOINTS, 3, _PARAMS))
-    jac[:, :, :, :3] = np.eye(3)
+    jac[:, :, :, :3] = _EYE3
     # A turn w about a pivot moves a joint it carries by w x arm = [-arm]x w.
     back = p[:, _PIVOTS, None, :] - p[:, None, :, :]  # (B, P, 21, 3) joint -> pivot
     blocks = cross_matrix(back) * _CARRIED[None, :, :, None, None]  # (B, P, 21, 3, 3)
@@ -88,14 +90,14 @@ def _apply(p: np.ndarray, step: np.ndarray) -> np.ndarray:
     turns = np.empty((b, len(_PIVOTS) + 1, 3, 3))
     vectors = step[:, 3:].reshape(b, len(_PIVOTS), 3)
     turns[:, :-1] = axis_angle_to_matrix(vectors, norm(vectors))
-    turns[:, -1] = np.eye(3)
+    turns[:, -1] = _EYE3
     # Each bone turns by the pivots from the pelvis down to its parent, composed outermost
     # first (one product per depth level, padded with the identity).
     chain = turns[:, _BONE_CHAIN]  # (B, 21, depth, 3, 3)
     total = chain[:, :, 0]
     for k in range(1, _BONE_CHAIN.shape[1]):
         total = total @ chain[:, :, k]
-    bones = p - p[:, PARENTS.clip(min=0)]
+    bones = p - p[:, _PARENT]
     bones[:, ROOT] = 0.0
     turned = (total @ bones[..., None])[..., 0]
     root = p[:, ROOT:ROOT + 1] + step[:, None, :3]
