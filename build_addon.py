@@ -10,7 +10,9 @@ created on first use) build ``--split-platforms`` and validate each zip. Each zi
 checked to hold exactly its platform's wheels, the models and the add-on, because
 ``blender_ext.py`` happily writes a zip whose wheels are missing. Zips are built in a temp
 folder and moved into ``dist/`` only when every one passed, so a failed build leaves no
-half-written zip. Stdlib only: this runs before any venv exists.
+half-written zip. The add-on's compiled kernels are built first for the platforms zipped
+(``scripts/build_native.py``: zig cross-compiles them all here) and ship in each zip, the
+loader picking its platform's. Stdlib only: this runs before any venv exists.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts import build_native
 from scripts.venvs import VenvError, ensure_venv
 
 ROOT = Path(__file__).resolve().parent
@@ -382,6 +385,21 @@ def publish(zips: list[Path], out_dir: Path) -> list[Path]:
 
 # -- the build -------------------------------------------------------------------------------
 
+def build_kernels(addon_dir: Path) -> None:
+    """Compile the add-on's kernels for every platform (each zip carries them all, so none
+    holds a stale one), where it has their source (an add-on without
+    ``core/_native/npe_native.c`` ships none)."""
+    native_dir = addon_dir / "core" / "_native"
+    source = native_dir / build_native.SOURCE.name
+    if not source.is_file():
+        return
+    log(f"compiling {source.name} for {', '.join(build_native.TARGETS)} ...")
+    try:
+        build_native.build(list(build_native.TARGETS), source, native_dir)
+    except build_native.NativeBuildError as e:
+        raise BuildError(str(e)) from e
+
+
 def build(platform_names: Iterable[str] = tuple(PLATFORMS), out_dir: Path = DIST_DIR, *,
           models_dir: Path = MODELS_DIR, addon_dir: Path = ADDON_DIR,
           cache: Path = WHEEL_CACHE, pins_file: Path = WHEEL_PINS,
@@ -390,6 +408,7 @@ def build(platform_names: Iterable[str] = tuple(PLATFORMS), out_dir: Path = DIST
     platforms = [PLATFORMS[n] for n in dict.fromkeys(platform_names)]
     pins = read_pins(pins_file)
     check_sources(addon_dir, models_dir)
+    build_kernels(addon_dir)
     blender_ext = blender_ext or ensure_blender_ext()
     wheels = download_all(platforms, pins, cache, blender_ext.python)
     with tempfile.TemporaryDirectory(prefix="npe-build-") as tmp:

@@ -2,9 +2,11 @@
 # The whole test suite from a fresh clone (the README's test command, and CI's):
 #  1. create or refresh .venv (dev), .venv-bpy42, .venv-bpy45 and .venv-bpy50 from their pinned
 #     requirement files (scripts/venvs.py: reinstalls only when a pin changes);
-#  2. ruff check .;
-#  3. pytest in .venv on tests/ except tests/blender (extra arguments go to this run);
-#  4. pytest tests/blender once per Blender venv, each in its own process under a timeout
+#  2. build this machine's compiled kernels (scripts/build_native.py --platform host): the
+#     tests hold them to the numpy code and fail, not skip, where they are missing;
+#  3. ruff check .;
+#  4. pytest in .venv on tests/ except tests/blender (extra arguments go to this run);
+#  5. pytest tests/blender once per Blender venv, each in its own process under a timeout
 #     (bpy 4.5 can hang at exit when a handler stays registered).
 # Fails when any step fails or a pytest run collects nothing (exit 5).
 set -uo pipefail
@@ -32,6 +34,11 @@ record() {  # record NAME RC SECONDS
     esac
     summary+=("$(printf '%-34s %s in %ss' "$1" "$status" "$3")")
 }
+
+start=$SECONDS
+"$PYTHON" scripts/build_native.py --platform host
+record "build_native.py --platform host" $? $((SECONDS - start))
+export NPE_REQUIRE_NATIVE=1
 
 start=$SECONDS
 .venv/bin/ruff check .

@@ -5,6 +5,7 @@ tiny synthetic dataset with a tiny trained and exported model set, made once per
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,26 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 REPO = Path(__file__).resolve().parents[1]
 BANDAI_DIR = REPO.parent / "shared" / "data" / "bandai-namco"
 BANDAI_SMALL_ARCHIVE = BANDAI_DIR / "bandai-namco-dataset-1.tar.xz"
+
+
+@pytest.fixture(params=["numpy", "native"])
+def kernel(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Run a test on the numpy code and again on the compiled kernels; the kernels' run is
+    skipped where they are not built, and fails where NPE_REQUIRE_NATIVE=1 (scripts/test.sh,
+    after building them) says they must be."""
+    from blender_addon.core import native
+
+    if request.param == "numpy":
+        with native.switched_off():
+            yield "numpy"
+        return
+    if native.kernels() is None:
+        message = ("compiled kernels not built or refused (python3 scripts/build_native.py "
+                   f"--platform host): {native.library_path()}")
+        if os.environ.get("NPE_REQUIRE_NATIVE") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield "native"
 
 
 @pytest.fixture(scope="session")

@@ -314,8 +314,7 @@ def _blender_pose_matrices(names, parents, mats, quats, locs) -> np.ndarray:
         else:
             out.append(out[p] @ (np.linalg.inv(mats[p]) @ mats[b]) @ basis)
     return np.stack(out)
-
-
+@pytest.mark.usefixtures("kernel")
 def test_forward_kinematics_matches_blenders_matrix_formula():
     rng = np.random.default_rng(5)
     names = ["root", "a", "b", "c", "d"]
@@ -373,6 +372,7 @@ def _end_bones(joint_bones: list[int | None]) -> set[int]:
     return {joint_bones[j] for j in ends}
 
 
+@pytest.mark.usefixtures("kernel")
 @pytest.mark.parametrize("which", sorted(RIGS))
 @pytest.mark.parametrize("start", ["rest", "random"])
 def test_solver_reaches_reachable_targets(which, start):
@@ -415,8 +415,7 @@ def test_solver_reaches_reachable_targets(which, start):
     np.testing.assert_array_equal(new_loc[:, others], start_loc[:, others])
     # Same hemisphere as the input quaternions (keyframes interpolate well).
     assert np.all(np.sum(new_q * start_q, axis=-1) >= 0.0)
-
-
+@pytest.mark.usefixtures("kernel")
 def test_orientation_of_an_effector_is_exact():
     rig, joint_bones = production_rig(1.0)
     q, loc, start_q, start_loc = random_pose(rig, joint_bones, 5, 1.0, seed=12)
@@ -440,8 +439,7 @@ def test_orientation_of_an_effector_is_exact():
     # Fingers (below the hand) keep their local rotations.
     fingers = [b for b, n in enumerate(rig.names) if "finger" in n]
     np.testing.assert_array_equal(new_q[:, fingers], start_q[:, fingers])
-
-
+@pytest.mark.usefixtures("kernel")
 def test_twist_is_kept():
     """A bone already pointing at its target does not turn, whatever its twist."""
     rig, joint_bones = production_rig(1.0)
@@ -463,8 +461,7 @@ def test_twist_is_kept():
     new_q, _ = positions_to_rotations(rig, start_q, loc, joint_bones, targets)
     assert same_rotation(new_q[:, fa], start_q[:, fa], 1e-12)
     assert not same_rotation(new_q[:, fa], q[:, fa], 1e-3)
-
-
+@pytest.mark.usefixtures("kernel")
 def test_collinear_vectors_keep_the_twist():
     """A pelvis whose only mapped children are two collinear hips: its twist about the hip
     line is not determined by the targets, so it is kept (the closest rotation to no change).
@@ -487,8 +484,7 @@ def test_collinear_vectors_keep_the_twist():
                     None)  # fmt: skip
     new_q, _ = positions_to_rotations(rig, quats, None, joint_bones, targets)
     assert same_rotation(new_q[0], quat_multiply(turn, twist), 1e-12)
-
-
+@pytest.mark.usefixtures("kernel")
 def test_unreachable_targets_point_each_bone_at_its_target():
     rig, joint_bones = production_rig(1.0)
     q, loc, start_q, start_loc = random_pose(rig, joint_bones, 8, 1.0, seed=15)
@@ -508,8 +504,7 @@ def test_unreachable_targets_point_each_bone_at_its_target():
         have = _unit(got[:, J[child]] - got[:, J[parent]])
         want = _unit(targets[:, J[child]] - got[:, J[parent]])
         np.testing.assert_allclose(have, want, atol=1e-12)
-
-
+@pytest.mark.usefixtures("kernel")
 def test_batched_equals_per_frame_and_single_pose():
     rig, joint_bones = production_rig(1.0)
     q, loc, start_q, start_loc = random_pose(rig, joint_bones, 50, 1.0, seed=17)

@@ -26,6 +26,8 @@ from blender_addon.core.solver_reference import (
 )
 from tests.test_rotations import canonical_rig, production_rig, random_pose, random_quats
 
+# Every test here runs twice: on the numpy solver and FK, and on the compiled kernels.
+pytestmark = pytest.mark.usefixtures("kernel")
 J = JOINT_INDEX
 TOL = 1e-9
 _EPS = 1e-12
@@ -254,9 +256,11 @@ def test_many_frames_are_solved_in_chunks_alike():
     np.testing.assert_allclose(world_t, np.stack(ref_t, axis=1), rtol=0, atol=TOL)
 
 
-def test_the_start_pose_is_remembered_only_while_it_stays():
+def test_the_start_pose_is_remembered_only_while_it_stays(kernel):
     """A drag solves from one pose again and again: what comes from it alone is kept, for
     exactly that pose (compared by value: an array changed in place is a new pose)."""
+    if kernel == "native":
+        pytest.skip("the numpy solver's cache: the kernel starts afresh each time")
     rig, joint_bones = production_rig(1.0)
     q, loc, start_q, start_loc = random_pose(rig, joint_bones, 3, 1.0, seed=29)
     tg = forward_kinematics(rig, q, loc)[1][:, [b if b is not None else 0 for b in joint_bones]]

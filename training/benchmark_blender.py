@@ -104,7 +104,8 @@ def run(models: str, venv: str, data: str | None = DEFAULT_DATA, archive: Path =
 def _refine_label(row: dict[str, Any]) -> str:
     """How a live setting refined: "refine 0", "refine 3" (at the pause), "refine 3 each"."""
     every = " each" if row.get("refine_every_update") else ""
-    return f"refine {row['refine_steps']}{every}"
+    numpy_only = ", numpy" if row.get("kernels") is False else ""
+    return f"refine {row['refine_steps']}{every}{numpy_only}"
 
 
 def _target(row: dict[str, Any], targets: dict[str, float]) -> float:

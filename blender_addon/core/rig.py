@@ -20,6 +20,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from . import native
 from .quaternions import orthonormalize, quat_to_matrix4
 
 CACHE_SIZE = 16  # derived objects kept per rig (solvers, plans: mappings, oriented bones)
@@ -215,6 +216,9 @@ def forward_kinematics(
     batch = batch_shape(q.shape[:-2], loc.shape[:-2])
     n = math.prod(batch)
     q, loc = flatten_batch(q, batch, n), flatten_batch(loc, batch, n)
+    if (kernels := native.kernels()) is not None:
+        r, t = native_forward_kinematics(kernels, rig, q, loc)
+        return r.reshape(*batch, nb, 3, 3), t.reshape(*batch, nb, 3)
     levels = rig.derived("fk", lambda: fk_levels(rig, range(nb)))
     r, t = np.empty((n, nb, 3, 3)), np.empty((n, nb, 3))
     for i in range(0, n, CHUNK):
@@ -225,3 +229,18 @@ def forward_kinematics(
         world = world_transforms(levels, basis)[levels.slot].swapaxes(0, 1)  # (n, B, 4, 4)
         r[c], t[c] = world[..., :3, :3], world[..., :3, 3]
     return r.reshape(*batch, nb, 3, 3), t.reshape(*batch, nb, 3)
+
+
+def native_forward_kinematics(
+    kernels: native.Kernels, rig: Rig, q: np.ndarray, loc: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`forward_kinematics` of flat ``(n, B, ...)`` arrays by the compiled kernel."""
+    n, nb = len(q), rig.num_bones
+    tables = rig.derived(
+        "native", lambda: tuple(native.address(a) for a in (rig.parents, rig.rest_rotations,
+                                                             rig.rest_offsets)))
+    q, loc = np.ascontiguousarray(q), np.ascontiguousarray(loc)
+    r, t = np.empty((n, nb, 3, 3)), np.empty((n, nb, 3))
+    kernels.forward_kinematics(n, nb, *tables, native.address(q), native.address(loc),
+                               native.address(r), native.address(t))
+    return r, t

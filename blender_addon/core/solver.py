@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import native
 from .quaternions import (
     EPS,
     apply,
@@ -37,7 +38,7 @@ from .rig import (
     world_transforms,
 )
 from .skeleton import NUM_JOINTS
-from .solve_plan import Sweep, make_plan, make_sweep
+from .solve_plan import Plan, Sweep, make_plan, make_sweep
 
 # Weight (relative to sum |a||b|) pulling a multi-vector fit towards "no change", so a
 # degenerate fit (all vectors collinear) keeps the bone's twist like a swing does.
@@ -46,6 +47,33 @@ KABSCH_PRIOR = 1e-9
 # swing_quat: the solver's faster halfway-vector form loses digits there.
 _HALFWAY_MIN = 1e-6
 _EYE3 = np.eye(3)
+_NATIVE_WORK = 24  # doubles per bone the kernel works in (old and new posed frames)
+
+
+@dataclass(frozen=True)
+class _NativeTables:
+    """The plan as the compiled kernel reads it: per-bone arrays, kept alive with their
+    addresses (``native.address``)."""
+
+    arrays: tuple[np.ndarray, ...]  # parents, rest rotations and offsets, joint_of, top,
+    # next_start, next_bones: in the kernel's argument order
+    addresses: tuple[int, ...]
+
+    @classmethod
+    def of(cls, rig: Rig, plan: Plan) -> _NativeTables:
+        nb = rig.num_bones
+        joint_of = np.full(nb, -1, dtype=np.int64)
+        joint_of[list(plan.joint_of)] = list(plan.joint_of.values())
+        top = np.zeros(nb, dtype=np.int64)
+        top[plan.top_level] = 1
+        counts = [len(plan.next_mapped.get(b, ())) for b in range(nb)]
+        next_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        next_bones = np.array([d for b in range(nb) for d in plan.next_mapped.get(b, ())] or [0],
+                              dtype=np.int64)
+        arrays = tuple(np.ascontiguousarray(a) for a in (
+            rig.parents.astype(np.int64), rig.rest_rotations, rig.rest_offsets, joint_of, top,
+            next_start, next_bones))
+        return cls(arrays, tuple(native.address(a) for a in arrays))
 
 
 @dataclass(frozen=True)
@@ -84,6 +112,8 @@ class RotationSolver:
         self._mapped_joints = np.array(sorted(self._plan.joint_of.values()), dtype=np.int64)
         self._sweeps: dict[frozenset[int], Sweep] = {}
         self._last_start: tuple[Sweep, tuple[bytes, bytes], _Start] | None = None
+        self._native: _NativeTables | None = None
+        self._oriented_slots: dict[tuple[int, ...], np.ndarray] = {}
 
     def _sweep(self, oriented: frozenset[int]) -> Sweep:
         sweep = self._sweeps.get(oriented)
@@ -129,6 +159,9 @@ class RotationSolver:
         n = math.prod(batch)
         q, loc = flatten_batch(q, batch, n), flatten_batch(loc, batch, n)
         tg = flatten_batch(tg, batch, n)
+        if self._plan.needed and (kernels := native.kernels()) is not None:
+            new_q, new_loc = self._solve_native(kernels, q, loc, tg, orient, batch, n)
+            return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
         new_q = q.copy()
         new_loc = loc.copy()
         if self._plan.needed:
@@ -144,6 +177,48 @@ class RotationSolver:
                 c = slice(i, i + CHUNK)
                 self._solve(sweep, q[c], loc[c], tg[c], oriented[:, c], new_q[c], new_loc[c])
         return new_q.reshape(*batch, nb, 4), new_loc.reshape(*batch, nb, 3)
+
+    def _solve_native(
+        self,
+        kernels: native.Kernels,
+        q: np.ndarray,
+        loc: np.ndarray,
+        tg: np.ndarray,
+        orient: dict[int, np.ndarray],
+        batch: tuple[int, ...],
+        n: int,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The solve of flat ``(n, ...)`` arrays by the compiled kernel: the per-bone
+        reference's algorithm, pose by pose (one call, no chunks)."""
+        nb = self.rig.num_bones
+        if self._native is None:
+            self._native = _NativeTables.of(self.rig, self._plan)
+        bones = tuple(orient)
+        slots = self._oriented_slots.get(bones)
+        if slots is None:
+            slots = np.full(nb, -1, dtype=np.int64)
+            slots[list(bones)] = np.arange(len(bones))
+            if len(self._oriented_slots) >= CACHE_SIZE:
+                self._oriented_slots.clear()
+            self._oriented_slots[bones] = slots
+        oriented = (
+            np.ascontiguousarray(
+                orthonormalize(np.stack([flatten_batch(orient[b], batch, n) for b in bones], 1))
+            )
+            if bones
+            else np.empty((n, 0, 3, 3))
+        )
+        q, loc, tg = (np.ascontiguousarray(x) for x in (q, loc, tg))
+        new_q, new_loc = np.empty((n, nb, 4)), np.empty((n, nb, 3))
+        work = np.empty(_NATIVE_WORK * nb)
+        t = self._native.addresses
+        kernels.positions_to_rotations(
+            n, nb, t[0], t[1], t[2], t[3], t[4], t[5], t[6], native.address(slots), len(bones),
+            KABSCH_PRIOR, native.address(q), native.address(loc), native.address(tg),
+            native.address(oriented), native.address(new_q), native.address(new_loc),
+            native.address(work),
+        )
+        return new_q, new_loc
 
     def _start(self, sweep: Sweep, q: np.ndarray, loc: np.ndarray) -> _Start:
         """:class:`_Start` of a pose (flat ``(n, B, ...)`` arrays), remembered for the last

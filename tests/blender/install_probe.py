@@ -105,6 +105,10 @@ def step_restart() -> dict[str, Any]:
     latent = model_set.encode(np.zeros((1, NUM_JOINTS, 3), np.float32))
     result["decoded_shape"] = list(model_set.decode(latent).shape)
     result["unbundled_imported"] = sorted(m for m in UNBUNDLED if m in sys.modules)
+    native = importlib.import_module(f"{MODULE}.core.native")
+    kernels = native.kernels()  # loaded and checked against numpy in Blender's Python
+    result["kernels"] = str(kernels.path) if kernels else None
+    result["kernels_refused"] = native._refused
 
     result["uninstall"] = sorted(bpy.ops.extensions.package_uninstall(
         repo_directory=str(repo_dir()), pkg_id=PKG_ID))

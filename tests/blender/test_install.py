@@ -118,6 +118,16 @@ def test_onnxruntime_runs_from_the_bundled_wheel(lifecycle: dict[str, Any]) -> N
     assert r["unbundled_imported"] == [], "onnxruntime used a dependency the zip lacks"
 
 
+def test_the_compiled_kernels_load_from_the_installed_extension(
+        lifecycle: dict[str, Any]) -> None:
+    """The zip's library for this platform loads in Blender's Python and agrees with the
+    numpy code (its self-check), so Live updates run on it."""
+    r = lifecycle["restart"]
+    install_dir = Path(lifecycle["install"]["repo_dir"]) / "neural_pose_editor"
+    assert r["kernels_refused"] is None
+    assert r["kernels"] == str(install_dir / "core" / "_native" / PLATFORM / "npe_native.so")
+
+
 def test_uninstall_leaves_nothing(lifecycle: dict[str, Any]) -> None:
     r = lifecycle["restart"]
     assert r["uninstall"] == ["FINISHED"]

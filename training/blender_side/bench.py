@@ -15,6 +15,7 @@ same problems (started by ``python -m training benchmark-blender``; writes one J
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import tempfile
 import time
@@ -41,6 +42,7 @@ from blender_addon import (
     state,
 )
 from blender_addon.core import models as core_models
+from blender_addon.core import native
 from blender_addon.core.fileio import write_json
 from blender_addon.core.pipeline import DRAG_REFINE_STEPS, PoseEditor, SolveOptions
 from blender_addon.core.skeleton import JOINT_INDEX, JOINTS
@@ -273,6 +275,9 @@ def live_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray,
     return times, cpu, reach
 
 
+# The default setting again with the compiled kernels switched off: the numpy engine, the
+# baseline they are measured against in the same run.
+NUMPY_ONLY = "compiled kernels off (numpy alone)"
 BY_HAND_RAD = 1e-3  # radians per move: the mapped bones turned a little, as a user would
 BY_HAND = "By hand: the mapped bones turned, no solve (Blender's evaluation alone)"
 
@@ -309,31 +314,36 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
     empty = effector_empty(obj, MOVED)
     path = drag_path(np.array(empty.location), moves)
     rows = []
-    settings = (("Live off: no solve (baseline)", False, 0, False),
-                ("Live, refinement off", True, 0, False),
+    default = (f"Live, refinement on every update ({DRAG_REFINE_STEPS} steps"
+               + (", as at the pause" if DRAG_REFINE_STEPS == DEFAULT_REFINE
+                  else f"; {DEFAULT_REFINE} at the pause") + ")")
+    # (setting, Live, refinement, on every update, compiled kernels)
+    settings = (("Live off: no solve (baseline)", False, 0, False, True),
+                ("Live, refinement off", True, 0, False, True),
                 (f"Live, refinement {DEFAULT_REFINE} steps when the drag pauses",
-                 True, DEFAULT_REFINE, False),
-                (f"Live, refinement on every update ({DRAG_REFINE_STEPS} steps"
-                 + (", as at the pause" if DRAG_REFINE_STEPS == DEFAULT_REFINE
-                    else f"; {DEFAULT_REFINE} at the pause") + ") (default)", True,
-                 DEFAULT_REFINE, True))
-    for setting, on, refine, every in settings:
+                 True, DEFAULT_REFINE, False, True),
+                (f"{default} (default)", True, DEFAULT_REFINE, True, True),
+                (f"{default}, {NUMPY_ONLY}", True, DEFAULT_REFINE, True, False))
+    for setting, on, refine, every, compiled in settings:
         host.progress(f"live updates: {label}, {setting} ({moves} moves)")
         scene.npe.refine_steps = refine
         scene.npe.live_refine = every
         scene.npe.live = on
-        live_loop(scene, obj, path[:WARMUP_MOVES])
-        times, cpu, reach = live_loop(scene, obj, path)
+        with contextlib.nullcontext() if compiled else native.switched_off():
+            live_loop(scene, obj, path[:WARMUP_MOVES])
+            times, cpu, reach = live_loop(scene, obj, path)
         cpu_stats = summary(cpu)
         row = {"rig": label, "bones": len(obj.data.bones), "setting": setting, "live": on,
-               "refine_steps": refine, "refine_every_update": every, **summary(times),
+               "refine_steps": refine, "refine_every_update": every,
+               "kernels": compiled and native.kernels() is not None, **summary(times),
                "cpu_median_ms": cpu_stats["median_ms"], "cpu_p95_ms": cpu_stats["p95_ms"],
                "cpu_p10_ms": cpu_stats["p10_ms"],
                "reach_median_mm": float(np.median(reach) * MM),
                "reach_max_mm": float(np.max(reach) * MM)}
         if on:
             timer = StageTimer()
-            with profiled_handler(timer):
+            with profiled_handler(timer), (
+                    contextlib.nullcontext() if compiled else native.switched_off()):
                 live_loop(scene, obj, path[:profile_moves], timer)
             row["profile"] = timer.per_call_ms(STAGE_ORDER, profile_moves)
             row["profile_cpu"] = timer.per_call_ms(STAGE_ORDER, profile_moves, cpu=True)

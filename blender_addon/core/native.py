@@ -1,0 +1,174 @@
+"""The compiled kernels (``_native/npe_native.c``), where this platform's library was built.
+
+A single pose is a few hundred numpy calls on arrays of a few dozen numbers: their overhead,
+not the arithmetic, sets a Live update's time. The kernels are those stages written pose by
+pose in plain C (no Python API, loaded with ctypes: one build per platform serves every
+Python; ``scripts/build_native.py`` cross-compiles all of them with zig). Everything works
+without them: :func:`kernels` is None where the library is missing, refused or switched
+off (``NPE_NATIVE=0``), and the numpy code runs instead. A caller that finds a kernel
+disagreeing with its numpy code calls :func:`refuse`, and numpy serves from then on.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import platform
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from .quaternions import EPS, quat_to_matrix
+
+log = logging.getLogger(__name__)
+
+LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
+SOURCE = LIBRARY_DIR / "npe_native.c"
+ABI_VERSION = 1  # npe_native.c's NPE_ABI_VERSION
+SWITCH = "NPE_NATIVE"  # "0": numpy only
+# (sys.platform, machine) -> the build's platform name (as build_addon.py names them), file.
+PLATFORMS = {
+    ("linux", "x86_64"): ("linux-x64", "npe_native.so"),
+    ("win32", "amd64"): ("windows-x64", "npe_native.dll"),
+    ("darwin", "arm64"): ("macos-arm64", "npe_native.dylib"),
+}
+
+SELF_CHECK_SEED = 0
+SELF_CHECK_TOLERANCE = 1e-9  # the tests hold the kernels to the numpy code at this
+
+_P = ctypes.c_void_p  # every array goes by its address
+_I = ctypes.c_int64
+_D = ctypes.c_double
+
+
+def platform_name() -> str | None:
+    """This machine's platform as the build names it, or None where none is built."""
+    key = (sys.platform, platform.machine().lower())
+    return PLATFORMS[key][0] if key in PLATFORMS else None
+
+
+def library_path(name: str | None = None) -> Path | None:
+    """Where the library of platform ``name`` (default: this one) is built."""
+    name = name or platform_name()
+    files = {p: f for p, f in PLATFORMS.values()}
+    return LIBRARY_DIR / name / files[name] if name in files else None
+
+
+class Kernels:
+    """The loaded library, its functions typed."""
+
+    def __init__(self, lib: ctypes.CDLL, path: Path) -> None:
+        self.path = path
+        self.positions_to_rotations = lib.npe_positions_to_rotations
+        self.positions_to_rotations.restype = None
+        self.positions_to_rotations.argtypes = [
+            _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _I, _D, _P, _P, _P, _P, _P, _P, _P]
+        self.forward_kinematics = lib.npe_forward_kinematics
+        self.forward_kinematics.restype = None
+        self.forward_kinematics.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P]
+
+
+_loaded: Kernels | None = None
+_tried = False
+_refused: str | None = None
+
+
+def _load() -> Kernels | None:
+    path = library_path()
+    if path is None or not path.is_file():
+        return None
+    try:
+        lib = ctypes.CDLL(str(path))
+        version = lib.npe_abi_version
+        version.restype = _I
+        eps = lib.npe_eps
+        eps.restype = _D
+        if version() != ABI_VERSION or eps() != EPS:
+            log.warning("%s is of another version (ABI %d, eps %g; this code wants %d, %g): "
+                        "rebuild it (python scripts/build_native.py); numpy serves meanwhile",
+                        path, version(), eps(), ABI_VERSION, EPS)
+            return None
+        return Kernels(lib, path)
+    except (OSError, AttributeError) as exc:
+        log.warning("could not load %s (%s): numpy serves instead", path, exc)
+        return None
+
+
+def kernels() -> Kernels | None:
+    """The kernels, or None: numpy then. The first call loads the library and checks it
+    against the numpy code (:func:`_self_check`)."""
+    global _loaded, _tried
+    if _refused is not None or os.environ.get(SWITCH, "1") == "0":
+        return None
+    if not _tried:
+        _tried = True
+        loaded = _load()
+        if loaded is not None and (problem := _self_check(loaded)):
+            refuse(f"{loaded.path.name}: {problem}")
+            return None
+        _loaded = loaded
+    return _loaded
+
+
+def _self_check(loaded: Kernels) -> str | None:
+    """What the kernels get wrong against the numpy code on a fixed case, or None: a rig of
+    the canonical skeleton with random rest frames, three random poses and targets, every
+    kind of bone (a placed pelvis, swings, fits, an oriented hand). A library built wrong
+    for this machine (a calling convention, a compiler's bug) is caught here, once."""
+    from .rig import Rig, forward_kinematics, native_forward_kinematics  # they use this module
+    from .skeleton import NUM_JOINTS, PARENTS
+    from .solver import RotationSolver
+
+    rng = np.random.default_rng(SELF_CHECK_SEED)
+
+    def unit_quats(*shape: int) -> np.ndarray:
+        q = rng.normal(size=(*shape, 4))
+        return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+    rest = unit_quats(NUM_JOINTS)
+    rig = Rig([f"j{j}" for j in range(NUM_JOINTS)], PARENTS,
+              rng.normal(scale=0.2, size=(NUM_JOINTS, 3)), quat_to_matrix(rest))
+    q, loc = unit_quats(3, NUM_JOINTS), rng.normal(scale=0.1, size=(3, NUM_JOINTS, 3))
+    targets = rng.normal(scale=0.5, size=(3, NUM_JOINTS, 3))
+    hand = {NUM_JOINTS - 1: quat_to_matrix(unit_quats(3))}
+    solver = RotationSolver(rig, range(NUM_JOINTS))
+    with switched_off():
+        want = (*solver.solve(q, loc, targets, hand), *forward_kinematics(rig, q, loc))
+    got = (*solver._solve_native(loaded, q, loc, targets, hand, (3,), 3),
+           *native_forward_kinematics(loaded, rig, q, loc))
+    worst = max(float(np.abs(a.reshape(b.shape) - b).max()) for a, b in zip(got, want,
+                                                                           strict=True))
+    return None if worst <= SELF_CHECK_TOLERANCE else f"{worst:.1e} off numpy's answers"
+
+
+def refuse(reason: str) -> None:
+    """Stop using the kernels for this process (a kernel disagreed with its numpy code)."""
+    global _refused
+    if _refused is None:
+        log.warning("compiled kernels switched off: %s", reason)
+    _refused = reason
+
+
+@contextmanager
+def switched_off() -> Iterator[None]:
+    """numpy alone within the block (tests, A/B timings)."""
+    old = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[SWITCH]
+        else:
+            os.environ[SWITCH] = old
+
+
+def address(a: np.ndarray) -> int:
+    """The data address of a C-contiguous array (checked: a kernel reads it flat)."""
+    if not a.flags.c_contiguous:
+        raise ValueError("a kernel's array must be C-contiguous")
+    return a.ctypes.data
