@@ -4,8 +4,9 @@ its answers' independence of the batch around them."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from blender_addon.core import exact_reach
+from blender_addon.core import exact_reach, native, skeleton
 from blender_addon.core.quaternions import norm
 
 LEG_M, TRUNK_M = 0.8, 0.3
@@ -74,3 +75,32 @@ def test_a_pose_on_its_goals_comes_back_whatever_the_batch(synthetic_clip: np.nd
     alone = exact_reach.solve(straight[1:], goals[1:], targets[1:], lengths[1:], TOLERANCE_M,
                               straightest=pipeline._ARM_STRAIGHTEST, bent=goals[1:])
     np.testing.assert_array_equal(batch[1], alone[0])
+
+
+# Random goals among every joint, near and far targets, each option: every step of the
+# solve runs somewhere (settling onto held feet and leaning into a head goal, the trunk
+# bent to a far head, the head's re-aim, shrugs, limbs, toes).
+AGREEMENT_CASES = ((0.1, 0.01), (0.3, 0.05), (0.5, 0.1), (0.2, 0.2), (0.6, 0.3))
+AGREES_M = 1e-12  # measured 3e-17: the same steps in the same order
+
+
+@pytest.mark.usefixtures("kernel")
+def test_the_kernel_takes_the_numpy_steps(synthetic_clip: np.ndarray, kernel: str) -> None:
+    if kernel == "numpy":
+        pytest.skip("compares the kernel with numpy")
+    rng = np.random.default_rng(3)
+    x = synthetic_clip[::2]
+    lengths = skeleton.bone_lengths(x)
+    for share, spread in AGREEMENT_CASES:
+        goals = rng.uniform(size=(len(x), len(skeleton.PARENTS))) < share
+        targets = x[::-1] + rng.normal(scale=spread, size=x.shape)
+        bent = goals & (rng.uniform(size=goals.shape) < 0.5)
+        for options in ({}, {"straightest": 0.97}, {"bend_trunk": False},
+                        {"straightest": 0.99, "bent": bent, "bend_trunk": False},
+                        {"straightest": np.linspace(0.9, 1.0, len(skeleton.PARENTS)),
+                         "bent": goals, "bend_trunk": False}):
+            got = exact_reach.solve(x, goals, targets, lengths, TOLERANCE_M, **options)
+            with native.switched_off():
+                want = exact_reach.solve(x, goals, targets, lengths, TOLERANCE_M, **options)
+            assert np.abs(want - x).max() > 0.1  # they moved
+            np.testing.assert_allclose(got, want, rtol=0, atol=AGREES_M)

@@ -10,8 +10,14 @@ from blender_addon.core import fabrik, rig_ik, skeleton
 from tests.synth import rig_reachable_hand_drags
 from tests.test_rigid_branches import BRANCHES, EXACT, branch_shape
 
+# Every test here runs twice: on the numpy steps and on the compiled kernel.
+pytestmark = pytest.mark.usefixtures("kernel")
 TOLERANCE_M = 1e-4  # the engine's reach tolerance on a 1.7 m body
 J = skeleton.JOINT_INDEX
+# The kernel against the numpy steps: summed in another order, so a step's accept-or-reject
+# can differ where both sides are equal to rounding; measured 3e-9 m at most on 200 CMU
+# poses (20 steps), 2e-14 median.
+AGREES_M = 1e-7
 
 
 def _shapes(p: np.ndarray) -> list[np.ndarray]:
@@ -91,3 +97,23 @@ def test_frozen_joints_keep_their_bend_and_free_ends_go_along(poses: np.ndarray)
     assert np.abs(out - x).max() > 0.05  # the body moved to get there
     err = np.where(goals, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
     assert (err <= TOLERANCE_M).all(), np.sort(err)[-3:]  # measured: all 60
+
+
+def test_the_kernel_takes_the_numpy_steps(poses: np.ndarray, kernel: str) -> None:
+    """The same poses, goals and options through the compiled kernel and the numpy code,
+    one pose at a time and all at once: the same answers to rounding."""
+    if kernel == "numpy":
+        pytest.skip("compares the kernel with numpy")
+    from blender_addon.core import native
+
+    starts, goals, targets = rig_reachable_hand_drags(poses, 6)
+    frozen = np.zeros(goals.shape, dtype=bool)
+    frozen[::2, J["l_forearm"]] = True
+    for iterations, stay in ((20, rig_ik.STAY_WEIGHT), (rig_ik.ITERATIONS, 0.0)):
+        got = rig_ik.solve(starts, goals, targets, TOLERANCE_M, iterations, stay,
+                           frozen=frozen)
+        with native.switched_off():
+            want = rig_ik.solve(starts, goals, targets, TOLERANCE_M, iterations, stay,
+                                frozen=frozen)
+        assert np.abs(got - starts).max() > 0.05  # they moved
+        np.testing.assert_allclose(got, want, rtol=0, atol=AGREES_M)

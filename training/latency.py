@@ -9,7 +9,8 @@ Dragging* off does): one hand dragged 10-25 cm in :data:`DRAG_STEPS` steps from 
 pose, hands, feet and head as effectors, so each update solves again from the same start.
 Where the set has refinement graphs, the refined calls also run on a copy of the set
 without them (the numpy steps), each call on both in turn: the graphs' speed-up, measured
-in the same run.
+in the same run. The same calls also run with the compiled kernels switched off
+(``NPE_NATIVE=0``, numpy alone), in turn with them on: the kernels' speed-up.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ import platform
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from blender_addon.core import refine, skeleton
+from blender_addon.core import native, refine, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from training import benchmark, benchmark_blender
@@ -138,15 +140,8 @@ def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, se
         editors = {"graph": PoseEditor(models),
                    "numpy steps": PoseEditor(ModelSet(copy_without_graphs(
                        models_dir, Path(tmp) / "numpy")))}
-        cases: dict[str, list[tuple[np.ndarray, list[Effector], bool]]] = {
-            f"single solve, {name}": [
-                (p, benchmark.effectors_at(t, joints), False)
-                for p, t in zip(x, x2, strict=True)]
-            for name, joints in benchmark.LATENCY_SETS.items()}
-        cases["Live drag update (hands, feet, head)"] = [
-            (p, effs, True) for p, effs in drag_updates(x[:drags], np.random.default_rng(seed))]
         out = {}
-        for name, calls in cases.items():
+        for name, calls in _calls(x, x2, drags, seed).items():
             times: dict[str, list[float]] = {e: [] for e in editors}
             for k in range(0, len(calls), GRAPH_BLOCK):
                 for e in (list(editors) if k % (2 * GRAPH_BLOCK) == 0 else list(editors)[::-1]):
@@ -157,6 +152,42 @@ def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, se
             out[name] = {e: benchmark.timing(t) for e, t in times.items()}
             out[name]["speedup"] = (out[name]["numpy steps"]["median_ms"]
                                     / out[name]["graph"]["median_ms"])
+    return out
+
+
+def _calls(x: np.ndarray, x2: np.ndarray, drags: int, seed: int
+           ) -> dict[str, list[tuple[np.ndarray, list[Effector], bool]]]:
+    """The refined calls both A/B comparisons time: single solves per effector set, and
+    Live drag updates (pose, effectors, drag)."""
+    cases: dict[str, list[tuple[np.ndarray, list[Effector], bool]]] = {
+        f"single solve, {name}": [
+            (p, benchmark.effectors_at(t, joints), False) for p, t in zip(x, x2, strict=True)]
+        for name, joints in benchmark.LATENCY_SETS.items()}
+    cases["Live drag update (hands, feet, head)"] = [
+        (p, effs, True) for p, effs in drag_updates(x[:drags], np.random.default_rng(seed))]
+    return cases
+
+
+def kernel_speedup(editor: PoseEditor, x: np.ndarray, x2: np.ndarray, drags: int, seed: int
+                   ) -> dict[str, dict[str, Any]]:
+    """Default-option calls (:func:`_calls`) with the compiled kernels and with numpy alone,
+    in blocks of :data:`GRAPH_BLOCK` calls on both in turn; {} where no kernels load."""
+    if native.kernels() is None:
+        return {}
+    out = {}
+    for name, calls in _calls(x, x2, drags, seed).items():
+        times: dict[str, list[float]] = {"kernels": [], "numpy": []}
+        for k in range(0, len(calls), GRAPH_BLOCK):
+            for side in (("kernels", "numpy") if k % (2 * GRAPH_BLOCK) == 0
+                         else ("numpy", "kernels")):
+                with native.switched_off() if side == "numpy" else nullcontext():
+                    for pose, effs, drag in calls[k:k + GRAPH_BLOCK]:
+                        start = time.perf_counter()
+                        editor.solve(pose, effs, drag=drag)
+                        times[side].append(time.perf_counter() - start)
+        out[name] = {side: benchmark.timing(t) for side, t in times.items()}
+        out[name]["speedup"] = out[name]["numpy"]["median_ms"] / out[name]["kernels"]["median_ms"]
+        out[name]["speedup_p95"] = out[name]["numpy"]["p95_ms"] / out[name]["kernels"]["p95_ms"]
     return out
 
 
@@ -176,6 +207,7 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
                                                     np.random.default_rng(seed + 1))
     result["drag_continuity"] = drag_continuity(editor, x[:drags], np.random.default_rng(seed + 1))
     result["refinement_graphs"] = graph_speedup(models_dir, x, x2, drags, seed + 1)
+    result["kernels"] = kernel_speedup(editor, x, x2, drags, seed + 1)
     result["machine"]["load_avg_after"] = list(os.getloadavg())
     return result
 
@@ -228,4 +260,16 @@ def markdown(result: dict[str, Any]) -> str:
         for name, r in result["refinement_graphs"].items():
             lines.append(f"| {name} | {r['graph']['median_ms']:.3f} | "
                          f"{r['numpy steps']['median_ms']:.3f} | {r['speedup']:.2f}× |")
+    if result.get("kernels"):
+        lines += ["", "**Compiled kernels** (default options; the same calls with the "
+                  "compiled kernels and with numpy alone, `NPE_NATIVE=0`, in blocks of "
+                  f"{GRAPH_BLOCK} in turn):", "",
+                  "| call | kernels, median (ms) | numpy, median (ms) | speed-up | "
+                  "kernels, p95 (ms) | numpy, p95 (ms) | speed-up, p95 |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, r in result["kernels"].items():
+            lines.append(f"| {name} | {r['kernels']['median_ms']:.3f} | "
+                         f"{r['numpy']['median_ms']:.3f} | {r['speedup']:.2f}× | "
+                         f"{r['kernels']['p95_ms']:.3f} | {r['numpy']['p95_ms']:.3f} | "
+                         f"{r['speedup_p95']:.2f}× |")
     return "\n".join(lines) + "\n"

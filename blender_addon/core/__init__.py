@@ -1,1 +1,2 @@
-"""Neural Pose Editor engine: numpy + onnxruntime only, importable without Blender."""
+"""Neural Pose Editor engine: numpy + onnxruntime (and the optional compiled kernels of
+:mod:`.native`), importable without Blender."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from .quaternions import norm
 from .skeleton import ANCESTORS, END_JOINTS, JOINT_INDEX, PARENTS
 
@@ -319,6 +320,10 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
         lengths = np.broadcast_to(lengths, goals.shape)
     tol = tolerance if isinstance(tolerance, np.ndarray) and tolerance.shape == goals.shape[:1] \
         else np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
+    if (kernels := native.kernels()) is not None and (
+            np.ndim(straightest) == 0 or (bent is not None and not bend_trunk)):
+        return _solve_native(kernels, p, goals, targets, lengths, tol, straightest,
+                             bend_trunk, bent)
     err = np.where(goals, norm(p - targets), 0.0)
     need = np.flatnonzero(err.max(axis=1, initial=0.0) > tol)
     if not need.size:
@@ -347,4 +352,35 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
             aim = targets[rows, toe] - p[rows, ankle]
             p[rows, toe] = p[rows, ankle] + aim * (lengths[rows, toe]
                                                    / np.maximum(norm(aim), _EPS))[:, None]
+    return p
+
+
+# The joints as the compiled kernel reads them (npe_native.c's L_* and M_* order).
+_NATIVE_LAYOUT = np.ascontiguousarray(np.r_[
+    _END[_LIMBS], _MID[_LIMBS], _START[_LIMBS], _TOE[_LIMBS], _SPINE, _CHEST, _NECK, _HEAD,
+    _LEG_ENDS, _LEG_STARTS, _LEG_MIDS, _CLAVICLES, _SHOULDERS, _ELBOWS, _HANDS,
+    [_TOE_OF[int(a)] for a in _LEG_ENDS]], dtype=np.int64)
+_NATIVE_MASKS = np.zeros((5, len(PARENTS)), dtype=np.int64)
+for _k, _joints in enumerate((_TRUNK, _ABOVE_CHEST, *_ARM_JOINTS, _BODY)):
+    _NATIVE_MASKS[_k, _joints] = 1
+
+
+def _solve_native(kernels: native.Kernels, p: np.ndarray, goals: np.ndarray,
+                  targets: np.ndarray, lengths: np.ndarray, tol: np.ndarray,
+                  straightest: float | np.ndarray, bend_trunk: bool,
+                  bent: np.ndarray | None) -> np.ndarray:
+    """:func:`solve` by the compiled kernel, pose by pose (the same steps in the same
+    order)."""
+    straight = np.where(goals if bent is None else bent, straightest, 1.0)
+    scalar = float(straightest) if np.ndim(straightest) == 0 else 1.0
+    arrays = [np.ascontiguousarray(a, dtype=t) for a, t in (
+        (goals, np.int64), (np.broadcast_to(targets, p.shape), np.float64),
+        (lengths, np.float64), (tol, np.float64), (straight, np.float64))]
+    status = kernels.exact_reach(
+        len(p), len(PARENTS), native.address(_NATIVE_LAYOUT), native.address(_NATIVE_MASKS),
+        native.address(p), *(native.address(a) for a in arrays),
+        1.0 if bent is not None else scalar, scalar, int(bend_trunk), _SLACK, _SETTLE_SLACK,
+        _REACH_MARGIN, _SETTLE_PASSES, _SETTLE_STALL)
+    if status != 0:
+        raise RuntimeError(f"the exact-reach kernel refused a skeleton of {len(PARENTS)} joints")
     return p

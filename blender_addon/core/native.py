@@ -39,6 +39,9 @@ PLATFORMS = {
 
 SELF_CHECK_SEED = 0
 SELF_CHECK_TOLERANCE = 1e-9  # the tests hold the kernels to the numpy code at this
+# Rig IK's steps are accepted or not by comparing sums, which rounding may tip where both
+# sides are all but equal: a few steps of a well-posed pull, held more loosely.
+SELF_CHECK_IK_STEPS, SELF_CHECK_IK_TOLERANCE = 5, 1e-6
 
 _P = ctypes.c_void_p  # every array goes by its address
 _I = ctypes.c_int64
@@ -70,6 +73,16 @@ class Kernels:
         self.forward_kinematics = lib.npe_forward_kinematics
         self.forward_kinematics.restype = None
         self.forward_kinematics.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P]
+        self.rig_ik = lib.npe_rig_ik
+        self.rig_ik.restype = _I
+        self.rig_ik.argtypes = [_I, _I, _P, _P, _I, _P, _P, _P, _P, _P, _I, *[_D] * 10]
+        self.keep_rigid = lib.npe_keep_rigid
+        self.keep_rigid.restype = None
+        self.keep_rigid.argtypes = [_I, _I, _P, _P, _D, _P, _P, _P, _P, _P]
+        self.exact_reach = lib.npe_exact_reach
+        self.exact_reach.restype = _I
+        self.exact_reach.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _D, _D, _I, _D,
+                                     _D, _D, _I, _I]
 
 
 _loaded: Kernels | None = None
@@ -115,12 +128,16 @@ def kernels() -> Kernels | None:
 
 
 def _self_check(loaded: Kernels) -> str | None:
-    """What the kernels get wrong against the numpy code on a fixed case, or None: a rig of
+    """What the kernels get wrong against the numpy code on fixed cases, or None: each
+    kernel through its public function, once with ``loaded`` and once with numpy. A rig of
     the canonical skeleton with random rest frames, three random poses and targets, every
-    kind of bone (a placed pelvis, swings, fits, an oriented hand). A library built wrong
-    for this machine (a calling convention, a compiler's bug) is caught here, once."""
-    from .rig import Rig, forward_kinematics, native_forward_kinematics  # they use this module
-    from .skeleton import NUM_JOINTS, PARENTS
+    kind of bone (a placed pelvis, swings, fits, an oriented hand); its first pose as a
+    body for rig IK, exact reach and the rigid branches. A library built wrong for this
+    machine (a calling convention, a compiler's bug) is caught here, once."""
+    global _loaded, _tried
+    from . import exact_reach, rig_ik, rigid_branches  # they use this module
+    from .rig import Rig, forward_kinematics
+    from .skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS, bone_lengths
     from .solver import RotationSolver
 
     rng = np.random.default_rng(SELF_CHECK_SEED)
@@ -129,20 +146,43 @@ def _self_check(loaded: Kernels) -> str | None:
         q = rng.normal(size=(*shape, 4))
         return q / np.linalg.norm(q, axis=-1, keepdims=True)
 
-    rest = unit_quats(NUM_JOINTS)
     rig = Rig([f"j{j}" for j in range(NUM_JOINTS)], PARENTS,
-              rng.normal(scale=0.2, size=(NUM_JOINTS, 3)), quat_to_matrix(rest))
+              rng.normal(scale=0.2, size=(NUM_JOINTS, 3)), quat_to_matrix(unit_quats(NUM_JOINTS)))
     q, loc = unit_quats(3, NUM_JOINTS), rng.normal(scale=0.1, size=(3, NUM_JOINTS, 3))
     targets = rng.normal(scale=0.5, size=(3, NUM_JOINTS, 3))
     hand = {NUM_JOINTS - 1: quat_to_matrix(unit_quats(3))}
     solver = RotationSolver(rig, range(NUM_JOINTS))
     with switched_off():
-        want = (*solver.solve(q, loc, targets, hand), *forward_kinematics(rig, q, loc))
-    got = (*solver._solve_native(loaded, q, loc, targets, hand, (3,), 3),
-           *native_forward_kinematics(loaded, rig, q, loc))
-    worst = max(float(np.abs(a.reshape(b.shape) - b).max()) for a, b in zip(got, want,
-                                                                           strict=True))
-    return None if worst <= SELF_CHECK_TOLERANCE else f"{worst:.1e} off numpy's answers"
+        body = forward_kinematics(rig, q[:1], loc[:1])[1]
+    goals = np.zeros((1, NUM_JOINTS), dtype=bool)
+    goals[0, [JOINT_INDEX[j] for j in ("l_hand", "l_foot", "r_foot", "head")]] = True
+    pulled = body.copy()
+    pulled[0, JOINT_INDEX["l_hand"]] += [0.2, 0.0, 0.0]
+    far = body + rng.normal(scale=0.3, size=body.shape)
+    cases = {
+        "positions -> rotations": (lambda: solver.solve(q, loc, targets, hand),
+                                   SELF_CHECK_TOLERANCE),
+        "forward kinematics": (lambda: forward_kinematics(rig, q, loc), SELF_CHECK_TOLERANCE),
+        "rig IK": (lambda: rig_ik.solve(body, goals, pulled, 1e-4, SELF_CHECK_IK_STEPS),
+                   SELF_CHECK_IK_TOLERANCE),
+        "exact reach": (lambda: exact_reach.solve(body, goals, far, bone_lengths(body), 1e-4),
+                        SELF_CHECK_TOLERANCE),
+        "rigid branches": (lambda: rigid_branches.keep_rigid(far, body), SELF_CHECK_TOLERANCE),
+    }
+    before = _loaded, _tried
+    _loaded, _tried = loaded, True  # kernels() gives it while checking
+    try:
+        for name, (run, tolerance) in cases.items():
+            got = run()
+            with switched_off():
+                want = run()
+            worst = max(float(np.abs(a - b).max()) for a, b in zip(
+                *(x if isinstance(x, tuple) else (x,) for x in (got, want)), strict=True))
+            if not worst <= tolerance:
+                return f"{name}: {worst:.1e} off numpy's answers"
+        return None
+    finally:
+        _loaded, _tried = before
 
 
 def refuse(reason: str) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import native
 from .conversions import axis_angle_to_matrix, cross_matrix
 from .quaternions import norm
 from .skeleton import ANCESTORS, NUM_JOINTS, PARENTS, ROOT
@@ -124,9 +125,12 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     turns = (goals @ _CARRIED.T) > 0  # (B, P) the pivots that carry a goal
     if frozen is not None:
         turns &= ~np.asarray(frozen, dtype=bool)[:, _PIVOTS]
+    tol2 = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), (len(p),)) ** 2
+    if (kernels := native.kernels()) is not None:
+        return _solve_native(kernels, p, goals, targets, tol2, turns, iterations, stay,
+                             stay_decay)
     turning = np.ones((len(p), _PARAMS))
     turning[:, 3:] = np.repeat(turns, 3, axis=1)
-    tol2 = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), (len(p),)) ** 2
     damping = np.full(len(p), _INITIAL_DAMPING)
     eye = np.eye(_PARAMS)
     # Where each joint is held (a goal's target, the others' start) and how firmly: the
@@ -163,3 +167,27 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
                                                     _MIN_DAMPING),
                                  damping[rows] * _DAMPING_UP)
     return p
+
+
+def _solve_native(kernels: native.Kernels, p: np.ndarray, goals: np.ndarray,
+                  targets: np.ndarray, tol2: np.ndarray, turns: np.ndarray, iterations: int,
+                  stay: float, stay_decay: float) -> np.ndarray:
+    """:func:`solve`'s steps by the compiled kernel, pose by pose (the same algorithm; its
+    normal equations summed block by block, as only the pivots above a joint move it)."""
+    goal_flags = np.ascontiguousarray(goals, dtype=np.int64)
+    aims = np.ascontiguousarray(np.broadcast_to(targets, p.shape), dtype=np.float64)
+    tol2 = np.ascontiguousarray(tol2)
+    turning = np.ascontiguousarray(turns, dtype=np.int64)
+    status = kernels.rig_ik(
+        len(p), NUM_JOINTS, native.address(_NATIVE_PARENTS), native.address(_NATIVE_PIVOT_OF),
+        len(_PIVOTS), native.address(p), native.address(goal_flags), native.address(aims),
+        native.address(tol2), native.address(turning), iterations, stay, stay_decay,
+        STAY_FLOOR, FLOOR_NEAR, _INITIAL_DAMPING, _DAMPING_DOWN, _DAMPING_UP, _MIN_DAMPING,
+        _MAX_DAMPING, _MIN_SCALE)
+    if status != 0:
+        raise RuntimeError(f"the rig IK kernel refused a skeleton of {NUM_JOINTS} joints")
+    return p
+
+
+_NATIVE_PARENTS = np.ascontiguousarray(PARENTS, dtype=np.int64)
+_NATIVE_PIVOT_OF = np.ascontiguousarray(_PIVOT_OF, dtype=np.int64)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import native
 from .quaternions import norm, rotation_from_covariance
 from .skeleton import ANCESTORS, JOINT_INDEX, PARENTS, ROOT
 
@@ -82,6 +83,14 @@ def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | No
     and close the shoulders mostly through the chest's shape, which a rig cannot take: such
     a request now shows what the rig can do (the clavicles turned towards it)."""
     out = np.array(pose, dtype=np.float64)
+    if (kernels := native.kernels()) is not None:
+        held = np.zeros(len(out), dtype=np.int64) if held_pelvis is None \
+            else np.ascontiguousarray(held_pelvis, dtype=np.int64)
+        start = np.ascontiguousarray(np.broadcast_to(start, out.shape), dtype=np.float64)
+        kernels.keep_rigid(len(out), len(PARENTS), *_NATIVE_TABLES, _HELD_PELVIS_WEIGHT,
+                           *_NATIVE_CARRIES, native.address(out), native.address(start),
+                           native.address(held))
+        return out
     weights = _PELVIS_WEIGHTS
     if held_pelvis is not None and held_pelvis.any():
         weights = np.where(held_pelvis[:, None] & (np.arange(len(weights)) == 0),
@@ -104,6 +113,17 @@ def keep_rigid(pose: np.ndarray, start: np.ndarray, held_pelvis: np.ndarray | No
     _place(out, _CHEST_CHILDREN, out[:, _CHEST, None] + chest_was @ turns[n:], _CHEST_NEXT,
            _CHEST_CARRY)
     return out
+
+
+# keep_rigid's joints as the compiled kernel reads them, and their addresses.
+_NATIVE_ARRAYS = (
+    np.ascontiguousarray(np.r_[_PELVIS_POINTS, _PELVIS_NEXT, _CHEST, _CHEST_CHILDREN,
+                               _CHEST_NEXT], dtype=np.int64),
+    np.ascontiguousarray(_PELVIS_WEIGHTS, dtype=np.float64),
+    np.ascontiguousarray(_PELVIS_CARRY, dtype=np.int64),
+    np.ascontiguousarray(_CHEST_CARRY, dtype=np.int64))
+_NATIVE_TABLES = tuple(native.address(a) for a in _NATIVE_ARRAYS[:2])
+_NATIVE_CARRIES = tuple(native.address(a) for a in _NATIVE_ARRAYS[2:])
 
 
 # The branches as bones: each branch joint's children, whose bone vectors (child - joint)
