@@ -33,13 +33,27 @@ def kernel(request: pytest.FixtureRequest) -> Iterator[str]:
         with native.switched_off():
             yield "numpy"
         return
+    require_kernels()
+    yield "native"
+
+
+def require_kernels() -> None:
+    """Skip where the compiled kernels are not built; fail where NPE_REQUIRE_NATIVE=1 says
+    they must be."""
+    from blender_addon.core import native
+
     if native.kernels() is None:
         message = ("compiled kernels not built or refused (python3 scripts/build_native.py "
                    f"--platform host): {native.library_path()}")
         if os.environ.get("NPE_REQUIRE_NATIVE") == "1":
             pytest.fail(message)
         pytest.skip(message)
-    yield "native"
+
+
+@pytest.fixture
+def with_kernels() -> None:
+    """A test comparing the compiled kernels with numpy: they must be there."""
+    require_kernels()
 
 
 @pytest.fixture(scope="session")

@@ -84,10 +84,8 @@ AGREEMENT_CASES = ((0.1, 0.01), (0.3, 0.05), (0.5, 0.1), (0.2, 0.2), (0.6, 0.3))
 AGREES_M = 1e-12  # measured 3e-17: the same steps in the same order
 
 
-@pytest.mark.usefixtures("kernel")
-def test_the_kernel_takes_the_numpy_steps(synthetic_clip: np.ndarray, kernel: str) -> None:
-    if kernel == "numpy":
-        pytest.skip("compares the kernel with numpy")
+@pytest.mark.usefixtures("with_kernels")
+def test_the_kernel_takes_the_numpy_steps(synthetic_clip: np.ndarray) -> None:
     rng = np.random.default_rng(3)
     x = synthetic_clip[::2]
     lengths = skeleton.bone_lengths(x)

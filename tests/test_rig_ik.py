@@ -10,8 +10,6 @@ from blender_addon.core import fabrik, rig_ik, skeleton
 from tests.synth import rig_reachable_hand_drags
 from tests.test_rigid_branches import BRANCHES, EXACT, branch_shape
 
-# Every test here runs twice: on the numpy steps and on the compiled kernel.
-pytestmark = pytest.mark.usefixtures("kernel")
 TOLERANCE_M = 1e-4  # the engine's reach tolerance on a 1.7 m body
 J = skeleton.JOINT_INDEX
 # The kernel against the numpy steps: summed in another order, so a step's accept-or-reject
@@ -29,6 +27,7 @@ def poses(synthetic_clip: np.ndarray) -> np.ndarray:
     return synthetic_clip[::3]
 
 
+@pytest.mark.usefixtures("kernel")  # numpy, then the kernel
 def test_turns_keep_the_bones_and_the_rigid_branches(poses: np.ndarray) -> None:
     step = np.random.default_rng(0).normal(0.0, 0.4, (len(poses), rig_ik._PARAMS))
     turned = rig_ik._apply(poses, step)
@@ -39,6 +38,7 @@ def test_turns_keep_the_bones_and_the_rigid_branches(poses: np.ndarray) -> None:
         np.testing.assert_allclose(now, was, atol=EXACT)
 
 
+@pytest.mark.usefixtures("kernel")  # numpy, then the kernel
 def test_goals_a_rig_pose_reaches_are_reached_where_rig_shaped_fabrik_stops_short(
         poses: np.ndarray) -> None:
     """A hand dragged where the trunk must bend with the feet (and the head and other
@@ -60,6 +60,7 @@ def test_goals_a_rig_pose_reaches_are_reached_where_rig_shaped_fabrik_stops_shor
     assert short.sum() >= 2
 
 
+@pytest.mark.usefixtures("kernel")  # numpy, then the kernel
 def test_a_goal_beyond_reach_ends_nearer_and_the_rest_stays_whole(poses: np.ndarray) -> None:
     """A hand 3 m away with the feet pinned: no pose reaches it; the steps bring it nearer
     than it starts and never stretch a bone."""
@@ -75,6 +76,7 @@ def test_a_goal_beyond_reach_ends_nearer_and_the_rest_stays_whole(poses: np.ndar
                                atol=EXACT)
 
 
+@pytest.mark.usefixtures("kernel")  # numpy, then the kernel
 def test_frozen_joints_keep_their_bend_and_free_ends_go_along(poses: np.ndarray) -> None:
     """The left elbow frozen and only the left hand a goal (with the feet): the hand gets
     there with the elbow's bend as it was, and the head, which carries no goal, keeps its
@@ -99,11 +101,10 @@ def test_frozen_joints_keep_their_bend_and_free_ends_go_along(poses: np.ndarray)
     assert (err <= TOLERANCE_M).all(), np.sort(err)[-3:]  # measured: all 60
 
 
-def test_the_kernel_takes_the_numpy_steps(poses: np.ndarray, kernel: str) -> None:
+@pytest.mark.usefixtures("with_kernels")
+def test_the_kernel_takes_the_numpy_steps(poses: np.ndarray) -> None:
     """The same poses, goals and options through the compiled kernel and the numpy code,
     one pose at a time and all at once: the same answers to rounding."""
-    if kernel == "numpy":
-        pytest.skip("compares the kernel with numpy")
     from blender_addon.core import native
 
     starts, goals, targets = rig_reachable_hand_drags(poses, 6)

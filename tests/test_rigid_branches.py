@@ -58,12 +58,10 @@ def test_a_rigid_pose_is_left_alone_and_a_held_pelvis_stays(synthetic_clip) -> N
 KERNEL_AGREES = 1e-12  # measured 2e-14 on CMU poses: the fits by Horn's quaternion, not SVD
 
 
-@pytest.mark.usefixtures("kernel")
-def test_the_kernel_keeps_the_branches_as_numpy_does(synthetic_clip, kernel) -> None:
+@pytest.mark.usefixtures("with_kernels")
+def test_the_kernel_keeps_the_branches_as_numpy_does(synthetic_clip) -> None:
     """Solved poses near and far from their starts, pelvis held or not: the compiled kernel's
     answers are numpy's to rounding."""
-    if kernel == "numpy":
-        pytest.skip("compares the kernel with numpy")
     rng = np.random.default_rng(4)
     start = synthetic_clip[::2]
     held = rng.uniform(size=len(start)) < 0.3
