@@ -51,6 +51,16 @@ def require_kernels() -> None:
 
 
 @pytest.fixture
+def numpy_only() -> Iterator[None]:
+    """The compiled kernels switched off (a test of what they replace, such as the
+    refinement graphs)."""
+    from blender_addon.core import native
+
+    with native.switched_off():
+        yield
+
+
+@pytest.fixture
 def with_kernels() -> None:
     """A test comparing the compiled kernels with numpy: they must be there."""
     require_kernels()

@@ -4,10 +4,15 @@ difference, and the exact-reach pass (limb ends on reachable targets, bone lengt
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from blender_addon.core import exact_reach, refine, skeleton
+from blender_addon.core import exact_reach, native, refine, skeleton
+from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import set_bone_lengths
+from blender_addon.core.pipeline import PoseEditor
 from blender_addon.core.refine import _fixed
+from tests.test_refine_graph import SAME_M, _drags
+from training.refine_graph import copy_without_graphs
 
 FD_STEP = 1e-7
 JACOBIAN_ATOL = 1e-6
@@ -309,3 +314,65 @@ def test_forward_difference_probes_skip_the_rigid_fit_only_where_it_cannot_see(
     full = refine._as_rig_shows(pose[:, None] + refine._EYE_POSE[None], start)
     np.testing.assert_allclose(fast, full, atol=1e-12)
     assert len(refine.FIT_JOINTS) < skeleton.NUM_JOINTS
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_the_kernels_refine_as_the_numpy_steps(shipped_models, manifold_clip, tmp_path,
+                                               monkeypatch) -> None:
+    """Where the kernels load, the effector refinement runs on them (the decoder and its
+    Jacobian in onnxruntime, the steps in C) and gives the numpy steps' answer: single
+    solves, drag updates and a batch."""
+    plain = ModelSet(copy_without_graphs(shipped_models.folder, tmp_path / "plain"))
+    fast, slow = PoseEditor(shipped_models), PoseEditor(plain)
+    used = {"kernels": 0}
+    real = refine._refine_native
+
+    def counted(*args):
+        out = real(*args)
+        used["kernels"] += out is not None
+        return out
+
+    monkeypatch.setattr(refine, "_refine_native", counted)
+    worst = 0.0
+    poses = manifold_clip[::15]
+    for k, pose in enumerate(poses):
+        for effs in _drags(pose, 2, seed=k):
+            for drag in (False, True):
+                a = fast.solve(pose, effs, drag=drag).positions
+                with native.switched_off():
+                    b = slow.solve(pose, effs, drag=drag).positions
+                worst = max(worst, float(np.abs(a - b).max()))
+    assert used["kernels"] == len(poses) * 2 * 2
+    assert worst < SAME_M
+    batch = poses[:4]
+    mask = np.zeros((len(batch), skeleton.NUM_JOINTS))
+    mask[:, skeleton.JOINT_INDEX["l_hand"]] = 1.0
+    targets = batch.copy()
+    targets[:, skeleton.JOINT_INDEX["l_hand"]] += [0.0, 0.1, 0.1]
+    got = fast.solve_arrays(batch, mask, targets).positions
+    with native.switched_off():
+        want = slow.solve_arrays(batch, mask, targets).positions
+    np.testing.assert_allclose(got, want, rtol=0, atol=SAME_M)
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_a_kernel_refinement_off_the_numpy_steps_is_refused(shipped_models, manifold_clip,
+                                                            monkeypatch) -> None:
+    """The first refinement on the kernels is checked against the numpy steps: one that
+    disagrees switches the kernels off for the session, and the solve takes numpy's."""
+    monkeypatch.setattr(native, "_refused", None)
+    monkeypatch.setattr(refine, "_native_checked", False)
+    real = refine._refine_native
+
+    def off(*args):
+        latent, pose, shift = real(*args)
+        return latent, pose + 1e-6, shift
+
+    monkeypatch.setattr(refine, "_refine_native", off)
+    pose = manifold_clip[30]
+    effs = _drags(pose, 1)[0]
+    got = PoseEditor(shipped_models).solve(pose, effs).positions
+    assert native.kernels() is None and "effector refinement" in native._refused
+    with native.switched_off():
+        want = PoseEditor(shipped_models).solve(pose, effs).positions
+    np.testing.assert_array_equal(got, want)

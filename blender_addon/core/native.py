@@ -79,6 +79,15 @@ class Kernels:
         self.keep_rigid = lib.npe_keep_rigid
         self.keep_rigid.restype = None
         self.keep_rigid.argtypes = [_I, _I, _P, _P, _D, _P, _P, _P, _P, _P]
+        self.refine_start = lib.npe_refine_start
+        self.refine_start.restype = _I
+        self.refine_start.argtypes = [_I, _I, _I, _P, _P, _P, _D, _D, *[_P] * 22]
+        self.refine_step = lib.npe_refine_step
+        self.refine_step.restype = _I
+        self.refine_step.argtypes = [_I, _I, _I, *[_P] * 15]
+        self.refine_accept = lib.npe_refine_accept
+        self.refine_accept.restype = _I
+        self.refine_accept.argtypes = [_I, _I, _I, _P, _P, _P, _D, _D, *[_P] * 13]
         self.exact_reach = lib.npe_exact_reach
         self.exact_reach.restype = _I
         self.exact_reach.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _D, _D, _I, _D,

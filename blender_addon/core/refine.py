@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import skeleton
+from . import native, skeleton
 from .conversions import axis_angle_to_matrix
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
@@ -414,8 +414,22 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     ``refine_effectors`` graph where it applies (the same steps; False: these numpy ones).
     """
     b = len(z_net)
-    module = _effector_graphs(models).get(steps) if graph and metrics is None \
-        and not shrug and not relinearize and spans is not None else None
+    effectors_only = metrics is None and not shrug and not relinearize and spans is not None
+    if graph and effectors_only and (kernels := native.kernels()) is not None:
+        refined = _refine_native(kernels, models, z_net, offset, base, targets, weights,
+                                 body_follow, steps, shift, lengths, effector_weight,
+                                 least_change, spans)
+        if refined is not None and not _native_checked:
+            # Checked once, on its first real call, against the numpy steps (it needs a
+            # model set, which native's own self-check has not).
+            with native.switched_off():
+                want = refine(models, z_net, offset, base, targets, weights, None,
+                              body_follow, steps, shift, lengths, False, effector_weight,
+                              least_change, spans, graph=False)
+            _checked_native(refined, want)
+        if refined is not None and native.kernels() is not None:
+            return refined
+    module = _effector_graphs(models).get(steps) if graph and effectors_only else None
     if module is not None:
         latent, pose, shift = module.run_all(
             z_net.astype(np.float64), offset, base, targets, weights,
@@ -506,6 +520,120 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
         else:
             pose = np.where(better[:, None, None], pose_try, pose)
     return point.latent(v).astype(np.float32), pose, v[:, -2:]
+
+
+class _NativeWork:
+    """The kernels' arrays for ``b`` poses and a basis of ``rank`` (inputs copied in, state,
+    outputs) and their addresses, made once per shape: a Live drag refines one pose again
+    and again, and taking an array's address costs about as much as the kernel's work."""
+
+    INPUTS = ("raw", "jac_latent", "lengths", "v", "base", "targets", "weights", "follow",
+              "effector_weight", "least_change", "spans")
+    STATE = ("pose", "jac", "goal", "row_w", "rjac", "rres", "hess", "inverse", "cost",
+             "damping", "scale")
+
+    def __init__(self, b: int, rank: int) -> None:
+        nv, dim, nj = rank + 2, _POSE_DIM, skeleton.NUM_JOINTS
+        shapes = {"raw": (b, dim), "jac_latent": (b, dim, rank), "lengths": (b, nj),
+                  "v": (b, nv), "v_net": (b, nv), "v_try": (b, nv), "base": (b, dim),
+                  "targets": (b, dim), "weights": (b, nj), "follow": (b,),
+                  "effector_weight": (b,), "least_change": (b,), "spans": (b, 6),
+                  "pose": (b, dim), "jac": (b, dim, nv), "goal": (b, dim), "row_w": (b, dim),
+                  "rjac": (b, 6, nv), "rres": (b, 6), "hess": (b, nv, nv),
+                  "inverse": (b, nv, nv), "cost": (b,), "damping": (b,), "scale": (b,)}
+        self.arrays = {k: np.zeros(shape) for k, shape in shapes.items()}
+        self.arrays["stale"] = np.zeros(b, dtype=np.int64)
+        self.at = {k: native.address(v) for k, v in self.arrays.items()}
+        self.shape = (native.address(_NATIVE_PARENTS), native.address(_NATIVE_RIGID),
+                      native.address(_native_prior(rank)), float(np.sqrt(RIGID_WEIGHT)))
+        at = self.at
+        self.start_args = (*self.shape, LM_START, *(at[k] for k in self.INPUTS),
+                           *(at[k] for k in self.STATE))
+        self.step_args = (self.shape[2], *(at[k] for k in (
+            "v", "v_net", "pose", "jac", "goal", "row_w", "rjac", "rres", "hess", "inverse",
+            "damping", "scale", "stale", "v_try")))
+        self.accept_args = (*self.shape, LM_UP, *(at[k] for k in (
+            "raw", "lengths", "v_try", "v_net", "goal", "row_w", "spans", "v", "pose", "cost",
+            "rres", "damping", "stale")))
+
+
+_WORK: dict[tuple[int, int], _NativeWork] = {}
+_WORK_KEPT = 4  # shapes kept (a drag's single pose, a propagation's batches)
+
+
+def _native_work(b: int, rank: int) -> _NativeWork:
+    work = _WORK.get((b, rank))
+    if work is None:
+        if len(_WORK) >= _WORK_KEPT:
+            _WORK.clear()
+        work = _WORK[(b, rank)] = _NativeWork(b, rank)
+    return work
+
+
+def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
+                   offset: np.ndarray, base: np.ndarray, targets: np.ndarray,
+                   weights: np.ndarray, body_follow: np.ndarray, steps: int,
+                   shift: np.ndarray, lengths: np.ndarray,
+                   effector_weight: np.ndarray | float, least_change: np.ndarray | float,
+                   spans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`refine`'s effector steps with the compiled kernels doing the numpy part and
+    onnxruntime the decoder (its Jacobian graph once, a decode per step): the same steps,
+    in a few calls instead of a refinement graph's hundreds of small nodes. None where the
+    set has no Jacobian graph or a pose has a bone without direction (numpy then)."""
+    point = _Point(models, z_net.astype(np.float64), offset, lengths)
+    if point.graph is None:
+        return None
+    b, rank, nj = len(z_net), point.rank, skeleton.NUM_JOINTS
+    work = _native_work(b, rank)
+    arr = work.arrays
+    arr["v_net"][:, :-2] = 0.0
+    arr["v_net"][:, -2:] = shift
+    arr["v"][:] = arr["v_net"]
+    decoded, jac_latent = point.graph.run_all(point.latent(arr["v"]).astype(np.float32))[:2]
+    np.add(offset.reshape(b, -1), decoded.reshape(b, -1), out=arr["raw"])
+    arr["jac_latent"][:] = jac_latent
+    for name, value in (("lengths", lengths), ("base", base), ("targets", targets),
+                        ("weights", weights), ("spans", spans)):
+        arr[name][:] = value.reshape(arr[name].shape)
+    arr["follow"][:] = _per_pose(body_follow, b)[:, 0]
+    arr["effector_weight"][:] = _per_pose(effector_weight, b)[:, 0]
+    arr["least_change"][:] = _per_pose(least_change, b)[:, 0]
+    arr["stale"][:] = 0
+    if kernels.refine_start(b, nj, rank, *work.start_args) != 0:
+        return None
+    for _ in range(steps):
+        kernels.refine_step(b, nj, rank, *work.step_args)
+        decoded = models.decode(point.latent(arr["v_try"]).astype(np.float32))
+        np.add(offset.reshape(b, -1), decoded.reshape(b, -1), out=arr["raw"])
+        taken = kernels.refine_accept(b, nj, rank, *work.accept_args)
+        if taken < 0:
+            return None
+        if taken == 0:
+            break
+    return (point.latent(arr["v"]).astype(np.float32), arr["pose"].reshape(b, nj, 3).copy(),
+            arr["v"][:, -2:].copy())
+
+
+_native_checked = False
+NATIVE_AGREES_M = 1e-9  # the kernels' refined poses against the numpy steps' (measured 3e-15)
+
+
+def _checked_native(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...]) -> None:
+    """Refuse the kernels where their first refinement is not the numpy steps' answer."""
+    global _native_checked
+    _native_checked = True
+    worst = float(np.abs(got[1] - want[1]).max())
+    if not worst <= NATIVE_AGREES_M:
+        native.refuse(f"effector refinement: {worst:.1e} m off the numpy steps' pose")
+
+
+_NATIVE_PARENTS = np.ascontiguousarray(skeleton.PARENTS, dtype=np.int64)
+_NATIVE_RIGID = np.ascontiguousarray(_RIGID_PAIRS, dtype=np.int64)
+
+
+@functools.cache
+def _native_prior(rank: int) -> np.ndarray:
+    return np.ascontiguousarray(_prior(rank, False))
 
 
 def graph_constants() -> dict[str, float]:
