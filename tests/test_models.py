@@ -229,7 +229,14 @@ def test_bound_runs_match_plain_runs_and_return_new_arrays(folder: Path, batch: 
             np.testing.assert_array_equal(g, c)
 
 
-def test_a_single_pose_runs_on_sessions_made_for_its_batch(shipped_models: ModelSet) -> None:
+# The graphs a refined solve runs: the networks and the refinement graph with numpy, the
+# networks, the decoder's Jacobian graph and the decoder with the compiled kernels.
+REFINED_ROLES = {"numpy": {"ik_universal_fused", "refine_effectors"},
+                 "native": {"ik_universal_fused", "decoder_jacobian", "decoder"}}
+
+
+def test_a_single_pose_runs_on_sessions_made_for_its_batch(shipped_models: ModelSet,
+                                                            kernel: str) -> None:
     """The bound calls of a refined solve run on sessions whose batch axis is fixed at load
     (onnxruntime folds the graphs' shape arithmetic away), with the plain session's
     outputs to the bit."""
@@ -244,8 +251,8 @@ def test_a_single_pose_runs_on_sessions_made_for_its_batch(shipped_models: Model
                             Effector("l_foot", pin=True)])
     # (The start pose's own calls ran once: bound then, run bound by its next solve.)
     bound = [(m, b) for m in models.modules.values() for b in m._bound.values()
-             if m.role in ("ik_universal_fused", "refine_effectors")]
-    assert len({m.role for m, _ in bound}) == 2
+             if m.role in REFINED_ROLES[kernel]]
+    assert {m.role for m, _ in bound} == REFINED_ROLES[kernel]
     for module, b in bound:
         batch = len(b.inputs[0])
         assert b.session is not module.session

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
 SOURCE = LIBRARY_DIR / "npe_native.c"
-ABI_VERSION = 1  # npe_native.c's NPE_ABI_VERSION
+ABI_VERSION = 2  # npe_native.c's NPE_ABI_VERSION
 SWITCH = "NPE_NATIVE"  # "0": numpy only
 # (sys.platform, machine) -> the build's platform name (as build_addon.py names them), file.
 PLATFORMS = {
@@ -69,7 +69,7 @@ class Kernels:
         self.positions_to_rotations = lib.npe_positions_to_rotations
         self.positions_to_rotations.restype = None
         self.positions_to_rotations.argtypes = [
-            _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _I, _D, _P, _P, _P, _P, _P, _P, _P]
+            _I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _P, _I, _D, _P, _P, _P, _P, _P, _P, _P]
         self.forward_kinematics = lib.npe_forward_kinematics
         self.forward_kinematics.restype = None
         self.forward_kinematics.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P]

@@ -56,7 +56,7 @@ class _NativeTables:
     addresses (``native.address``)."""
 
     arrays: tuple[np.ndarray, ...]  # parents, rest rotations and offsets, joint_of, top,
-    # next_start, next_bones: in the kernel's argument order
+    # next_start, next_bones, needed: in the kernel's argument order
     addresses: tuple[int, ...]
 
     @classmethod
@@ -70,9 +70,11 @@ class _NativeTables:
         next_start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         next_bones = np.array([d for b in range(nb) for d in plan.next_mapped.get(b, ())] or [0],
                               dtype=np.int64)
+        needed = np.zeros(nb, dtype=np.int64)
+        needed[plan.needed] = 1
         arrays = tuple(np.ascontiguousarray(a) for a in (
             rig.parents.astype(np.int64), rig.rest_rotations, rig.rest_offsets, joint_of, top,
-            next_start, next_bones))
+            next_start, next_bones, needed))
         return cls(arrays, tuple(native.address(a) for a in arrays))
 
 
@@ -213,7 +215,7 @@ class RotationSolver:
         work = np.empty(_NATIVE_WORK * nb)
         t = self._native.addresses
         kernels.positions_to_rotations(
-            n, nb, t[0], t[1], t[2], t[3], t[4], t[5], t[6], native.address(slots), len(bones),
+            n, nb, *t[:7], native.address(slots), t[7], len(bones),
             KABSCH_PRIOR, native.address(q), native.address(loc), native.address(tg),
             native.address(oriented), native.address(new_q), native.address(new_loc),
             native.address(work),

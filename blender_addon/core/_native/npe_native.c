@@ -22,7 +22,7 @@
 #endif
 
 /* Bumped whenever a signature changes: the loader refuses a library of another version. */
-#define NPE_ABI_VERSION 1
+#define NPE_ABI_VERSION 2
 /* quaternions.EPS: vectors shorter than this have no direction (the loader checks it). */
 #define EPS 1e-12
 
@@ -220,8 +220,9 @@ static void best_turn(const double *h, double *q) {
  * rotations r (nb, 3, 3) and heads t (nb, 3) of every bone, parents first. */
 static void pose_frames(int64_t nb, const int64_t *parents, const double *rest_rot,
                         const double *rest_off, const double *q, const double *loc,
-                        double *r, double *t) {
+                        const int64_t *needed, double *r, double *t) {
     for (int64_t b = 0; b < nb; b++) {
+        if (needed && !needed[b]) continue;
         double m[9], rq[9], off[3];
         const double *rr = rest_rot + 9 * b;
         quat_to_mat(q + 4 * b, rq);
@@ -247,7 +248,7 @@ NPE_API void npe_forward_kinematics(int64_t n, int64_t nb, const int64_t *parent
                                     const double *rest_rot, const double *rest_off,
                                     const double *q, const double *loc, double *r, double *t) {
     for (int64_t f = 0; f < n; f++)
-        pose_frames(nb, parents, rest_rot, rest_off, q + f * nb * 4, loc + f * nb * 3,
+        pose_frames(nb, parents, rest_rot, rest_off, q + f * nb * 4, loc + f * nb * 3, NULL,
                     r + f * nb * 9, t + f * nb * 3);
 }
 
@@ -257,14 +258,15 @@ NPE_API void npe_forward_kinematics(int64_t n, int64_t nb, const int64_t *parent
  * parents first). Per bone: parents[b] (-1 for a root), rest_rot (3x3), rest_off (3),
  * joint_of (its canonical joint, -1 unmapped), top (1: a mapped bone without a mapped
  * ancestor, placed by location), next_start / next_bones (CSR: its next mapped descendants),
- * oriented (its index into orient's O matrices, -1 for none). Per pose: q (nb, 4), loc
+ * oriented (its index into orient's O matrices, -1 for none), needed (1: a mapped bone or an
+ * ancestor of one; the others' frames are never read). Per pose: q (nb, 4), loc
  * (nb, 3), targets (21, 3), orient (O, 3, 3), already orthonormalized. Writes out_q, out_loc
  * (every bone). work: 24 * nb doubles. */
 NPE_API void npe_positions_to_rotations(
     int64_t n, int64_t nb, const int64_t *parents, const double *rest_rot,
     const double *rest_off, const int64_t *joint_of, const int64_t *top,
     const int64_t *next_start, const int64_t *next_bones, const int64_t *oriented,
-    int64_t n_oriented, double kabsch_prior, const double *q_in, const double *loc_in,
+    const int64_t *needed, int64_t n_oriented, double kabsch_prior, const double *q_in, const double *loc_in,
     const double *targets, const double *orient, double *out_q, double *out_loc, double *work) {
     double *old_r = work, *old_t = work + 9 * nb, *new_r = work + 12 * nb, *new_t = work + 21 * nb;
     for (int64_t f = 0; f < n; f++) {
@@ -274,9 +276,10 @@ NPE_API void npe_positions_to_rotations(
         memcpy(nq, q, sizeof(double) * 4 * nb);
         memcpy(nloc, loc, sizeof(double) * 3 * nb);
         /* The pose as it is (forward_kinematics_per_bone). */
-        pose_frames(nb, parents, rest_rot, rest_off, q, loc, old_r, old_t);
+        pose_frames(nb, parents, rest_rot, rest_off, q, loc, needed, old_r, old_t);
         /* The new pose, parents first. */
         for (int64_t b = 0; b < nb; b++) {
+            if (!needed[b]) continue;
             static const double eye[9] = {1, 0, 0, 0, 1, 0, 0, 0, 1};
             static const double zero[3] = {0, 0, 0};
             int64_t p = parents[b];
