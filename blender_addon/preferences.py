@@ -41,6 +41,11 @@ class NPE_AddonPreferences(bpy.types.AddonPreferences):
         layout.use_property_split = True
         layout.prop(self, "model_folder")
         layout.prop(self, "threads")
+        from .core import native  # deferred: loading checks the kernels once
+
+        row = layout.row()
+        row.label(text="Compiled Kernels")
+        row.label(text=native.status())
 
 
 def get_preferences(context: bpy.types.Context | None = None) -> "NPE_AddonPreferences | None":

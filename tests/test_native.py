@@ -157,3 +157,14 @@ def test_a_kernel_that_disagrees_with_numpy_is_refused(
         want = positions_to_rotations(rig, start_q, start_loc, joint_bones, tg)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
+
+
+@pytest.mark.usefixtures("fresh_loader")
+def test_the_status_line_says_which_engine_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = built()
+    assert native.status() == f"on ({real.path.name})"
+    monkeypatch.setenv(native.SWITCH, "0")
+    assert native.status() == f"off ({native.SWITCH}=0): numpy"
+    monkeypatch.delenv(native.SWITCH)
+    native.refuse("exact reach: 1.0e-03 off numpy's answers")
+    assert native.status() == "off, numpy: exact reach: 1.0e-03 off numpy's answers"

@@ -194,6 +194,18 @@ def _self_check(loaded: Kernels) -> str | None:
         _loaded, _tried = before
 
 
+def status() -> str:
+    """One line for the add-on's preferences: which kernels run, or why numpy does."""
+    if os.environ.get(SWITCH, "1") == "0":
+        return f"off ({SWITCH}=0): numpy"
+    loaded = kernels()
+    if loaded is not None:
+        return f"on ({loaded.path.name})"
+    if _refused is not None:
+        return f"off, numpy: {_refused}"
+    return f"off, numpy: no library built for this machine ({platform_name() or sys.platform})"
+
+
 def refuse(reason: str) -> None:
     """Stop using the kernels for this process (a kernel disagreed with its numpy code)."""
     global _refused

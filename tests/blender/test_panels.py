@@ -3,6 +3,7 @@ every property, operator and list it names must exist, in every state the panel 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,19 @@ def test_model_picker_lists_every_shipped_set_with_its_licence(
     fresh_scene.npe.model_set = items[0][0]
     assert fresh_scene.npe.model_path == "" and model_sets.folder(fresh_scene) == shipped
     model_sets.forget()
+
+
+def test_the_preferences_say_which_engine_runs(scene: bpy.types.Scene) -> None:
+    """The add-on's preferences show whether the compiled kernels run (and which library),
+    or why numpy does."""
+    from blender_addon import preferences
+    from blender_addon.core import native
+
+    prefs = preferences.get_preferences()
+    labels: list[str] = []
+    fake = type("FakePreferences", (), {"layout": RecordingLayout(labels),
+                                        "bl_rna": prefs.bl_rna})()
+    preferences.NPE_AddonPreferences.draw(fake, bpy.context)
+    assert labels[labels.index("Compiled Kernels") + 1] == native.status()
+    if os.environ.get("NPE_REQUIRE_NATIVE") == "1":
+        assert native.status() == f"on ({native.library_path().name})"
