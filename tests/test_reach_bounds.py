@@ -175,3 +175,37 @@ def test_a_held_goal_pulled_off_by_the_others_points_at_the_moved_ones(
         assert note.startswith(f"{skeleton.JOINTS[j]}:")
         if skeleton.JOINTS[j] != "l_foot":
             assert "move the moved targets nearer" in note and "l_foot" in note
+
+
+def test_targets_beyond_reach_are_pulled_onto_it_and_the_others_stay(
+        synthetic_clip: np.ndarray) -> None:
+    """pulled_within leaves targets within reach bit-identical and pulls one beyond it back
+    towards the goal it is held against, onto the span less the margin: the aims move
+    continuously as a dragged hand crosses the bound, and none is beyond it after."""
+    pose = synthetic_clip[:1]
+    goals = np.zeros((1, skeleton.NUM_JOINTS), dtype=bool)
+    goals[:, skeleton.joint_indices(list(ENDS))] = True
+    hand, head = J["l_hand"], J["head"]
+    span = reach_bounds.max_spans(pose)[0, hand, head]
+    out = pose[0, hand] - pose[0, head]
+    out /= np.linalg.norm(out)
+    margin = np.array([1e-4])
+    pulled, previous = 0, None
+    for share in np.linspace(0.9, 1.3, 81):  # the hand's target from the head, of the span
+        targets = pose.copy()
+        targets[0, hand] = pose[0, head] + out * share * span
+        aim = reach_bounds.pulled_within(pose, goals, targets, margin)
+        over, _ = reach_bounds.beyond_reach(pose, goals, aim)
+        assert over.max() <= SPAN_SLACK
+        if reach_bounds.beyond_reach(pose, goals, targets)[0].max() == 0.0:
+            np.testing.assert_array_equal(aim, targets)
+        else:
+            np.testing.assert_array_equal(np.delete(aim, hand, axis=1),
+                                          np.delete(targets, hand, axis=1))
+            assert np.linalg.norm(aim[0, hand] - aim[0, head]) == pytest.approx(
+                span - margin[0], abs=SPAN_SLACK)
+            pulled += 1
+        if previous is not None:  # no step larger than the target's own (0.005 spans)
+            assert np.linalg.norm(aim - previous) <= 0.005 * span + SPAN_SLACK
+        previous = aim
+    assert 30 < pulled < 81  # the target crossed the bound

@@ -904,8 +904,11 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     classic IK. Where none does
     (goals further apart than the rig's bones stretched in line,
     :func:`.reach_bounds.beyond_reach`, by over :data:`MISS_NOTE_M` on the models' body:
-    the targets the notes name), the re-aimed pose stays: FABRIK would only strain the
-    whole body towards a goal it cannot reach either. A dragged hand that only the
+    the targets the notes name), rig IK leans towards those targets pulled back onto the
+    bound (:func:`.reach_bounds.pulled_within`), taken where it holds the held goals and
+    comes nearer the moved ones than the re-aim, the re-aimed pose otherwise; FABRIK does
+    not run there: it would only strain the whole body towards a goal it cannot reach
+    either. A dragged hand that only the
     straightened re-aim reaches (its elbow straighter than :data:`ELBOW_MIN_BEND_DEG`)
     takes rig IK's lean from the bent re-aim too, where that reaches: the elbow does not
     straighten and then re-bend where rig IK begins. ``use_fabrik=False``: rig IK alone,
@@ -915,9 +918,10 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     if not full.any():
         return out
     bent, reaimed = _reaim_both(out, full, t, lengths, tolerance)
-    reaim_miss = PoseEditor._errors(reaimed, t, full).max(axis=1)
-    dragged_hands = full & _HAND_GOALS & _moved(
-        full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
+    errors = PoseEditor._errors(reaimed, t, full)
+    reaim_miss = errors.max(axis=1)
+    moved = full & _moved(full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
+    dragged_hands = moved & _HAND_GOALS
     # A dragged hand the bent re-aim leaves short and the straightened one reaches: rig IK
     # leans with its elbow kept there too, as where the straightened one falls short (a
     # hand dragged out of a Rigify A-pose straightened its arm, then re-bent the elbow 18
@@ -925,32 +929,45 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     straightened = (reaim_miss <= tolerance) & (
         PoseEditor._errors(bent, t, dragged_hands) > tolerance[:, None]).any(axis=1)
     left = np.flatnonzero((reaim_miss > tolerance) | straightened)
-    if left.size:
-        over, _ = reach_bounds.beyond_reach(start[left], full[left], t[left])
-        left = left[over.max(axis=1) <= tolerance[left] * (MISS_NOTE_M / REACH_TOLERANCE)]
     if left.size:  # the least change first: a drag update and its pause take it alike
+        goals, targets, tol = full[left], t[left], tolerance[left]
+        near = tol * (MISS_NOTE_M / REACH_TOLERANCE)
+        # Targets beyond the rig's reach from the other goals (by over the notes'
+        # threshold): it leans towards them as far as the bound allows, their aims pulled
+        # back onto it (dropping the lean there, a hand dragged out straightened the body
+        # back up in one update).
+        over, _ = reach_bounds.beyond_reach(start[left], goals, targets)
+        beyond = over.max(axis=1) > near
+        aims = reach_bounds.pulled_within(start[left], goals, targets, tol) \
+            if beyond.any() else targets
         # From the elbows' bent re-aim, a dragged hand's elbow kept: rig IK from the
         # straightened arm (or free to straighten it) reached a T-pose's far target with
         # the arm locked straight, where FABRIK's answer leaned with the elbow bent.
-        goals, targets, tol = full[left], t[left], tolerance[left]
-        dragged = dragged_hands[left]
         # (A dragged hand's arm bones: its elbow's bend kept; its wrist turns nothing.)
-        polished = rig_ik.solve(bent[left], goals, targets, tol,
+        polished = rig_ik.solve(bent[left], goals, aims, tol,
                                 LEAST_CHANGE_STEPS if use_fabrik else rig_ik.ITERATIONS,
-                                frozen=dragged @ _HAND_ARM_BONES > 0)
+                                frozen=dragged_hands[left] @ _HAND_ARM_BONES > 0)
         polished = _reaim_bent(polished, goals, targets,
                                np.broadcast_to(lengths, full.shape)[left], tol)
-        miss = PoseEditor._errors(polished, targets, goals).max(axis=1)
+        polished_errors = PoseEditor._errors(polished, targets, goals)
+        miss = polished_errors.max(axis=1)
         # Taken where it stops within the notes' threshold (a step short of the tolerance
         # is no reason for FABRIK's pose centimetres away: one pose of the units test
         # stopped a step short in metres and not in centimetres); a drag update shows its
         # steps' pose wherever nearer than the re-aim's (the pause's steps are the same).
         # Where the straightened re-aim reaches, both take the steps' pose only where it
-        # reaches too, and keep the re-aim's otherwise (no FABRIK).
-        near = tol * (MISS_NOTE_M / REACH_TOLERANCE)
-        taken = miss <= near if fallback else (miss < reaim_miss[left]) | (miss <= near)
+        # reaches too, and keep the re-aim's otherwise (no FABRIK). Beyond reach, both
+        # take it where it holds the held goals and comes nearer the moved ones than the
+        # re-aim; FABRIK would only strain the whole body towards goals it cannot reach
+        # either.
+        held = goals & ~moved[left]
+        leans = beyond & (np.where(held, polished_errors, 0.0).max(axis=1) <= tol) & (
+            np.where(moved[left], polished_errors, 0.0).max(axis=1)
+            < np.where(moved[left], errors[left], 0.0).max(axis=1))
+        taken = np.where(beyond, leans, (miss <= near) if fallback
+                         else (miss < reaim_miss[left]) | (miss <= near))
         reaimed[left[taken]] = polished[taken]
-        left = left[(miss > near) & ~straightened[left]]
+        left = left[(miss > near) & ~straightened[left] & ~beyond]
     if not left.size or not (fallback and use_fabrik):
         return reaimed
     miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left)

@@ -19,6 +19,7 @@ from .skeleton import JOINT_INDEX, JOINTS, NUM_JOINTS, PARENTS
 
 CM = 100.0  # per metre, for notes
 NOTE_MARK = "beyond the rig's reach"  # every note of :func:`describe` says it
+PULL_PASSES = 4  # :func:`pulled_within`: one goal pulled per pose and pass
 
 # Each rigid bone's joints: the branch point first, then the children it carries.
 RIGID_SETS = tuple(tuple(JOINT_INDEX[j] for j in names) for names in (
@@ -89,6 +90,31 @@ def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
     worst = excess.argmax(axis=2)
     over = np.maximum(np.take_along_axis(excess, worst[..., None], axis=2)[..., 0], 0.0)
     return over, np.where(over > 0.0, worst, -1)
+
+
+def pulled_within(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                  margin: np.ndarray, passes: int = PULL_PASSES) -> np.ndarray:
+    """``targets`` (B, 21, 3) with each one :func:`beyond_reach` names pulled straight back
+    towards the goal it is held against, onto the rig's reach from it less ``margin`` (B,):
+    the nearest aim the least change can lean towards. Targets within reach come back
+    unchanged, so the aims go continuously from reachable targets to those beyond (a pass
+    each: a target pulled within one goal's reach may still be beyond another's)."""
+    aims = np.array(targets, dtype=np.float64)
+    rows = np.arange(len(aims))
+    for _ in range(passes):
+        over, other = beyond_reach(pose, goals, aims)
+        worst = over.argmax(axis=1)
+        excess = over[rows, worst]
+        pull = excess > 0.0
+        if not pull.any():
+            break
+        r, j = rows[pull], worst[pull]
+        anchor = aims[r, other[r, j]]
+        away = aims[r, j] - anchor
+        apart = norm(away)
+        keep = np.maximum(apart - excess[pull] - margin[pull], 0.0) / np.maximum(apart, 1e-12)
+        aims[r, j] = anchor + away * keep[:, None]
+    return aims
 
 
 def describe(over: np.ndarray, other: np.ndarray, least: float = 0.0) -> list[str]:
