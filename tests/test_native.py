@@ -168,3 +168,26 @@ def test_the_status_line_says_which_engine_runs(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.delenv(native.SWITCH)
     native.refuse("exact reach: 1.0e-03 off numpy's answers")
     assert native.status() == "off, numpy: exact reach: 1.0e-03 off numpy's answers"
+
+
+class _Refusing:
+    """The real kernels, but exact reach refuses every skeleton (returns -1)."""
+
+    def __init__(self, real: native.Kernels) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+    @staticmethod
+    def exact_reach(*_args) -> int:
+        return -1
+
+
+@pytest.mark.usefixtures("fresh_loader")
+def test_a_kernel_that_fails_its_self_check_leaves_numpy_in_charge(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real = built()
+    monkeypatch.setattr(native, "_load", lambda: _Refusing(real))
+    assert native.kernels() is None
+    assert native._refused.startswith(f"{real.path.name}: exact reach: the exact-reach kernel")
