@@ -98,7 +98,13 @@ def build(names: list[str], source: Path = SOURCE, native_dir: Path = NATIVE_DIR
         zig_python = ensure_venv(VENV, REQUIREMENTS)
     except (VenvError, subprocess.CalledProcessError) as e:
         raise NativeBuildError(f"could not set up {VENV} for zig: {e}") from e
-    return [compile_one(zig_python, t, source, native_dir) for t in dict.fromkeys(targets)]
+    built = []
+    for t in dict.fromkeys(targets):
+        # zig builds each target's C library once into its cache: a minute or two the first
+        # time, then a second.
+        print(f"compiling {source.name} for {t.name} ({t.triple}) ...", flush=True)
+        built.append(compile_one(zig_python, t, source, native_dir))
+    return built
 
 
 def main(argv: list[str] | None = None) -> int:
