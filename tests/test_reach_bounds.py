@@ -195,6 +195,9 @@ def test_targets_beyond_reach_are_pulled_onto_it_and_the_others_stay(
         targets = pose.copy()
         targets[0, hand] = pose[0, head] + out * share * span
         aim = reach_bounds.pulled_within(pose, goals, targets, margin)
+        given = reach_bounds.beyond_reach(pose, goals, targets)  # the caller's, passed in
+        np.testing.assert_array_equal(
+            reach_bounds.pulled_within(pose, goals, targets, margin, reach=given), aim)
         over, _ = reach_bounds.beyond_reach(pose, goals, aim)
         assert over.max() <= SPAN_SLACK
         if reach_bounds.beyond_reach(pose, goals, targets)[0].max() == 0.0:

@@ -19,8 +19,8 @@ import os
 import platform
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -141,25 +141,42 @@ def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, se
                    "numpy steps": PoseEditor(ModelSet(copy_without_graphs(
                        models_dir, Path(tmp) / "numpy")))}
         out = {}
+        sides = {name: (e, nullcontext) for name, e in editors.items()}
         for name, calls in _calls(x, x2, drags, seed).items():
-            times: dict[str, list[float]] = {e: [] for e in editors}
-            for k in range(0, len(calls), GRAPH_BLOCK):
-                for e in (list(editors) if k % (2 * GRAPH_BLOCK) == 0 else list(editors)[::-1]):
-                    for pose, effs, drag in calls[k:k + GRAPH_BLOCK]:
-                        start = time.perf_counter()
-                        editors[e].solve(pose, effs, drag=drag)
-                        times[e].append(time.perf_counter() - start)
+            times = _interleaved(sides, calls)
             out[name] = {e: benchmark.timing(t) for e, t in times.items()}
             out[name]["speedup"] = (out[name]["numpy steps"]["median_ms"]
                                     / out[name]["graph"]["median_ms"])
     return out
 
 
+Call = tuple[np.ndarray, list[Effector], bool]  # a pose, its effectors, whether a drag
+# An A/B side: the editor that solves, and the context it solves in (numpy alone, say).
+Side = tuple[PoseEditor, Callable[[], AbstractContextManager[Any]]]
+
+
+def _interleaved(sides: dict[str, Side], calls: list[Call]) -> dict[str, list[float]]:
+    """Each side's seconds per call: the same calls on every side in blocks of
+    :data:`GRAPH_BLOCK`, in turn (the order flipped every other block), so each side's
+    caches stay warm within a block and a drifting machine speed reaches all alike."""
+    names = list(sides)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for k in range(0, len(calls), GRAPH_BLOCK):
+        for name in (names if k % (2 * GRAPH_BLOCK) == 0 else names[::-1]):
+            editor, context = sides[name]
+            with context():
+                for pose, effs, drag in calls[k:k + GRAPH_BLOCK]:
+                    start = time.perf_counter()
+                    editor.solve(pose, effs, drag=drag)
+                    times[name].append(time.perf_counter() - start)
+    return times
+
+
 def _calls(x: np.ndarray, x2: np.ndarray, drags: int, seed: int
-           ) -> dict[str, list[tuple[np.ndarray, list[Effector], bool]]]:
+           ) -> dict[str, list[Call]]:
     """The refined calls both A/B comparisons time: single solves per effector set, and
     Live drag updates (pose, effectors, drag)."""
-    cases: dict[str, list[tuple[np.ndarray, list[Effector], bool]]] = {
+    cases: dict[str, list[Call]] = {
         f"single solve, {name}": [
             (p, benchmark.effectors_at(t, joints), False) for p, t in zip(x, x2, strict=True)]
         for name, joints in benchmark.LATENCY_SETS.items()}
@@ -175,16 +192,9 @@ def kernel_speedup(editor: PoseEditor, x: np.ndarray, x2: np.ndarray, drags: int
     if native.kernels() is None:
         return {}
     out = {}
+    sides = {"kernels": (editor, nullcontext), "numpy": (editor, native.switched_off)}
     for name, calls in _calls(x, x2, drags, seed).items():
-        times: dict[str, list[float]] = {"kernels": [], "numpy": []}
-        for k in range(0, len(calls), GRAPH_BLOCK):
-            for side in (("kernels", "numpy") if k % (2 * GRAPH_BLOCK) == 0
-                         else ("numpy", "kernels")):
-                with native.switched_off() if side == "numpy" else nullcontext():
-                    for pose, effs, drag in calls[k:k + GRAPH_BLOCK]:
-                        start = time.perf_counter()
-                        editor.solve(pose, effs, drag=drag)
-                        times[side].append(time.perf_counter() - start)
+        times = _interleaved(sides, calls)
         out[name] = {side: benchmark.timing(t) for side, t in times.items()}
         out[name]["speedup"] = out[name]["numpy"]["median_ms"] / out[name]["kernels"]["median_ms"]
         out[name]["speedup_p95"] = out[name]["numpy"]["p95_ms"] / out[name]["kernels"]["p95_ms"]

@@ -936,9 +936,9 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         # threshold): it leans towards them as far as the bound allows, their aims pulled
         # back onto it (dropping the lean there, a hand dragged out straightened the body
         # back up in one update).
-        over, _ = reach_bounds.beyond_reach(start[left], goals, targets)
-        beyond = over.max(axis=1) > near
-        aims = reach_bounds.pulled_within(start[left], goals, targets, tol) \
+        reach = reach_bounds.beyond_reach(start[left], goals, targets)
+        beyond = reach[0].max(axis=1) > near
+        aims = reach_bounds.pulled_within(start[left], goals, targets, tol, reach=reach) \
             if beyond.any() else targets
         # From the elbows' bent re-aim, a dragged hand's elbow kept: rig IK from the
         # straightened arm (or free to straighten it) reached a T-pose's far target with

@@ -93,16 +93,18 @@ def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
 
 
 def pulled_within(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                  margin: np.ndarray, passes: int = PULL_PASSES) -> np.ndarray:
+                  margin: np.ndarray, passes: int = PULL_PASSES,
+                  reach: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """``targets`` (B, 21, 3) with each one :func:`beyond_reach` names pulled straight back
     towards the goal it is held against, onto the rig's reach from it less ``margin`` (B,):
     the nearest aim the least change can lean towards. Targets within reach come back
     unchanged, so the aims go continuously from reachable targets to those beyond (a pass
-    each: a target pulled within one goal's reach may still be beyond another's)."""
+    each: a target pulled within one goal's reach may still be beyond another's).
+    ``reach``: :func:`beyond_reach` of ``targets`` where the caller has it already."""
     aims = np.array(targets, dtype=np.float64)
     rows = np.arange(len(aims))
-    for _ in range(passes):
-        over, other = beyond_reach(pose, goals, aims)
+    for k in range(passes):
+        over, other = reach if k == 0 and reach is not None else beyond_reach(pose, goals, aims)
         worst = over.argmax(axis=1)
         excess = over[rows, worst]
         pull = excess > 0.0

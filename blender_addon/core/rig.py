@@ -236,11 +236,15 @@ def native_forward_kinematics(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`forward_kinematics` of flat ``(n, B, ...)`` arrays by the compiled kernel."""
     n, nb = len(q), rig.num_bones
-    tables = rig.derived(
-        "native", lambda: tuple(native.address(a) for a in (rig.parents, rig.rest_rotations,
-                                                             rig.rest_offsets)))
     q, loc = np.ascontiguousarray(q), np.ascontiguousarray(loc)
     r, t = np.empty((n, nb, 3, 3)), np.empty((n, nb, 3))
-    kernels.forward_kinematics(n, nb, *tables, native.address(q), native.address(loc),
-                               native.address(r), native.address(t))
+    kernels.forward_kinematics(n, nb, *native_rig_tables(rig), native.address(q),
+                               native.address(loc), native.address(r), native.address(t))
     return r, t
+
+
+def native_rig_tables(rig: Rig) -> tuple[int, int, int]:
+    """The addresses of the rig's parents, rest rotations and rest offsets, as every kernel
+    of a rig reads them (the rig's own read-only, contiguous arrays; taken once)."""
+    return rig.derived("native", lambda: tuple(
+        native.address(a) for a in (rig.parents, rig.rest_rotations, rig.rest_offsets)))

@@ -35,6 +35,7 @@ from .rig import (
     fk_levels,
     flatten_batch,
     local_transforms,
+    native_rig_tables,
     world_transforms,
 )
 from .skeleton import NUM_JOINTS
@@ -55,8 +56,8 @@ class _NativeTables:
     """The plan as the compiled kernel reads it: per-bone arrays, kept alive with their
     addresses (``native.address``)."""
 
-    arrays: tuple[np.ndarray, ...]  # parents, rest rotations and offsets, joint_of, top,
-    # next_start, next_bones, needed: in the kernel's argument order
+    arrays: tuple[np.ndarray, ...]  # joint_of, top, next_start, next_bones, needed
+    # The rig's parents, rest rotations and offsets, then those: the kernel's argument order.
     addresses: tuple[int, ...]
 
     @classmethod
@@ -72,10 +73,8 @@ class _NativeTables:
                               dtype=np.int64)
         needed = np.zeros(nb, dtype=np.int64)
         needed[plan.needed] = 1
-        arrays = tuple(np.ascontiguousarray(a) for a in (
-            rig.parents.astype(np.int64), rig.rest_rotations, rig.rest_offsets, joint_of, top,
-            next_start, next_bones, needed))
-        return cls(arrays, tuple(native.address(a) for a in arrays))
+        arrays = (joint_of, top, next_start, next_bones, needed)
+        return cls(arrays, (*native_rig_tables(rig), *(native.address(a) for a in arrays)))
 
 
 @dataclass(frozen=True)
