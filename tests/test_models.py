@@ -229,10 +229,10 @@ def test_bound_runs_match_plain_runs_and_return_new_arrays(folder: Path, batch: 
             np.testing.assert_array_equal(g, c)
 
 
-# The graphs a refined solve runs: the networks and the refinement graph with numpy, the
-# networks, the decoder's Jacobian graph and the decoder with the compiled kernels.
+# The graphs a refined solve runs: the networks and the refinement graph with numpy; the
+# networks alone with the compiled kernels, which decode in C.
 REFINED_ROLES = {"numpy": {"ik_universal_fused", "refine_effectors"},
-                 "native": {"ik_universal_fused", "decoder_jacobian", "decoder"}}
+                 "native": {"ik_universal_fused"}}
 
 
 def test_a_single_pose_runs_on_sessions_made_for_its_batch(shipped_models: ModelSet,

@@ -319,9 +319,11 @@ def test_forward_difference_probes_skip_the_rigid_fit_only_where_it_cannot_see(
 @pytest.mark.usefixtures("with_kernels")
 def test_the_kernels_refine_as_the_numpy_steps(shipped_models, manifold_clip, tmp_path,
                                                monkeypatch) -> None:
-    """Where the kernels load, the effector refinement runs on them (the decoder and its
-    Jacobian in onnxruntime, the steps in C) and gives the numpy steps' answer: single
-    solves, drag updates and a batch."""
+    """Where the kernels load, the effector refinement runs on them (here with the decoder
+    and its Jacobian in onnxruntime, the steps in C, as for a decoder not compiled) and gives
+    the numpy steps' answer: single solves, drag updates and a batch.
+    (test_compiled_decoder: the same with the compiled decoder.)"""
+    monkeypatch.setattr(refine, "compiled_decoder", lambda models: None)
     plain = ModelSet(copy_without_graphs(shipped_models.folder, tmp_path / "plain"))
     fast, slow = PoseEditor(shipped_models), PoseEditor(plain)
     used = {"kernels": 0}

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
 SOURCE = LIBRARY_DIR / "npe_native.c"
-ABI_VERSION = 2  # npe_native.c's NPE_ABI_VERSION
+ABI_VERSION = 3  # npe_native.c's NPE_ABI_VERSION
 SWITCH = "NPE_NATIVE"  # "0": numpy only
 # (sys.platform, machine) -> the build's platform name (as build_addon.py names them), file.
 PLATFORMS = {
@@ -88,6 +88,15 @@ class Kernels:
         self.refine_accept = lib.npe_refine_accept
         self.refine_accept.restype = _I
         self.refine_accept.argtypes = [_I, _I, _I, _P, _P, _P, _D, _D, *[_P] * 13]
+        self.decode = lib.npe_decode
+        self.decode.restype = _I
+        self.decode.argtypes = [_P, _I, _P, _P, _P, _P]
+        self.decoder_avx2 = lib.npe_decoder_avx2
+        self.decoder_avx2.restype = _I
+        self.decoder_avx2.argtypes = []
+        self.refine_run = lib.npe_refine_run
+        self.refine_run.restype = _I
+        self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]
         self.exact_reach = lib.npe_exact_reach
         self.exact_reach.restype = _I
         self.exact_reach.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _D, _D, _I, _D,

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, skeleton
+from .compiled_decoder import CompiledDecoder, compiled_decoder
 from .conversions import axis_angle_to_matrix
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
@@ -421,11 +422,10 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
                                  least_change, spans)
         if refined is not None and not _native_checked:
             # Checked once, on its first real call, against the numpy steps (it needs a
-            # model set, which native's own self-check has not).
-            with native.switched_off():
-                want = refine(models, z_net, offset, base, targets, weights, None,
-                              body_follow, steps, shift, lengths, False, effector_weight,
-                              least_change, spans, graph=False)
+            # model set, which native's own self-check has not), which decode as it does.
+            want = refine(models, z_net, offset, base, targets, weights, None, body_follow,
+                          steps, shift, lengths, False, effector_weight, least_change, spans,
+                          graph=False)
             _checked_native(refined, want)
         if refined is not None and native.kernels() is not None:
             return refined
@@ -532,9 +532,10 @@ class _NativeWork:
     STATE = ("pose", "jac", "goal", "row_w", "rjac", "rres", "hess", "inverse", "cost",
              "damping", "scale")
 
-    def __init__(self, b: int, rank: int) -> None:
+    def __init__(self, b: int, rank: int, latent: int) -> None:
         nv, dim, nj = rank + 2, _POSE_DIM, skeleton.NUM_JOINTS
-        shapes = {"raw": (b, dim), "jac_latent": (b, dim, rank), "lengths": (b, nj),
+        shapes = {"z_net": (b, latent), "offset": (b, dim), "raw": (b, dim),
+                  "jac_latent": (b, dim, rank), "lengths": (b, nj),
                   "v": (b, nv), "v_net": (b, nv), "v_try": (b, nv), "base": (b, dim),
                   "targets": (b, dim), "weights": (b, nj), "follow": (b,),
                   "effector_weight": (b,), "least_change": (b,), "spans": (b, 6),
@@ -543,6 +544,10 @@ class _NativeWork:
                   "inverse": (b, nv, nv), "cost": (b,), "damping": (b,), "scale": (b,)}
         self.arrays = {k: np.zeros(shape) for k, shape in shapes.items()}
         self.arrays["stale"] = np.zeros(b, dtype=np.int64)
+        # The compiled decoder's: the latents it decodes, its poses and Jacobians.
+        for name, shape in (("latent", (b, latent)), ("decoded", (b, dim)),
+                            ("jac_f", (b, dim, rank))):
+            self.arrays[name] = np.zeros(shape, dtype=np.float32)
         self.at = {k: native.address(v) for k, v in self.arrays.items()}
         self.shape = (native.address(_NATIVE_PARENTS), native.address(_NATIVE_RIGID),
                       native.address(_native_prior(rank)), float(np.sqrt(RIGID_WEIGHT)))
@@ -555,18 +560,25 @@ class _NativeWork:
         self.accept_args = (*self.shape, LM_UP, *(at[k] for k in (
             "raw", "lengths", "v_try", "v_net", "goal", "row_w", "spans", "v", "pose", "cost",
             "rres", "damping", "stale")))
+        # npe_refine_run's, around the decoder's basis.
+        self.run_head = (*self.shape, LM_START, LM_UP, at["z_net"])
+        self.run_tail = tuple(at[k] for k in (
+            "offset", "latent", "decoded", "jac_f", "raw", "jac_latent", "lengths", "v",
+            "v_net", "v_try", "base", "targets", "weights", "follow", "effector_weight",
+            "least_change", "spans", "pose", "jac", "goal", "row_w", "rjac", "rres", "hess",
+            "inverse", "cost", "damping", "scale", "stale"))
 
 
-_WORK: dict[tuple[int, int], _NativeWork] = {}
+_WORK: dict[tuple[int, int, int], _NativeWork] = {}
 _WORK_KEPT = 4  # shapes kept (a drag's single pose, a propagation's batches)
 
 
-def _native_work(b: int, rank: int) -> _NativeWork:
-    work = _WORK.get((b, rank))
+def _native_work(b: int, rank: int, latent: int) -> _NativeWork:
+    work = _WORK.get((b, rank, latent))
     if work is None:
         if len(_WORK) >= _WORK_KEPT:
             _WORK.clear()
-        work = _WORK[(b, rank)] = _NativeWork(b, rank)
+        work = _WORK[(b, rank, latent)] = _NativeWork(b, rank, latent)
     return work
 
 
@@ -576,22 +588,21 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
                    shift: np.ndarray, lengths: np.ndarray,
                    effector_weight: np.ndarray | float, least_change: np.ndarray | float,
                    spans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`refine`'s effector steps with the compiled kernels doing the numpy part and
-    onnxruntime the decoder (its Jacobian graph once, a decode per step): the same steps,
-    in a few calls instead of a refinement graph's hundreds of small nodes. None where the
-    set has no Jacobian graph or a pose has a bone without direction (numpy then)."""
+    """:func:`refine`'s effector steps with the compiled kernels: in one call with the
+    compiled decoder (:mod:`.compiled_decoder`), or around onnxruntime's decoder (its
+    Jacobian graph once, a decode per step) where the set's decoder is not compiled. The
+    same steps either way, in a few calls instead of a refinement graph's hundreds of small
+    nodes. None where the set has no Jacobian graph or a pose has a bone without direction
+    (numpy then)."""
     point = _Point(models, z_net.astype(np.float64), offset, lengths)
     if point.graph is None:
         return None
     b, rank, nj = len(z_net), point.rank, skeleton.NUM_JOINTS
-    work = _native_work(b, rank)
+    work = _native_work(b, rank, models.latent_size)
     arr = work.arrays
     arr["v_net"][:, :-2] = 0.0
     arr["v_net"][:, -2:] = shift
     arr["v"][:] = arr["v_net"]
-    decoded, jac_latent = point.graph.run_all(point.latent(arr["v"]).astype(np.float32))[:2]
-    np.add(offset.reshape(b, -1), decoded.reshape(b, -1), out=arr["raw"])
-    arr["jac_latent"][:] = jac_latent
     for name, value in (("lengths", lengths), ("base", base), ("targets", targets),
                         ("weights", weights), ("spans", spans)):
         arr[name][:] = value.reshape(arr[name].shape)
@@ -599,6 +610,18 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
     arr["effector_weight"][:] = _per_pose(effector_weight, b)[:, 0]
     arr["least_change"][:] = _per_pose(least_change, b)[:, 0]
     arr["stale"][:] = 0
+    compiled = point.compiled
+    if compiled is not None:
+        arr["z_net"][:] = point.z_net
+        arr["offset"][:] = offset.reshape(b, -1)
+        if kernels.refine_run(compiled.address, compiled.work_address, b, nj, rank, steps,
+                              *work.run_head, compiled.basis_address, *work.run_tail) != 0:
+            return None
+        return (arr["latent"].copy(), arr["pose"].reshape(b, nj, 3).copy(),
+                arr["v"][:, -2:].copy())
+    decoded, jac_latent = point.graph.run_all(point.latent(arr["v"]).astype(np.float32))[:2]
+    np.add(offset.reshape(b, -1), decoded.reshape(b, -1), out=arr["raw"])
+    arr["jac_latent"][:] = jac_latent
     if kernels.refine_start(b, nj, rank, *work.start_args) != 0:
         return None
     for _ in range(steps):
@@ -700,6 +723,10 @@ class _Point:
         self.models, self.z_net, self.offset, self.lengths = models, z_net, offset, lengths
         self.basis = models.jacobian_basis  # (K, L)
         self.graph = next(iter(models.by_role("decoder_jacobian")), None)
+        # The kernels' decoder where it runs: the numpy steps then decode as the kernels'
+        # refinement does (the first one is checked against them).
+        self.compiled: CompiledDecoder | None = \
+            compiled_decoder(models) if self.graph is not None else None
         self.shrug = shrug
         self.rank = len(self.basis)
 
@@ -711,7 +738,9 @@ class _Point:
 
     def pose(self, v: np.ndarray) -> np.ndarray:
         """The length-fixed, shifted pose of variables ``v``."""
-        decoded = self.models.decode(self.latent(v).astype(np.float32)).astype(np.float64)
+        z = self.latent(v).astype(np.float32)
+        decoded = (self.compiled.decode(z)[0] if self.compiled is not None
+                   else self.models.decode(z)).astype(np.float64)
         pose = _fixed(self.offset + decoded, self.lengths)[0]
         if self.shrug:
             pose = _shrugged(pose, self._turns(v))[0]
@@ -720,7 +749,10 @@ class _Point:
     def linearize(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The pose of variables ``v`` and its Jacobian (B, 63, variables)."""
         z = self.latent(v).astype(np.float32)
-        if self.graph is not None:
+        if self.compiled is not None:
+            decoded, jac = self.compiled.decode(z, jacobian=True)
+            jac = jac.astype(np.float64)
+        elif self.graph is not None:
             decoded, jac = self.graph.run_all(z)[:2]
             jac = jac.astype(np.float64)
         else:  # a set exported before the Jacobian graph: a forward difference, one call

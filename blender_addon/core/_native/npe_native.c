@@ -22,7 +22,7 @@
 #endif
 
 /* Bumped whenever a signature changes: the loader refuses a library of another version. */
-#define NPE_ABI_VERSION 2
+#define NPE_ABI_VERSION 3
 /* quaternions.EPS: vectors shorter than this have no direction (the loader checks it). */
 #define EPS 1e-12
 
@@ -1199,4 +1199,284 @@ NPE_API int64_t npe_refine_accept(
         }
     }
     return taken;
+}
+
+/* ---- The decoder, compiled --------------------------------------------------------------
+ * A model set's decoder as its graph runs it (latent -> dense -> LayerNorm -> ReLU -> dense
+ * -> LayerNorm -> ReLU -> dense -> * scale + mean), in float32, with its Jacobian along the
+ * refinement's basis carried forward through the layers (training/jacobian.py's rules): in
+ * onnxruntime the Jacobian graph's hundred-odd nodes and each decode's call cost more than
+ * their arithmetic. The loader (compiled_decoder.py) reads the weights from the set's
+ * decoder.onnx and checks this against onnxruntime before using it.
+ *
+ * Every loop runs along independent outputs or tangent columns (no reassociated sums). On
+ * processors with AVX2 and FMA the same code runs 8 floats a register with fused
+ * multiply-adds (rounded once, as onnxruntime's own kernels there): a few units in the last
+ * place from the plain build's, on the machine's every call alike. */
+
+/* Multiply-adds fused where the target has them (the AVX2 code, arm64), in the decoder's
+ * float32 alone: the double-precision kernels round as numpy does. */
+#pragma clang fp contract(fast)
+
+#define DECODER_MAX_WIDTH 1024
+#define TANGENT_BLOCK 32 /* tangent columns per register block: the padded rank's step */
+#define DECODER_MAX_TANGENTS 64
+
+typedef struct {
+    int64_t latent, hidden1, hidden2, out, rank, rank_padded;
+    double eps1, eps2;
+    const float *w1t;   /* (latent x hidden1): the first layer's weights, transposed */
+    const float *b1, *gain1, *bias1;
+    const float *w2;    /* (hidden2 x hidden1) */
+    const float *w2t;   /* (hidden1 x hidden2) */
+    const float *b2, *gain2, *bias2;
+    const float *w3;    /* (out x hidden2) */
+    const float *w3t;   /* (hidden2 x out) */
+    const float *b3, *scale, *mean;
+    const float *w1_basis; /* (hidden1 x rank_padded): W1 times the basis' rows, 0 past rank */
+} NpeDecoder;
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* y (m) = W x + b, W given transposed (n x m): a sum along contiguous rows per input. */
+ALWAYS_INLINE void dense(int64_t m, int64_t n, const float *wt, const float *b, const float *x,
+                         float *y) {
+    for (int64_t i = 0; i < m; i++) y[i] = b[i];
+    for (int64_t j = 0; j < n; j++) {
+        float xj = x[j];
+        if (xj == 0.0f) continue; /* a unit the ReLU closed */
+        const float *w = wt + j * m;
+        for (int64_t i = 0; i < m; i++) y[i] += w[i] * xj;
+    }
+}
+
+/* LayerNorm (no learned mean shift beyond gain and bias) then ReLU, in place; with tangents
+ * t (n x kp): d xhat = (dh - mean dh - xhat mean(xhat dh)) / sigma, scaled by the gain,
+ * zero where the ReLU is closed. The open units' indices go to alive. */
+ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const float *bias,
+                                double eps, float *t, int64_t kp, int32_t *alive) {
+    double sum = 0.0, squares = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += h[i];
+    float mu = (float)(sum / (double)n);
+    for (int64_t i = 0; i < n; i++) {
+        float d = h[i] - mu;
+        squares += (double)d * d;
+    }
+    float inv = (float)(1.0 / sqrt(squares / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) h[i] = (h[i] - mu) * inv;
+    float mt[DECODER_MAX_TANGENTS], mxt[DECODER_MAX_TANGENTS];
+    if (t) {
+        for (int64_t k = 0; k < kp; k++) mt[k] = mxt[k] = 0.0f;
+        for (int64_t i = 0; i < n; i++) {
+            const float *row = t + i * kp;
+            float x = h[i];
+            for (int64_t k = 0; k < kp; k++) {
+                mt[k] += row[k];
+                mxt[k] += x * row[k];
+            }
+        }
+        for (int64_t k = 0; k < kp; k++) {
+            mt[k] /= (float)n;
+            mxt[k] /= (float)n;
+        }
+    }
+    int64_t open = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float y = gain[i] * h[i] + bias[i];
+        if (t) {
+            float s = y > 0.0f ? gain[i] * inv : 0.0f, x = h[i];
+            float *row = t + i * kp;
+            for (int64_t k = 0; k < kp; k++) row[k] = s * (row[k] - mt[k] - x * mxt[k]);
+        }
+        if (y > 0.0f) alive[open++] = (int32_t)i;
+        h[i] = y > 0.0f ? y : 0.0f;
+    }
+    return open;
+}
+
+/* tout (m x kp) = W (m x n) tin (n x kp), over tin's open rows only (the others are 0),
+ * ROWS output rows at a time: their accumulators stay in registers. */
+#define TANGENT_ROWS(ROWS)                                                                 \
+    for (int64_t i0 = 0; i0 < m; i0 += ROWS) {                                             \
+        int64_t rows = m - i0 < ROWS ? m - i0 : ROWS;                                      \
+        for (int64_t k0 = 0; k0 < kp; k0 += TANGENT_BLOCK) {                               \
+            float acc[ROWS][TANGENT_BLOCK];                                                \
+            for (int r = 0; r < ROWS; r++)                                                 \
+                for (int k = 0; k < TANGENT_BLOCK; k++) acc[r][k] = 0.0f;                  \
+            for (int64_t a = 0; a < open; a++) {                                           \
+                int64_t j = alive[a];                                                      \
+                const float *tj = tin + j * kp + k0;                                       \
+                for (int r = 0; r < ROWS; r++) {                                           \
+                    float wj = w[(i0 + (r < rows ? r : 0)) * n + j];                       \
+                    for (int k = 0; k < TANGENT_BLOCK; k++) acc[r][k] += wj * tj[k];       \
+                }                                                                          \
+            }                                                                              \
+            for (int64_t r = 0; r < rows; r++)                                             \
+                memcpy(tout + (i0 + r) * kp + k0, acc[r], sizeof(float) * TANGENT_BLOCK);  \
+        }                                                                                  \
+    }
+
+#if defined(__x86_64__) || defined(_M_X64) /* 16 vector registers: one row at a time */
+ALWAYS_INLINE void tangents1(int64_t m, int64_t n, const float *w, const float *tin,
+                             float *tout, int64_t kp, const int32_t *alive, int64_t open) {
+    TANGENT_ROWS(1)
+}
+#endif
+
+ALWAYS_INLINE void tangents2(int64_t m, int64_t n, const float *w, const float *tin,
+                             float *tout, int64_t kp, const int32_t *alive, int64_t open) {
+    TANGENT_ROWS(2)
+}
+
+/* Poses (n x out) and, with jac, their Jacobians (n x out x rank) of latents z (n x latent);
+ * work: (hidden1 + hidden2 + out) x rank_padded floats. */
+#define DECODE_BODY(TANGENTS)                                                              \
+    float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH];                                    \
+    int32_t alive1[DECODER_MAX_WIDTH], alive2[DECODER_MAX_WIDTH];                          \
+    int64_t kp = d->rank_padded, nd = d->out;                                              \
+    float *t1 = work, *t2 = t1 + d->hidden1 * kp, *t3 = t2 + d->hidden2 * kp;              \
+    for (int64_t f = 0; f < n; f++) {                                                      \
+        float *o = pose + f * nd;                                                          \
+        dense(d->hidden1, d->latent, d->w1t, d->b1, z + f * d->latent, h1);                \
+        if (jac) memcpy(t1, d->w1_basis, sizeof(float) * d->hidden1 * kp);                 \
+        int64_t open1 = norm_relu(d->hidden1, h1, d->gain1, d->bias1, d->eps1,             \
+                                  jac ? t1 : NULL, kp, alive1);                            \
+        dense(d->hidden2, d->hidden1, d->w2t, d->b2, h1, h2);                              \
+        if (jac) TANGENTS(d->hidden2, d->hidden1, d->w2, t1, t2, kp, alive1, open1);       \
+        int64_t open2 = norm_relu(d->hidden2, h2, d->gain2, d->bias2, d->eps2,             \
+                                  jac ? t2 : NULL, kp, alive2);                            \
+        dense(nd, d->hidden2, d->w3t, d->b3, h2, o);                                       \
+        if (jac) TANGENTS(nd, d->hidden2, d->w3, t2, t3, kp, alive2, open2);               \
+        for (int64_t i = 0; i < nd; i++) o[i] = o[i] * d->scale[i] + d->mean[i];           \
+        if (jac) {                                                                         \
+            float *out = jac + f * nd * d->rank;                                           \
+            for (int64_t i = 0; i < nd; i++)                                               \
+                for (int64_t k = 0; k < d->rank; k++)                                      \
+                    out[i * d->rank + k] = t3[i * kp + k] * d->scale[i];                   \
+        }                                                                                  \
+    }
+
+#define DECODE_ARGS const NpeDecoder *d, int64_t n, const float *z, float *pose, float *jac, \
+    float *work
+
+#if defined(__x86_64__) || defined(_M_X64)
+static void decode_plain(DECODE_ARGS) { DECODE_BODY(tangents1) }
+#else /* arm64: 32 vector registers, two rows' accumulators fit */
+static void decode_plain(DECODE_ARGS) { DECODE_BODY(tangents2) }
+#endif
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+/* The same code for processors with AVX2 and FMA: found at run time, since the library is
+ * built for the baseline x86-64 every such machine runs. */
+__attribute__((target("avx2,fma"))) static void decode_avx2(DECODE_ARGS) {
+    DECODE_BODY(tangents2)
+}
+
+static int has_avx2(void) {
+    static int known = -1;
+    if (known < 0) {
+        unsigned int a, b, c, dx, lo, hi;
+        int avx = __get_cpuid(1, &a, &b, &c, &dx) && (c & (1u << 12)) /* FMA */
+                  && (c & (1u << 27)) /* OSXSAVE */ && (c & (1u << 28)) /* AVX */;
+        if (avx) { /* the OS saves the AVX registers */
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            avx = (lo & 6u) == 6u && __get_cpuid_count(7, 0, &a, &b, &c, &dx)
+                  && (b & (1u << 5)) /* AVX2 */;
+        }
+        known = avx;
+    }
+    return known;
+}
+#define DECODE(...) (has_avx2() ? decode_avx2(__VA_ARGS__) : decode_plain(__VA_ARGS__))
+#else
+#define DECODE(...) decode_plain(__VA_ARGS__)
+#endif
+
+#pragma clang fp contract(off)
+
+static int decoder_fits(const NpeDecoder *d) {
+    return d->hidden1 <= DECODER_MAX_WIDTH && d->hidden2 <= DECODER_MAX_WIDTH
+           && d->rank <= d->rank_padded && d->rank_padded <= DECODER_MAX_TANGENTS
+           && d->rank_padded % TANGENT_BLOCK == 0;
+}
+
+/* Whether the decoder runs its AVX2 code here (1) or the plain one (0). */
+NPE_API int64_t npe_decoder_avx2(void) {
+#if defined(__x86_64__) || defined(_M_X64)
+    return has_avx2();
+#else
+    return 0;
+#endif
+}
+
+/* Poses (n x out) of latents z (n x latent) and, where jac is given, their Jacobians along
+ * the basis (n x out x rank). Returns 0, or -2 for a decoder wider than the kernel's
+ * buffers. */
+NPE_API int64_t npe_decode(DECODE_ARGS) {
+    if (!decoder_fits(d)) return -2;
+    DECODE(d, n, z, pose, jac, work);
+    return 0;
+}
+
+/* latent (n x L, float32) = z_net + v[:rank] basis, summed in float64 (refine._Point). */
+static void basis_latents(int64_t n, int64_t latent, int64_t rank, int64_t nv,
+                          const double *z_net, const double *basis, const double *v,
+                          float *out) {
+    for (int64_t f = 0; f < n; f++)
+        for (int64_t l = 0; l < latent; l++) {
+            double sum = 0.0;
+            for (int64_t k = 0; k < rank; k++) sum += v[f * nv + k] * basis[k * latent + l];
+            out[f * latent + l] = (float)(z_net[f * latent + l] + sum);
+        }
+}
+
+/* raw = offset + decoded, in float64 */
+static void offset_poses(int64_t count, const double *offset, const float *decoded,
+                         double *raw) {
+    for (int64_t i = 0; i < count; i++) raw[i] = offset[i] + (double)decoded[i];
+}
+
+/* The whole effector refinement in one call (refine._refine_native's loop): the Jacobian
+ * and pose at the networks' latent, the start, then up to ``steps`` trial steps, each
+ * decoded here, until no pose takes its trial. Returns 0, -1 where a bone has no direction
+ * (numpy then), -2 for a decoder or body the buffers do not fit. Leaves the refined latents
+ * (n x latent, float32) in latent_out and v, pose as npe_refine_accept does. */
+NPE_API int64_t npe_refine_run(
+    const NpeDecoder *d, float *work, int64_t n, int64_t nj, int64_t rank, int64_t steps,
+    const int64_t *parents, const int64_t *rigid, const double *prior, double rigid_scale,
+    double lm_start, double lm_up, const double *z_net, const double *basis,
+    const double *offset, float *latent_out, float *decoded, float *jac_f, double *raw,
+    double *jac_latent, const double *lengths, double *v, const double *v_net, double *v_try,
+    const double *base, const double *targets, const double *weights, const double *follow,
+    const double *effector_weight, const double *least_change, const double *spans,
+    double *pose, double *jac, double *goal, double *row_w, double *rjac, double *rres,
+    double *hess, double *inverse, double *cost, double *damping, double *scale,
+    int64_t *stale) {
+    int64_t nv = rank + 2, dim = 3 * nj, latent = d->latent;
+    if (!decoder_fits(d) || d->rank != rank || d->out != dim) return -2;
+    basis_latents(n, latent, rank, nv, z_net, basis, v, latent_out);
+    DECODE(d, n, latent_out, decoded, jac_f, work);
+    offset_poses(n * dim, offset, decoded, raw);
+    for (int64_t i = 0; i < n * dim * rank; i++) jac_latent[i] = (double)jac_f[i];
+    int64_t status = npe_refine_start(n, nj, rank, parents, rigid, prior, rigid_scale,
+                                      lm_start, raw, jac_latent, lengths, v, base, targets,
+                                      weights, follow, effector_weight, least_change, spans,
+                                      pose, jac, goal, row_w, rjac, rres, hess, inverse, cost,
+                                      damping, scale);
+    if (status != 0) return status;
+    for (int64_t s = 0; s < steps; s++) {
+        npe_refine_step(n, nj, rank, prior, v, v_net, pose, jac, goal, row_w, rjac, rres, hess,
+                        inverse, damping, scale, stale, v_try);
+        basis_latents(n, latent, rank, nv, z_net, basis, v_try, latent_out);
+        DECODE(d, n, latent_out, decoded, NULL, work);
+        offset_poses(n * dim, offset, decoded, raw);
+        int64_t taken = npe_refine_accept(n, nj, rank, parents, rigid, prior, rigid_scale,
+                                          lm_up, raw, lengths, v_try, v_net, goal, row_w,
+                                          spans, v, pose, cost, rres, damping, stale);
+        if (taken < 0) return -1;
+        if (taken == 0) break;
+    }
+    basis_latents(n, latent, rank, nv, z_net, basis, v, latent_out);
+    return 0;
 }

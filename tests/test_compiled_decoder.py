@@ -1,0 +1,143 @@
+"""The compiled decoder: its weights read from the ONNX file without the onnx package, its
+poses and Jacobians against onnxruntime's, and where onnxruntime stays in charge (another
+decoder shape, a disagreement, the kernels off)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from blender_addon.core import compiled_decoder, native, refine
+from blender_addon.core.models import ModelSet
+from blender_addon.core.normalize import to_model_space
+from blender_addon.core.onnx_graph import OnnxReadError, read_graph
+from blender_addon.core.pipeline import PoseEditor
+from tests.test_refine_graph import _drags
+
+# Measured on the shipped set: poses 1.2e-7 model metres off onnxruntime's, Jacobians 1.2e-7
+# (4.9e-7 of the largest entry): float32 sums in another order, and fused multiply-adds
+# where the processor has them.
+POSE_SAME = 1e-6
+JACOBIAN_SAME = 2e-6  # of the largest entry
+# A refined pose decoded in C against one decoded by onnxruntime (the steps carry the
+# decoders' float32 rounding): measured 1.0e-6 m at most over 54 drags, median 1.5e-7.
+DECODERS_SAME_M = 1e-5
+
+
+def _latents(models: ModelSet, poses: np.ndarray) -> np.ndarray:
+    return models.encode(to_model_space(poses)[0].astype(np.float32))
+
+
+def test_the_reader_reads_every_shipped_file_as_onnx_does(shipped_models: ModelSet) -> None:
+    for path in sorted(shipped_models.folder.glob("*.onnx")):
+        got, want = read_graph(path), onnx.load(str(path)).graph
+        weights = {t.name: numpy_helper.to_array(t) for t in want.initializer
+                   if t.data_type == onnx.TensorProto.FLOAT}
+        assert got.initializers.keys() == weights.keys(), path.name
+        for name, value in weights.items():
+            np.testing.assert_array_equal(got.initializers[name], value)
+        assert [(n.op_type, n.inputs, n.outputs) for n in got.nodes] == [
+            (n.op_type, list(n.input), list(n.output)) for n in want.node], path.name
+        for got_node, want_node in zip(got.nodes, want.node, strict=True):
+            numbers = {a.name: onnx.helper.get_attribute_value(a) for a in want_node.attribute
+                       if a.type in (onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT)}
+            assert got_node.attributes == pytest.approx(numbers), path.name
+        assert got.inputs == [i.name for i in want.input]
+        assert got.outputs == [o.name for o in want.output]
+
+
+def test_a_file_that_is_not_onnx_is_named(shipped_models: ModelSet, tmp_path) -> None:
+    cut = tmp_path / "decoder.onnx"
+    cut.write_bytes((shipped_models.folder / "decoder.onnx").read_bytes()[:5000])
+    with pytest.raises(OnnxReadError, match=str(cut)):
+        read_graph(cut)
+    text = tmp_path / "notes.onnx"
+    text.write_text("not a model\n" * 20)
+    with pytest.raises(OnnxReadError, match=str(text)):
+        read_graph(text)
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_the_compiled_decoder_decodes_as_onnxruntime(shipped_models: ModelSet,
+                                                     manifold_clip: np.ndarray) -> None:
+    """Poses and Jacobians of the latents of real poses, one at a time and in a batch."""
+    compiled = compiled_decoder.compiled_decoder(shipped_models)
+    assert compiled is not None
+    graph = shipped_models.by_role("decoder_jacobian")[0]
+    z = _latents(shipped_models, manifold_clip[::9])
+    pose, jac = compiled.decode(z, jacobian=True)
+    want_pose, want_jac = graph.run_all(z)[:2]
+    assert np.abs(pose - want_pose).max() < POSE_SAME
+    assert np.abs(jac - want_jac).max() < JACOBIAN_SAME * np.abs(want_jac).max()
+    assert np.abs(want_jac).max() > 0.01  # a Jacobian worth comparing
+    for k in range(len(z)):  # a pose's answer does not depend on its batch
+        one, one_jac = compiled.decode(z[k:k + 1], jacobian=True)
+        np.testing.assert_array_equal(one[0], pose[k])
+        np.testing.assert_array_equal(one_jac[0], jac[k])
+        np.testing.assert_array_equal(compiled.decode(z[k:k + 1])[0][0], pose[k])
+
+
+def test_a_decoder_of_another_shape_is_left_to_onnxruntime(shipped_models: ModelSet) -> None:
+    folder = shipped_models.folder
+    decoder = read_graph(folder / "decoder.onnx")
+    assert compiled_decoder.decoder_layers(decoder) is not None
+    assert compiled_decoder.decoder_layers(read_graph(folder / "encoder.onnx")) is None
+
+    def changed(index: int, **change) -> compiled_decoder.Graph:
+        nodes = [dataclasses.replace(n, attributes=dict(n.attributes)) for n in decoder.nodes]
+        nodes[index] = dataclasses.replace(nodes[index], **change)
+        return dataclasses.replace(decoder, nodes=nodes)
+
+    assert compiled_decoder.decoder_layers(changed(2, op_type="Sigmoid")) is None
+    assert compiled_decoder.decoder_layers(changed(0, attributes={"transB": 0})) is None
+    assert compiled_decoder.decoder_layers(changed(1, attributes={"axis": 0})) is None
+    skipped = changed(3, inputs=["latent", *decoder.nodes[3].inputs[1:]])  # not a chain
+    assert compiled_decoder.decoder_layers(skipped) is None
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_a_disagreeing_compiled_decoder_is_refused(shipped_models: ModelSet, monkeypatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """Weights read wrong (here: the output's mean moved 0.1 mm) leave onnxruntime
+    decoding, and the refinement runs as without the compiled decoder."""
+    models = ModelSet(shipped_models.folder)
+    real = compiled_decoder.decoder_layers
+
+    def off(graph):
+        layers = real(graph)
+        layers["mean"] = layers["mean"] + np.float32(1e-4)
+        return layers
+
+    monkeypatch.setattr(compiled_decoder, "decoder_layers", off)
+    with caplog.at_level(logging.WARNING, logger=compiled_decoder.__name__):
+        assert compiled_decoder.compiled_decoder(models) is None
+    assert "decoder.onnx: the compiled decoder is" in caplog.text
+    assert "off onnxruntime's poses" in caplog.text
+    assert native.kernels() is not None  # the other kernels stay
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_the_one_call_refinement_is_the_numpy_steps_with_the_same_decoder(
+        shipped_models: ModelSet, manifold_clip: np.ndarray, monkeypatch) -> None:
+    """The kernels' refinement with the compiled decoder (one call) gives the numpy steps'
+    answer when they decode as it does, and onnxruntime's within its float32 rounding."""
+    editor = PoseEditor(shipped_models)
+    assert compiled_decoder.compiled_decoder(shipped_models) is not None
+    calls = [(pose, effs) for k, pose in enumerate(manifold_clip[::15])
+             for effs in _drags(pose, 2, seed=k)]
+    fast = [editor.solve(pose, effs).positions for pose, effs in calls]
+    with monkeypatch.context() as patch:  # the numpy steps, the compiled decoder in them
+        patch.setattr(refine, "_refine_native", lambda *args: None)
+        patch.setattr(refine, "_effector_graphs", lambda models: {})
+        steps = [editor.solve(pose, effs).positions for pose, effs in calls]
+    with native.switched_off():  # onnxruntime decodes
+        plain = [editor.solve(pose, effs).positions for pose, effs in calls]
+    same = max(float(np.abs(a - b).max()) for a, b in zip(fast, steps, strict=True))
+    near = max(float(np.abs(a - b).max()) for a, b in zip(fast, plain, strict=True))
+    assert same < 1e-9
+    assert near < DECODERS_SAME_M
