@@ -276,6 +276,7 @@ def fused_and_separate(tiny_set, tmp_path_factory) -> tuple[ModelSet, ModelSet]:
     SolveOptions(refine_steps=2), SolveOptions(solver="chained"),
 ], ids=["default", "no-details", "no-length-fix", "refined", "chained"])
 @pytest.mark.parametrize("rig_lengths", [False, True], ids=["measured", "rig"])
+@pytest.mark.usefixtures("numpy_only")  # the compiled networks: test_compiled_networks
 def test_fused_module_gives_the_separate_modules_edit(fused_and_separate, manifold_clip,
                                                       joints, options, rig_lengths,
                                                       monkeypatch) -> None:
@@ -298,6 +299,7 @@ def test_fused_module_gives_the_separate_modules_edit(fused_and_separate, manifo
     assert len(calls) == (0 if options.solver == "chained" else 3)
 
 
+@pytest.mark.usefixtures("numpy_only")
 def test_metric_requests_and_no_effectors_skip_the_fused_module(fused_and_separate,
                                                                 manifold_clip) -> None:
     """The fused graph is encoder -> universal -> decoder only: anything else falls back."""

@@ -212,3 +212,18 @@ def test_targets_beyond_reach_are_pulled_onto_it_and_the_others_stay(
             assert np.linalg.norm(aim - previous) <= 0.005 * span + SPAN_SLACK
         previous = aim
     assert 30 < pulled < 81  # the target crossed the bound
+
+
+def test_a_single_pose_is_bounded_as_in_a_batch() -> None:
+    """One pose's check runs over its goals' pairs alone: the batch's answer, for any number
+    of goals, targets near and far."""
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        pose = rng.normal(scale=0.5, size=(1, skeleton.NUM_JOINTS, 3))
+        goals = rng.random((1, skeleton.NUM_JOINTS)) < rng.random()
+        targets = pose + rng.normal(scale=rng.choice([0.05, 0.5, 2.0]), size=pose.shape)
+        over, other = reach_bounds.beyond_reach(pose, goals, targets)
+        batch = reach_bounds.beyond_reach(*(np.repeat(a, 2, axis=0)
+                                            for a in (pose, goals, targets)))
+        np.testing.assert_allclose(over, batch[0][:1], rtol=0, atol=SPAN_SLACK)
+        np.testing.assert_array_equal(other, batch[1][:1])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blender_addon.core import exact_reach, native, refine, skeleton
+from blender_addon.core import exact_reach, native, pipeline, refine, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import set_bone_lengths
 from blender_addon.core.pipeline import PoseEditor
@@ -322,8 +322,9 @@ def test_the_kernels_refine_as_the_numpy_steps(shipped_models, manifold_clip, tm
     """Where the kernels load, the effector refinement runs on them (here with the decoder
     and its Jacobian in onnxruntime, the steps in C, as for a decoder not compiled) and gives
     the numpy steps' answer: single solves, drag updates and a batch.
-    (test_compiled_decoder: the same with the compiled decoder.)"""
+    (test_compiled_networks: the same with the compiled decoder.)"""
     monkeypatch.setattr(refine, "compiled_decoder", lambda models: None)
+    monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
     plain = ModelSet(copy_without_graphs(shipped_models.folder, tmp_path / "plain"))
     fast, slow = PoseEditor(shipped_models), PoseEditor(plain)
     used = {"kernels": 0}
@@ -364,6 +365,9 @@ def test_a_kernel_refinement_off_the_numpy_steps_is_refused(shipped_models, mani
     disagrees switches the kernels off for the session, and the solve takes numpy's."""
     monkeypatch.setattr(native, "_refused", None)
     monkeypatch.setattr(refine, "_native_checked", False)
+    # (onnxruntime's networks on both sides: the compiled ones would answer the first before
+    # the refusal)
+    monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
     real = refine._refine_native
 
     def off(*args):

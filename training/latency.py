@@ -155,10 +155,12 @@ Call = tuple[np.ndarray, list[Effector], bool]  # a pose, its effectors, whether
 Side = tuple[PoseEditor, Callable[[], AbstractContextManager[Any]]]
 
 
-def _interleaved(sides: dict[str, Side], calls: list[Call]) -> dict[str, list[float]]:
+def _interleaved(sides: dict[str, Side], calls: list[Call],
+                 options: SolveOptions | None = None) -> dict[str, list[float]]:
     """Each side's seconds per call: the same calls on every side in blocks of
     :data:`GRAPH_BLOCK`, in turn (the order flipped every other block), so each side's
-    caches stay warm within a block and a drifting machine speed reaches all alike."""
+    caches stay warm within a block and a drifting machine speed reaches all alike.
+    ``options``: the solves' (default: the defaults)."""
     names = list(sides)
     times: dict[str, list[float]] = {name: [] for name in names}
     for k in range(0, len(calls), GRAPH_BLOCK):
@@ -167,7 +169,7 @@ def _interleaved(sides: dict[str, Side], calls: list[Call]) -> dict[str, list[fl
             with context():
                 for pose, effs, drag in calls[k:k + GRAPH_BLOCK]:
                     start = time.perf_counter()
-                    editor.solve(pose, effs, drag=drag)
+                    editor.solve(pose, effs, options=options, drag=drag)
                     times[name].append(time.perf_counter() - start)
     return times
 
@@ -193,8 +195,14 @@ def kernel_speedup(editor: PoseEditor, x: np.ndarray, x2: np.ndarray, drags: int
         return {}
     out = {}
     sides = {"kernels": (editor, nullcontext), "numpy": (editor, native.switched_off)}
-    for name, calls in _calls(x, x2, drags, seed).items():
-        times = _interleaved(sides, calls)
+    calls = _calls(x, x2, drags, seed)
+    cases = {name: (c, None) for name, c in calls.items()}
+    # The networks' answer alone too: the compiled networks (compiled_networks) serve it.
+    cases.update({name.replace("single solve", "single solve, refinement off"):
+                  (c, SolveOptions(refine_steps=0))
+                  for name, c in calls.items() if name.startswith("single solve")})
+    for name, (calls_of, options) in cases.items():
+        times = _interleaved(sides, calls_of, options)
         out[name] = {side: benchmark.timing(t) for side, t in times.items()}
         out[name]["speedup"] = out[name]["numpy"]["median_ms"] / out[name]["kernels"]["median_ms"]
         out[name]["speedup_p95"] = out[name]["numpy"]["p95_ms"] / out[name]["kernels"]["p95_ms"]

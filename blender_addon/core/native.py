@@ -94,6 +94,9 @@ class Kernels:
         self.decoder_avx2 = lib.npe_decoder_avx2
         self.decoder_avx2.restype = _I
         self.decoder_avx2.argtypes = []
+        self.universal = lib.npe_universal
+        self.universal.restype = _I
+        self.universal.argtypes = [_P, _P, _P, _I, *[_P] * 6]
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]

@@ -1,7 +1,7 @@
 """A model file's nodes and weights, read from its ONNX protobuf without the ``onnx`` package.
 
-The compiled decoder (:mod:`.compiled_decoder`) needs the decoder's weights and the order of
-its layers; onnxruntime does not hand them out, and the add-on ships without the ``onnx``
+The compiled networks (:mod:`.compiled_networks`) need their weights and the order of
+their layers; onnxruntime does not hand them out, and the add-on ships without the ``onnx``
 package (nor protobuf). An ONNX file is a protobuf message; this reads the few fields that
 name the graph's nodes, inputs, outputs and float initializers from its wire format, and
 nothing it reads is ever executed. Anything else (tensors stored outside the file, weights

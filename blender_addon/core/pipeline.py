@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import exact_reach, fabrik, reach_bounds, refine, rig_ik, rigid_branches, skeleton
+from .compiled_networks import compiled_universal
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
 from .normalize import (
@@ -553,7 +554,11 @@ class PoseEditor:
         the edited latent and the decoded poses of both."""
         b = len(model)
         both = lambda a, c: np.concatenate([a, c])  # noqa: E731 - local shorthand
-        if not requests and options.solver == "universal" and self._fused is not None:
+        compiled = compiled_universal(self.models) \
+            if not requests and options.solver == "universal" else None
+        if compiled is not None:  # the same edit in the kernels (see compiled_networks)
+            edited, latents = compiled.edit(model, mask, t_model, w)
+        elif not requests and options.solver == "universal" and self._fused is not None:
             # The common edit in one session call (same result as the separate modules).
             edited, _, latents = self._fused.run_all(both(model, model), both(mask, mask),
                                                      both(t_model, model), both(w, w))

@@ -83,6 +83,8 @@ def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
     (B, 21; -1 where none). Two goals too far apart count against the one whose target is
     further from its joint in ``pose`` (the one the user moved): a held goal a hair off
     its joint is never the one named."""
+    if len(pose) == 1:
+        return _beyond_reach_one(pose[0], goals[0], targets[0])
     apart = norm(targets[:, :, None] - targets[:, None, :])  # (B, 21, 21)
     moves = norm(targets - pose)
     both = goals[:, :, None] & goals[:, None, :] & (moves[:, :, None] >= moves[:, None, :])
@@ -90,6 +92,27 @@ def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
     worst = excess.argmax(axis=2)
     over = np.maximum(np.take_along_axis(excess, worst[..., None], axis=2)[..., 0], 0.0)
     return over, np.where(over > 0.0, worst, -1)
+
+
+def _beyond_reach_one(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`beyond_reach` of one pose (21, 3), among its goals alone: a solve's few goals
+    need a few of the 441 pairs (the same answer, ties to the first goal as there)."""
+    over, other = np.zeros((1, NUM_JOINTS)), np.full((1, NUM_JOINTS), -1)
+    g = np.flatnonzero(goals)
+    if len(g) < 2:
+        return over, other
+    t = targets[g]
+    apart = norm(t[:, None] - t[None, :])  # (k, k)
+    moves = norm(t - pose[g])
+    fixed = norm(pose[_PAIRS[:, 0]] - pose[_PAIRS[:, 1]])
+    spans = (_USE[(g[:, None] * NUM_JOINTS + g[None, :]).ravel()] @ fixed).reshape(apart.shape)
+    excess = np.where(moves[:, None] >= moves[None, :], apart - spans, 0.0)
+    worst = excess.argmax(axis=1)
+    most = np.maximum(excess[np.arange(len(g)), worst], 0.0)
+    over[0, g] = most
+    other[0, g] = np.where(most > 0.0, g[worst], -1)
+    return over, other
 
 
 def pulled_within(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, skeleton
-from .compiled_decoder import CompiledDecoder, compiled_decoder
+from .compiled_networks import CompiledDecoder, compiled_decoder
 from .conversions import axis_angle_to_matrix
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
@@ -589,7 +589,7 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
                    effector_weight: np.ndarray | float, least_change: np.ndarray | float,
                    spans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`refine`'s effector steps with the compiled kernels: in one call with the
-    compiled decoder (:mod:`.compiled_decoder`), or around onnxruntime's decoder (its
+    compiled decoder (:mod:`.compiled_networks`), or around onnxruntime's decoder (its
     Jacobian graph once, a decode per step) where the set's decoder is not compiled. The
     same steps either way, in a few calls instead of a refinement graph's hundreds of small
     nodes. None where the set has no Jacobian graph or a pose has a bone without direction

@@ -41,8 +41,9 @@ from blender_addon import (
     rig_keys,
     state,
 )
+from blender_addon.core import compiled_networks, native
 from blender_addon.core import models as core_models
-from blender_addon.core import native
+from blender_addon.core import refine as core_refine
 from blender_addon.core.fileio import write_json
 from blender_addon.core.pipeline import DRAG_REFINE_STEPS, PoseEditor, SolveOptions
 from blender_addon.core.skeleton import JOINT_INDEX, JOINTS
@@ -146,8 +147,9 @@ class StageTimer:
         self._restore.clear()
 
 
-SOLVE_NUMPY = "pipeline: numpy (normalize, rig-shaped answer, exact reach, FABRIK)"
+SOLVE_NUMPY = "pipeline: numpy and kernels (normalize, rig-shaped answer, exact reach)"
 SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
+SOLVE_COMPILED = "pipeline: compiled networks (the universal edit; the refinement with its decodes)"
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (empties, "moved", "handler: moved check", False),
@@ -163,6 +165,8 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (PoseEditor, "solve", SOLVE_NUMPY, False),
     (core_models.Module, "run", SOLVE_ONNX, False),
     (core_models.Module, "run_all", SOLVE_ONNX, False),
+    (compiled_networks.CompiledUniversal, "edit", SOLVE_COMPILED, False),
+    (core_refine, "_refine_native", SOLVE_COMPILED, False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),
     (base_pose, "mark_written", "write pose", True),

@@ -1222,33 +1222,59 @@ NPE_API int64_t npe_refine_accept(
 #define TANGENT_BLOCK 32 /* tangent columns per register block: the padded rank's step */
 #define DECODER_MAX_TANGENTS 64
 
+/* A stack of three dense layers, LayerNorm and ReLU after the first two (the networks'
+ * shape: training/nets.py). */
 typedef struct {
-    int64_t latent, hidden1, hidden2, out, rank, rank_padded;
+    int64_t n_in, hidden1, hidden2, n_out;
     double eps1, eps2;
-    const float *w1t;   /* (latent x hidden1): the first layer's weights, transposed */
+    const float *w1t;   /* (n_in x hidden1): the first layer's weights, transposed */
     const float *b1, *gain1, *bias1;
     const float *w2;    /* (hidden2 x hidden1) */
     const float *w2t;   /* (hidden1 x hidden2) */
     const float *b2, *gain2, *bias2;
-    const float *w3;    /* (out x hidden2) */
-    const float *w3t;   /* (hidden2 x out) */
-    const float *b3, *scale, *mean;
+    const float *w3;    /* (n_out x hidden2) */
+    const float *w3t;   /* (hidden2 x n_out) */
+    const float *b3;
+} NpeMlp;
+
+/* The decoder: its layers, the output's scale and mean (the pose normalization), and the
+ * refinement's basis carried through the first layer. */
+typedef struct {
+    NpeMlp mlp;
+    int64_t rank, rank_padded;
+    const float *scale, *mean;  /* (n_out) */
     const float *w1_basis; /* (hidden1 x rank_padded): W1 times the basis' rows, 0 past rank */
 } NpeDecoder;
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* y (m) = W x + b, W given transposed (n x m): a sum along contiguous rows per input. */
-ALWAYS_INLINE void dense(int64_t m, int64_t n, const float *wt, const float *b, const float *x,
-                         float *y) {
-    for (int64_t i = 0; i < m; i++) y[i] = b[i];
-    for (int64_t j = 0; j < n; j++) {
-        float xj = x[j];
-        if (xj == 0.0f) continue; /* a unit the ReLU closed */
-        const float *w = wt + j * m;
-        for (int64_t i = 0; i < m; i++) y[i] += w[i] * xj;
+/* y (m) = W x + b, W given transposed (n x m, each row padded to a multiple of DENSE_PAD
+ * outputs, as b): BLOCK outputs at a time, summed in registers along x, or along its
+ * entries listed in open (those the ReLU left open: the others are 0). */
+#define DENSE_PAD 64
+#define DENSE(BLOCK)                                                                       \
+    int64_t mp = (m + DENSE_PAD - 1) / DENSE_PAD * DENSE_PAD;                              \
+    for (int64_t i0 = 0; i0 < m; i0 += BLOCK) {                                            \
+        float acc[BLOCK];                                                                  \
+        for (int k = 0; k < BLOCK; k++) acc[k] = b[i0 + k];                                \
+        int64_t count = open ? n_open : n;                                                 \
+        for (int64_t a = 0; a < count; a++) {                                              \
+            int64_t j = open ? open[a] : a;                                                \
+            float xj = x[j];                                                               \
+            const float *w = wt + j * mp + i0;                                             \
+            for (int k = 0; k < BLOCK; k++) acc[k] += w[k] * xj;                           \
+        }                                                                                  \
+        int64_t rows = m - i0 < BLOCK ? m - i0 : BLOCK;                                    \
+        memcpy(y + i0, acc, sizeof(float) * (size_t)rows);                                 \
     }
-}
+
+#define DENSE_ARGS int64_t m, int64_t n, const float *wt, const float *b, const float *x, \
+    float *y, const int32_t *open, int64_t n_open
+
+#if defined(__x86_64__) || defined(_M_X64) /* the plain build: 16 vector registers */
+ALWAYS_INLINE void dense32(DENSE_ARGS) { DENSE(32) }
+#endif
+ALWAYS_INLINE void dense64(DENSE_ARGS) { DENSE(64) }
 
 /* LayerNorm (no learned mean shift beyond gain and bias) then ReLU, in place; with tangents
  * t (n x kp): d xhat = (dh - mean dh - xhat mean(xhat dh)) / sigma, scaled by the gain,
@@ -1330,39 +1356,95 @@ ALWAYS_INLINE void tangents2(int64_t m, int64_t n, const float *w, const float *
 
 /* Poses (n x out) and, with jac, their Jacobians (n x out x rank) of latents z (n x latent);
  * work: (hidden1 + hidden2 + out) x rank_padded floats. */
-#define DECODE_BODY(TANGENTS)                                                              \
+/* The layers without tangents: out (n_out) of x (n_in); h1, h2, alive1, alive2: buffers. */
+#define MLP_FORWARD(DENSEF, m, x, out)                                                     \
+    do {                                                                                   \
+        DENSEF((m)->hidden1, (m)->n_in, (m)->w1t, (m)->b1, x, h1, NULL, 0);                \
+        int64_t open1_ = norm_relu((m)->hidden1, h1, (m)->gain1, (m)->bias1, (m)->eps1,    \
+                                   NULL, 0, alive1);                                       \
+        DENSEF((m)->hidden2, (m)->hidden1, (m)->w2t, (m)->b2, h1, h2, alive1, open1_);     \
+        int64_t open2_ = norm_relu((m)->hidden2, h2, (m)->gain2, (m)->bias2, (m)->eps2,    \
+                                   NULL, 0, alive2);                                       \
+        DENSEF((m)->n_out, (m)->hidden2, (m)->w3t, (m)->b3, h2, out, alive2, open2_);      \
+    } while (0)
+
+#define DECODE_BODY(TANGENTS, DENSEF)                                                      \
     float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH];                                    \
     int32_t alive1[DECODER_MAX_WIDTH], alive2[DECODER_MAX_WIDTH];                          \
-    int64_t kp = d->rank_padded, nd = d->out;                                              \
-    float *t1 = work, *t2 = t1 + d->hidden1 * kp, *t3 = t2 + d->hidden2 * kp;              \
+    const NpeMlp *m = &d->mlp;                                                             \
+    int64_t kp = d->rank_padded, nd = m->n_out;                                            \
+    float *t1 = work, *t2 = t1 + m->hidden1 * kp, *t3 = t2 + m->hidden2 * kp;              \
     for (int64_t f = 0; f < n; f++) {                                                      \
         float *o = pose + f * nd;                                                          \
-        dense(d->hidden1, d->latent, d->w1t, d->b1, z + f * d->latent, h1);                \
-        if (jac) memcpy(t1, d->w1_basis, sizeof(float) * d->hidden1 * kp);                 \
-        int64_t open1 = norm_relu(d->hidden1, h1, d->gain1, d->bias1, d->eps1,             \
-                                  jac ? t1 : NULL, kp, alive1);                            \
-        dense(d->hidden2, d->hidden1, d->w2t, d->b2, h1, h2);                              \
-        if (jac) TANGENTS(d->hidden2, d->hidden1, d->w2, t1, t2, kp, alive1, open1);       \
-        int64_t open2 = norm_relu(d->hidden2, h2, d->gain2, d->bias2, d->eps2,             \
-                                  jac ? t2 : NULL, kp, alive2);                            \
-        dense(nd, d->hidden2, d->w3t, d->b3, h2, o);                                       \
-        if (jac) TANGENTS(nd, d->hidden2, d->w3, t2, t3, kp, alive2, open2);               \
-        for (int64_t i = 0; i < nd; i++) o[i] = o[i] * d->scale[i] + d->mean[i];           \
-        if (jac) {                                                                         \
+        if (!jac) {                                                                        \
+            MLP_FORWARD(DENSEF, m, z + f * m->n_in, o);                                    \
+        } else {                                                                           \
+            DENSEF(m->hidden1, m->n_in, m->w1t, m->b1, z + f * m->n_in, h1, NULL, 0);      \
+            memcpy(t1, d->w1_basis, sizeof(float) * m->hidden1 * kp);                      \
+            int64_t open1 = norm_relu(m->hidden1, h1, m->gain1, m->bias1, m->eps1, t1, kp, \
+                                      alive1);                                             \
+            DENSEF(m->hidden2, m->hidden1, m->w2t, m->b2, h1, h2, alive1, open1);          \
+            TANGENTS(m->hidden2, m->hidden1, m->w2, t1, t2, kp, alive1, open1);            \
+            int64_t open2 = norm_relu(m->hidden2, h2, m->gain2, m->bias2, m->eps2, t2, kp, \
+                                      alive2);                                             \
+            DENSEF(nd, m->hidden2, m->w3t, m->b3, h2, o, alive2, open2);                   \
+            TANGENTS(nd, m->hidden2, m->w3, t2, t3, kp, alive2, open2);                    \
             float *out = jac + f * nd * d->rank;                                           \
             for (int64_t i = 0; i < nd; i++)                                               \
                 for (int64_t k = 0; k < d->rank; k++)                                      \
                     out[i * d->rank + k] = t3[i * kp + k] * d->scale[i];                   \
         }                                                                                  \
+        for (int64_t i = 0; i < nd; i++) o[i] = o[i] * d->scale[i] + d->mean[i];           \
     }
+
+/* The universal solver's edit as its fused graph runs it (ik_universal_fused), pose by
+ * pose: the pose normalized and encoded; the solver on the latent and each joint's mask,
+ * normalized target (masked) and weight (masked); the latent plus its answer decoded. Twice
+ * per pose: towards the targets, then with the targets on the pose itself (the unmoved
+ * edit the engine subtracts), each decoded into edited (2n x out: all the first, then all
+ * the second); the first's latents into latent (n x latent). */
+#define UNIVERSAL_BODY(DENSEF)                                                             \
+    float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH], x[DECODER_MAX_WIDTH];              \
+    float z[DECODER_MAX_WIDTH], ask[DECODER_MAX_WIDTH], edit[DECODER_MAX_WIDTH];           \
+    int32_t alive1[DECODER_MAX_WIDTH], alive2[DECODER_MAX_WIDTH];                          \
+    int64_t nd = d->mlp.n_out, nj = nd / 3, nl = encoder->n_out;                           \
+    for (int64_t f = 0; f < n; f++) {                                                      \
+        const float *p = pose + f * nd;                                                    \
+        for (int64_t i = 0; i < nd; i++) x[i] = (p[i] - d->mean[i]) / d->scale[i];         \
+        MLP_FORWARD(DENSEF, encoder, x, z);                                                \
+        for (int pass = 0; pass < 2; pass++) {                                             \
+            const float *t = pass == 0 ? targets + f * nd : p;                             \
+            memcpy(ask, z, sizeof(float) * nl);                                            \
+            for (int64_t j = 0; j < nj; j++) {                                             \
+                float on = mask[f * nj + j], *a = ask + nl + 5 * j;                        \
+                a[0] = on;                                                                 \
+                for (int c = 0; c < 3; c++)                                                \
+                    a[1 + c] = ((t[3 * j + c] - d->mean[3 * j + c]) / d->scale[3 * j + c]) \
+                               * on;                                                       \
+                a[4] = weights[f * nj + j] * on;                                           \
+            }                                                                              \
+            MLP_FORWARD(DENSEF, solver, ask, edit);                                        \
+            for (int64_t l = 0; l < nl; l++) edit[l] += z[l];                              \
+            if (pass == 0) memcpy(latent + f * nl, edit, sizeof(float) * nl);              \
+            float *o = edited + (pass * n + f) * nd;                                       \
+            MLP_FORWARD(DENSEF, &d->mlp, edit, o);                                         \
+            for (int64_t i = 0; i < nd; i++) o[i] = o[i] * d->scale[i] + d->mean[i];       \
+        }                                                                                  \
+    }
+
+#define UNIVERSAL_ARGS const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d, \
+    int64_t n, const float *pose, const float *mask, const float *targets,                \
+    const float *weights, float *edited, float *latent
 
 #define DECODE_ARGS const NpeDecoder *d, int64_t n, const float *z, float *pose, float *jac, \
     float *work
 
 #if defined(__x86_64__) || defined(_M_X64)
-static void decode_plain(DECODE_ARGS) { DECODE_BODY(tangents1) }
-#else /* arm64: 32 vector registers, two rows' accumulators fit */
-static void decode_plain(DECODE_ARGS) { DECODE_BODY(tangents2) }
+static void decode_plain(DECODE_ARGS) { DECODE_BODY(tangents1, dense32) }
+static void universal_plain(UNIVERSAL_ARGS) { UNIVERSAL_BODY(dense32) }
+#else /* arm64: 32 vector registers, twice the accumulators fit */
+static void decode_plain(DECODE_ARGS) { DECODE_BODY(tangents2, dense64) }
+static void universal_plain(UNIVERSAL_ARGS) { UNIVERSAL_BODY(dense64) }
 #endif
 
 #if defined(__x86_64__) || defined(_M_X64)
@@ -1370,7 +1452,10 @@ static void decode_plain(DECODE_ARGS) { DECODE_BODY(tangents2) }
 /* The same code for processors with AVX2 and FMA: found at run time, since the library is
  * built for the baseline x86-64 every such machine runs. */
 __attribute__((target("avx2,fma"))) static void decode_avx2(DECODE_ARGS) {
-    DECODE_BODY(tangents2)
+    DECODE_BODY(tangents2, dense64)
+}
+__attribute__((target("avx2,fma"))) static void universal_avx2(UNIVERSAL_ARGS) {
+    UNIVERSAL_BODY(dense64)
 }
 
 static int has_avx2(void) {
@@ -1389,16 +1474,23 @@ static int has_avx2(void) {
     return known;
 }
 #define DECODE(...) (has_avx2() ? decode_avx2(__VA_ARGS__) : decode_plain(__VA_ARGS__))
+#define UNIVERSAL(...) \
+    (has_avx2() ? universal_avx2(__VA_ARGS__) : universal_plain(__VA_ARGS__))
 #else
 #define DECODE(...) decode_plain(__VA_ARGS__)
+#define UNIVERSAL(...) universal_plain(__VA_ARGS__)
 #endif
 
 #pragma clang fp contract(off)
 
+static int mlp_fits(const NpeMlp *m) {
+    return m->n_in <= DECODER_MAX_WIDTH && m->hidden1 <= DECODER_MAX_WIDTH
+           && m->hidden2 <= DECODER_MAX_WIDTH && m->n_out <= DECODER_MAX_WIDTH;
+}
+
 static int decoder_fits(const NpeDecoder *d) {
-    return d->hidden1 <= DECODER_MAX_WIDTH && d->hidden2 <= DECODER_MAX_WIDTH
-           && d->rank <= d->rank_padded && d->rank_padded <= DECODER_MAX_TANGENTS
-           && d->rank_padded % TANGENT_BLOCK == 0;
+    return mlp_fits(&d->mlp) && d->rank >= 0 && d->rank <= d->rank_padded
+           && d->rank_padded <= DECODER_MAX_TANGENTS && d->rank_padded % TANGENT_BLOCK == 0;
 }
 
 /* Whether the decoder runs its AVX2 code here (1) or the plain one (0). */
@@ -1416,6 +1508,19 @@ NPE_API int64_t npe_decoder_avx2(void) {
 NPE_API int64_t npe_decode(DECODE_ARGS) {
     if (!decoder_fits(d)) return -2;
     DECODE(d, n, z, pose, jac, work);
+    return 0;
+}
+
+/* The universal solver's fused edit (UNIVERSAL_BODY) of n poses (n x out), masks and
+ * weights (n x joints), targets (n x out). Returns 0, or -2 for networks that do not fit
+ * together or the kernel's buffers. */
+NPE_API int64_t npe_universal(UNIVERSAL_ARGS) {
+    int64_t nd = d->mlp.n_out, nl = encoder->n_out;
+    if (!decoder_fits(d) || !mlp_fits(encoder) || !mlp_fits(solver) || nd % 3 != 0
+        || encoder->n_in != nd || solver->n_in != nl + 5 * (nd / 3) || solver->n_out != nl
+        || d->mlp.n_in != nl)
+        return -2;
+    UNIVERSAL(encoder, solver, d, n, pose, mask, targets, weights, edited, latent);
     return 0;
 }
 
@@ -1453,8 +1558,8 @@ NPE_API int64_t npe_refine_run(
     double *pose, double *jac, double *goal, double *row_w, double *rjac, double *rres,
     double *hess, double *inverse, double *cost, double *damping, double *scale,
     int64_t *stale) {
-    int64_t nv = rank + 2, dim = 3 * nj, latent = d->latent;
-    if (!decoder_fits(d) || d->rank != rank || d->out != dim) return -2;
+    int64_t nv = rank + 2, dim = 3 * nj, latent = d->mlp.n_in;
+    if (!decoder_fits(d) || d->rank != rank || d->mlp.n_out != dim) return -2;
     basis_latents(n, latent, rank, nv, z_net, basis, v, latent_out);
     DECODE(d, n, latent_out, decoded, jac_f, work);
     offset_poses(n * dim, offset, decoded, raw);

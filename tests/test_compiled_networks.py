@@ -1,6 +1,6 @@
-"""The compiled decoder: its weights read from the ONNX file without the onnx package, its
-poses and Jacobians against onnxruntime's, and where onnxruntime stays in charge (another
-decoder shape, a disagreement, the kernels off)."""
+"""The compiled networks: their weights read from the ONNX files without the onnx package,
+the decoder's poses and Jacobians and the universal solver's fused edit against
+onnxruntime's, and where onnxruntime stays in charge (another shape, a disagreement)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from blender_addon.core import compiled_decoder, native, refine
+from blender_addon.core import compiled_networks, native, refine
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
 from blender_addon.core.onnx_graph import OnnxReadError, read_graph
@@ -24,6 +24,8 @@ from tests.test_refine_graph import _drags
 # where the processor has them.
 POSE_SAME = 1e-6
 JACOBIAN_SAME = 2e-6  # of the largest entry
+# The fused edit's latents: measured 1.3e-6 off onnxruntime's (its poses 3e-7).
+LATENT_SAME = 5e-6
 # A refined pose decoded in C against one decoded by onnxruntime (the steps carry the
 # decoders' float32 rounding): measured 1.0e-6 m at most over 54 drags, median 1.5e-7.
 DECODERS_SAME_M = 1e-5
@@ -66,7 +68,7 @@ def test_a_file_that_is_not_onnx_is_named(shipped_models: ModelSet, tmp_path) ->
 def test_the_compiled_decoder_decodes_as_onnxruntime(shipped_models: ModelSet,
                                                      manifold_clip: np.ndarray) -> None:
     """Poses and Jacobians of the latents of real poses, one at a time and in a batch."""
-    compiled = compiled_decoder.compiled_decoder(shipped_models)
+    compiled = compiled_networks.compiled_decoder(shipped_models)
     assert compiled is not None
     graph = shipped_models.by_role("decoder_jacobian")[0]
     z = _latents(shipped_models, manifold_clip[::9])
@@ -85,19 +87,19 @@ def test_the_compiled_decoder_decodes_as_onnxruntime(shipped_models: ModelSet,
 def test_a_decoder_of_another_shape_is_left_to_onnxruntime(shipped_models: ModelSet) -> None:
     folder = shipped_models.folder
     decoder = read_graph(folder / "decoder.onnx")
-    assert compiled_decoder.decoder_layers(decoder) is not None
-    assert compiled_decoder.decoder_layers(read_graph(folder / "encoder.onnx")) is None
+    assert compiled_networks.decoder_layers(decoder) is not None
+    assert compiled_networks.decoder_layers(read_graph(folder / "encoder.onnx")) is None
 
-    def changed(index: int, **change) -> compiled_decoder.Graph:
+    def changed(index: int, **change) -> compiled_networks.Graph:
         nodes = [dataclasses.replace(n, attributes=dict(n.attributes)) for n in decoder.nodes]
         nodes[index] = dataclasses.replace(nodes[index], **change)
         return dataclasses.replace(decoder, nodes=nodes)
 
-    assert compiled_decoder.decoder_layers(changed(2, op_type="Sigmoid")) is None
-    assert compiled_decoder.decoder_layers(changed(0, attributes={"transB": 0})) is None
-    assert compiled_decoder.decoder_layers(changed(1, attributes={"axis": 0})) is None
+    assert compiled_networks.decoder_layers(changed(2, op_type="Sigmoid")) is None
+    assert compiled_networks.decoder_layers(changed(0, attributes={"transB": 0})) is None
+    assert compiled_networks.decoder_layers(changed(1, attributes={"axis": 0})) is None
     skipped = changed(3, inputs=["latent", *decoder.nodes[3].inputs[1:]])  # not a chain
-    assert compiled_decoder.decoder_layers(skipped) is None
+    assert compiled_networks.decoder_layers(skipped) is None
 
 
 @pytest.mark.usefixtures("with_kernels")
@@ -106,16 +108,16 @@ def test_a_disagreeing_compiled_decoder_is_refused(shipped_models: ModelSet, mon
     """Weights read wrong (here: the output's mean moved 0.1 mm) leave onnxruntime
     decoding, and the refinement runs as without the compiled decoder."""
     models = ModelSet(shipped_models.folder)
-    real = compiled_decoder.decoder_layers
+    real = compiled_networks.decoder_layers
 
     def off(graph):
         layers = real(graph)
         layers["mean"] = layers["mean"] + np.float32(1e-4)
         return layers
 
-    monkeypatch.setattr(compiled_decoder, "decoder_layers", off)
-    with caplog.at_level(logging.WARNING, logger=compiled_decoder.__name__):
-        assert compiled_decoder.compiled_decoder(models) is None
+    monkeypatch.setattr(compiled_networks, "decoder_layers", off)
+    with caplog.at_level(logging.WARNING, logger=compiled_networks.__name__):
+        assert compiled_networks.compiled_decoder(models) is None
     assert "decoder.onnx: the compiled decoder is" in caplog.text
     assert "off onnxruntime's poses" in caplog.text
     assert native.kernels() is not None  # the other kernels stay
@@ -127,7 +129,7 @@ def test_the_one_call_refinement_is_the_numpy_steps_with_the_same_decoder(
     """The kernels' refinement with the compiled decoder (one call) gives the numpy steps'
     answer when they decode as it does, and onnxruntime's within its float32 rounding."""
     editor = PoseEditor(shipped_models)
-    assert compiled_decoder.compiled_decoder(shipped_models) is not None
+    assert compiled_networks.compiled_decoder(shipped_models) is not None
     calls = [(pose, effs) for k, pose in enumerate(manifold_clip[::15])
              for effs in _drags(pose, 2, seed=k)]
     fast = [editor.solve(pose, effs).positions for pose, effs in calls]
@@ -141,3 +143,67 @@ def test_the_one_call_refinement_is_the_numpy_steps_with_the_same_decoder(
     near = max(float(np.abs(a - b).max()) for a, b in zip(fast, plain, strict=True))
     assert same < 1e-9
     assert near < DECODERS_SAME_M
+
+
+def _edits(models: ModelSet, poses: np.ndarray, seed: int = 0
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Model-space poses with random effectors (masks, targets up to 20 cm off, weights)."""
+    rng = np.random.default_rng(seed)
+    model = to_model_space(poses)[0]
+    mask = (rng.random(model.shape[:2]) < 0.3).astype(np.float64)
+    targets = model + rng.normal(scale=0.1, size=model.shape) * mask[..., None]
+    return model, mask, targets, rng.random(mask.shape) * mask
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_the_compiled_universal_edit_is_onnxruntimes(shipped_models: ModelSet,
+                                                     manifold_clip: np.ndarray) -> None:
+    """The fused graph's edit (towards the targets, then unmoved) and its latents, on real
+    poses with random effectors."""
+    compiled = compiled_networks.compiled_universal(shipped_models)
+    assert compiled is not None
+    model, mask, targets, weights = _edits(shipped_models, manifold_clip[::6])
+    edited, latent = compiled.edit(model, mask, targets, weights)
+    both = lambda a, c: np.concatenate([a, c]).astype(np.float32)  # noqa: E731
+    fused = shipped_models.by_role("ik_universal_fused")[0]
+    want_edited, _, want_latent = fused.run_all(both(model, model), both(mask, mask),
+                                                both(targets, model), both(weights, weights))
+    assert np.abs(edited - want_edited).max() < POSE_SAME
+    assert np.abs(latent - want_latent[:len(model)]).max() < LATENT_SAME
+    moved = np.abs(edited[:len(model)] - edited[len(model):]).max()
+    assert moved > 0.01  # the targets moved the edit: something worth comparing
+
+
+def test_a_fused_graph_of_another_shape_is_left_to_onnxruntime(shipped_models: ModelSet
+                                                               ) -> None:
+    folder = shipped_models.folder
+    fused = read_graph(folder / "ik_universal_fused.onnx")
+    assert compiled_networks.fused_layers(fused) is not None
+    assert compiled_networks.fused_layers(read_graph(folder / "decoder.onnx")) is None
+    renamed = dict(fused.initializers)
+    renamed["solver.net.9.weight"] = renamed.pop("solver.net.6.weight")
+    assert compiled_networks.fused_layers(
+        dataclasses.replace(fused, initializers=renamed)) is None
+    assert compiled_networks.fused_layers(
+        dataclasses.replace(fused, inputs=["pose", "mask", "targets"])) is None
+    extra = [*fused.nodes, dataclasses.replace(fused.nodes[-1], op_type="Relu")]
+    assert compiled_networks.fused_layers(dataclasses.replace(fused, nodes=extra)) is None
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_solves_with_the_compiled_networks_are_onnxruntimes(shipped_models: ModelSet,
+                                                            manifold_clip: np.ndarray) -> None:
+    """The networks' answer (refinement off) and the refined one, with the kernels and
+    with onnxruntime alone."""
+    from blender_addon.core.pipeline import SolveOptions
+
+    editor = PoseEditor(shipped_models)
+    assert compiled_networks.compiled_universal(shipped_models) is not None
+    for steps in (0, 3):
+        options = SolveOptions(refine_steps=steps)
+        for k, pose in enumerate(manifold_clip[::15]):
+            for effs in _drags(pose, 2, seed=k):
+                got = editor.solve(pose, effs, options=options).positions
+                with native.switched_off():
+                    want = editor.solve(pose, effs, options=options).positions
+                np.testing.assert_allclose(got, want, rtol=0, atol=DECODERS_SAME_M)
