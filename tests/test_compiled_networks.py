@@ -207,3 +207,26 @@ def test_solves_with_the_compiled_networks_are_onnxruntimes(shipped_models: Mode
                 with native.switched_off():
                     want = editor.solve(pose, effs, options=options).positions
                 np.testing.assert_allclose(got, want, rtol=0, atol=DECODERS_SAME_M)
+
+
+@pytest.mark.usefixtures("with_kernels")
+def test_the_plain_code_agrees_too(shipped_models: ModelSet, manifold_clip: np.ndarray) -> None:
+    """Processors without AVX2 run the kernels' plain code: the same answers to rounding."""
+    kernels = native.kernels()
+    decoder = compiled_networks.compiled_decoder(shipped_models)
+    universal = compiled_networks.compiled_universal(shipped_models)
+    z = _latents(shipped_models, manifold_clip[::9])
+    edit = _edits(shipped_models, manifold_clip[::6])
+    fast = decoder.decode(z, jacobian=True), universal.edit(*edit)
+    kernels.decoder_allow_avx2(0)
+    try:
+        assert kernels.decoder_avx2() == 0
+        plain = decoder.decode(z, jacobian=True), universal.edit(*edit)
+    finally:
+        kernels.decoder_allow_avx2(1)
+    (pose, jac), (edited, latent) = fast
+    (p_pose, p_jac), (p_edited, p_latent) = plain
+    assert np.abs(p_pose - pose).max() < POSE_SAME
+    assert np.abs(p_jac - jac).max() < JACOBIAN_SAME * np.abs(jac).max()
+    assert np.abs(p_edited - edited).max() < POSE_SAME
+    assert np.abs(p_latent - latent).max() < LATENT_SAME

@@ -54,7 +54,7 @@ class _Decoder(ctypes.Structure):
     """npe_native.c's ``NpeDecoder``."""
 
     _fields_ = [("mlp", _Mlp), ("rank", ctypes.c_int64), ("rank_padded", ctypes.c_int64)] + [
-        (name, ctypes.c_void_p) for name in ("scale", "mean", "w1_basis")]
+        (name, ctypes.c_void_p) for name in ("scale", "mean", "w1_basis", "w2_mean")]
 
 
 def _f32(a: np.ndarray | float) -> np.ndarray:
@@ -148,7 +148,8 @@ class CompiledDecoder:
         padded = -(-rank // TANGENT_BLOCK) * TANGENT_BLOCK
         w1_basis = np.zeros((hidden1, padded), dtype=np.float32)
         w1_basis[:, :rank] = w1 @ basis.T
-        ends = [_f32(layers["scale"]), _f32(layers["mean"]), w1_basis]
+        w2_mean = _f32(np.asarray(layers["w2"], dtype=np.float64).mean(axis=0))
+        ends = [_f32(layers["scale"]), _f32(layers["mean"]), w1_basis, w2_mean]
         self._keep.extend(ends)
         self.struct = _Decoder(_mlp(layers, self._keep), rank, padded,
                                *(native.address(a) for a in ends))

@@ -94,6 +94,9 @@ class Kernels:
         self.decoder_avx2 = lib.npe_decoder_avx2
         self.decoder_avx2.restype = _I
         self.decoder_avx2.argtypes = []
+        self.decoder_allow_avx2 = lib.npe_decoder_allow_avx2
+        self.decoder_allow_avx2.restype = None
+        self.decoder_allow_avx2.argtypes = [_I]
         self.universal = lib.npe_universal
         self.universal.restype = _I
         self.universal.argtypes = [_P, _P, _P, _I, *[_P] * 6]

@@ -1244,6 +1244,7 @@ typedef struct {
     int64_t rank, rank_padded;
     const float *scale, *mean;  /* (n_out) */
     const float *w1_basis; /* (hidden1 x rank_padded): W1 times the basis' rows, 0 past rank */
+    const float *w2_mean;  /* (hidden1): the second layer's column means */
 } NpeDecoder;
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -1320,11 +1321,39 @@ ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const fl
     return open;
 }
 
+/* norm_relu without tangents, keeping the normalized values (xhat) and 1 / sigma. */
+ALWAYS_INLINE int64_t norm_relu_kept(int64_t n, float *h, const float *gain, const float *bias,
+                                     double eps, int32_t *alive, float *xhat, float *inv_out) {
+    double sum = 0.0, squares = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += h[i];
+    float mu = (float)(sum / (double)n);
+    for (int64_t i = 0; i < n; i++) {
+        float d = h[i] - mu;
+        squares += (double)d * d;
+    }
+    float inv = (float)(1.0 / sqrt(squares / (double)n + eps));
+    int64_t open = 0;
+    for (int64_t i = 0; i < n; i++) {
+        xhat[i] = (h[i] - mu) * inv;
+        float y = gain[i] * xhat[i] + bias[i];
+        if (y > 0.0f) alive[open++] = (int32_t)i;
+        h[i] = y > 0.0f ? y : 0.0f;
+    }
+    *inv_out = inv;
+    return open;
+}
+
 /* tout (m x kp) = W (m x n) tin (n x kp), over tin's open rows only (the others are 0),
- * ROWS output rows at a time: their accumulators stay in registers. */
+ * ROWS output rows at a time: their accumulators stay in registers. With rows_of, the
+ * output rows are those it lists (m of them), at their own places in tout. */
 #define TANGENT_ROWS(ROWS)                                                                 \
     for (int64_t i0 = 0; i0 < m; i0 += ROWS) {                                             \
         int64_t rows = m - i0 < ROWS ? m - i0 : ROWS;                                      \
+        int64_t at[ROWS];                                                                  \
+        for (int r = 0; r < ROWS; r++) {                                                   \
+            int64_t i = i0 + (r < rows ? r : 0);                                           \
+            at[r] = rows_of ? rows_of[i] : i;                                              \
+        }                                                                                  \
         for (int64_t k0 = 0; k0 < kp; k0 += TANGENT_BLOCK) {                               \
             float acc[ROWS][TANGENT_BLOCK];                                                \
             for (int r = 0; r < ROWS; r++)                                                 \
@@ -1333,26 +1362,23 @@ ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const fl
                 int64_t j = alive[a];                                                      \
                 const float *tj = tin + j * kp + k0;                                       \
                 for (int r = 0; r < ROWS; r++) {                                           \
-                    float wj = w[(i0 + (r < rows ? r : 0)) * n + j];                       \
+                    float wj = w[at[r] * n + j];                                           \
                     for (int k = 0; k < TANGENT_BLOCK; k++) acc[r][k] += wj * tj[k];       \
                 }                                                                          \
             }                                                                              \
             for (int64_t r = 0; r < rows; r++)                                             \
-                memcpy(tout + (i0 + r) * kp + k0, acc[r], sizeof(float) * TANGENT_BLOCK);  \
+                memcpy(tout + at[r] * kp + k0, acc[r], sizeof(float) * TANGENT_BLOCK);     \
         }                                                                                  \
     }
 
+#define TANGENT_ARGS int64_t m, int64_t n, const float *w, const float *tin, float *tout, \
+    int64_t kp, const int32_t *alive, int64_t open, const int32_t *rows_of
+
 #if defined(__x86_64__) || defined(_M_X64) /* 16 vector registers: one row at a time */
-ALWAYS_INLINE void tangents1(int64_t m, int64_t n, const float *w, const float *tin,
-                             float *tout, int64_t kp, const int32_t *alive, int64_t open) {
-    TANGENT_ROWS(1)
-}
+ALWAYS_INLINE void tangents1(TANGENT_ARGS) { TANGENT_ROWS(1) }
 #endif
 
-ALWAYS_INLINE void tangents2(int64_t m, int64_t n, const float *w, const float *tin,
-                             float *tout, int64_t kp, const int32_t *alive, int64_t open) {
-    TANGENT_ROWS(2)
-}
+ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
 
 /* Poses (n x out) and, with jac, their Jacobians (n x out x rank) of latents z (n x latent);
  * work: (hidden1 + hidden2 + out) x rank_padded floats. */
@@ -1369,7 +1395,8 @@ ALWAYS_INLINE void tangents2(int64_t m, int64_t n, const float *w, const float *
     } while (0)
 
 #define DECODE_BODY(TANGENTS, DENSEF)                                                      \
-    float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH];                                    \
+    float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH], xhat2[DECODER_MAX_WIDTH];          \
+    float u[DECODER_MAX_WIDTH], mt[DECODER_MAX_TANGENTS], mxt[DECODER_MAX_TANGENTS];      \
     int32_t alive1[DECODER_MAX_WIDTH], alive2[DECODER_MAX_WIDTH];                          \
     const NpeMlp *m = &d->mlp;                                                             \
     int64_t kp = d->rank_padded, nd = m->n_out;                                            \
@@ -1384,11 +1411,36 @@ ALWAYS_INLINE void tangents2(int64_t m, int64_t n, const float *w, const float *
             int64_t open1 = norm_relu(m->hidden1, h1, m->gain1, m->bias1, m->eps1, t1, kp, \
                                       alive1);                                             \
             DENSEF(m->hidden2, m->hidden1, m->w2t, m->b2, h1, h2, alive1, open1);          \
-            TANGENTS(m->hidden2, m->hidden1, m->w2, t1, t2, kp, alive1, open1);            \
-            int64_t open2 = norm_relu(m->hidden2, h2, m->gain2, m->bias2, m->eps2, t2, kp, \
-                                      alive2);                                             \
+            float inv2;                                                                    \
+            int64_t open2 = norm_relu_kept(m->hidden2, h2, m->gain2, m->bias2, m->eps2,    \
+                                           alive2, xhat2, &inv2);                          \
+            /* The LayerNorm's tangent needs the column means of W2 t1, and of xhat W2 t1, \
+             * over every unit: W2's column means (kept) and xhat W2 (here) times t1. The  \
+             * rows themselves only where the ReLU stays open. */                          \
+            for (int64_t b = 0; b < m->hidden1; b++) u[b] = 0.0f;                          \
+            for (int64_t j = 0; j < m->hidden2; j++) {                                     \
+                float xj = xhat2[j] / (float)m->hidden2;                                   \
+                const float *row = m->w2 + j * m->hidden1;                                 \
+                for (int64_t b = 0; b < m->hidden1; b++) u[b] += row[b] * xj;              \
+            }                                                                              \
+            for (int64_t k = 0; k < kp; k++) mt[k] = mxt[k] = 0.0f;                        \
+            for (int64_t a = 0; a < open1; a++) {                                          \
+                int64_t b = alive1[a];                                                     \
+                const float *row = t1 + b * kp;                                            \
+                float cb = d->w2_mean[b], ub = u[b];                                       \
+                for (int64_t k = 0; k < kp; k++) {                                         \
+                    mt[k] += cb * row[k];                                                  \
+                    mxt[k] += ub * row[k];                                                 \
+                }                                                                          \
+            }                                                                              \
+            TANGENTS(open2, m->hidden1, m->w2, t1, t2, kp, alive1, open1, alive2);         \
+            for (int64_t a = 0; a < open2; a++) {                                          \
+                int64_t i = alive2[a];                                                     \
+                float sc = m->gain2[i] * inv2, x = xhat2[i], *row = t2 + i * kp;           \
+                for (int64_t k = 0; k < kp; k++) row[k] = sc * (row[k] - mt[k] - x * mxt[k]); \
+            }                                                                              \
             DENSEF(nd, m->hidden2, m->w3t, m->b3, h2, o, alive2, open2);                   \
-            TANGENTS(nd, m->hidden2, m->w3, t2, t3, kp, alive2, open2);                    \
+            TANGENTS(nd, m->hidden2, m->w3, t2, t3, kp, alive2, open2, NULL);              \
             float *out = jac + f * nd * d->rank;                                           \
             for (int64_t i = 0; i < nd; i++)                                               \
                 for (int64_t k = 0; k < d->rank; k++)                                      \
@@ -1458,8 +1510,11 @@ __attribute__((target("avx2,fma"))) static void universal_avx2(UNIVERSAL_ARGS) {
     UNIVERSAL_BODY(dense64)
 }
 
+static int avx2_allowed = 1; /* npe_decoder_allow_avx2: the tests run both */
+
 static int has_avx2(void) {
     static int known = -1;
+    if (!avx2_allowed) return 0;
     if (known < 0) {
         unsigned int a, b, c, dx, lo, hi;
         int avx = __get_cpuid(1, &a, &b, &c, &dx) && (c & (1u << 12)) /* FMA */
@@ -1493,12 +1548,22 @@ static int decoder_fits(const NpeDecoder *d) {
            && d->rank_padded <= DECODER_MAX_TANGENTS && d->rank_padded % TANGENT_BLOCK == 0;
 }
 
-/* Whether the decoder runs its AVX2 code here (1) or the plain one (0). */
+/* Whether the networks run their AVX2 code here (1) or the plain one (0). */
 NPE_API int64_t npe_decoder_avx2(void) {
 #if defined(__x86_64__) || defined(_M_X64)
     return has_avx2();
 #else
     return 0;
+#endif
+}
+
+/* Allow the AVX2 code (1, the default) or not (0: the plain code, as on a processor
+ * without it; for the tests). */
+NPE_API void npe_decoder_allow_avx2(int64_t allow) {
+#if defined(__x86_64__) || defined(_M_X64)
+    avx2_allowed = allow != 0;
+#else
+    (void)allow;
 #endif
 }
 
