@@ -19,9 +19,10 @@ the models' body would fall short), is refined over ``z`` to minimise, in model 
 The latent moves along the few directions that move the decoded pose most on real poses
 (:attr:`ModelSet.jacobian_basis`, chosen at export), not along every latent axis: the
 same drag and pair figures, for a cheaper Jacobian and smaller normal equations. The
-decoder's exact Jacobian along them (the ``decoder_jacobian`` graph, one call) is taken
-once at ``z_net``; each step then costs one decoder call (a chord Gauss-Newton), and a step
-is kept only where it lowers the cost. Metric rows use
+decoder's exact Jacobian along them (the ``decoder_jacobian`` graph, one call, or the
+compiled decoder's, :mod:`.compiled_networks`) is taken once at ``z_net``; each step then
+costs one decode (a chord Gauss-Newton), and a step is kept only where it lowers the cost;
+with the compiled kernels, an effector edit's steps and decodes are one kernel call. Metric rows use
 the metric's gradient with respect to the pose (a batched forward difference through the
 same formula the sliders use). Everything is batched over poses.
 """
