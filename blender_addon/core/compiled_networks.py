@@ -19,6 +19,8 @@ from __future__ import annotations
 import ctypes
 import logging
 import weakref
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -183,12 +185,19 @@ _COMPILED: weakref.WeakKeyDictionary[ModelSet, CompiledDecoder | None] = \
 def compiled_decoder(models: ModelSet) -> CompiledDecoder | None:
     """The set's compiled decoder, or None (onnxruntime decodes): made and checked against
     onnxruntime once per set; None while the kernels are off."""
+    return _per_set(_COMPILED, models, _make)
+
+
+def _per_set(cache: weakref.WeakKeyDictionary, models: ModelSet,
+             make: Callable[[ModelSet, native.Kernels], Any]) -> Any:
+    """``make(models, kernels)``, once per set (None too), or None while the kernels are
+    off."""
     kernels = native.kernels()
     if kernels is None:
         return None
-    if models not in _COMPILED:
-        _COMPILED[models] = _make(models, kernels)
-    return _COMPILED[models]
+    if models not in cache:
+        cache[models] = make(models, kernels)
+    return cache[models]
 
 
 def _make(models: ModelSet, kernels: native.Kernels) -> CompiledDecoder | None:
@@ -322,12 +331,7 @@ _UNIVERSAL: weakref.WeakKeyDictionary[ModelSet, CompiledUniversal | None] = \
 def compiled_universal(models: ModelSet) -> CompiledUniversal | None:
     """The set's compiled fused edit, or None (onnxruntime runs ``ik_universal_fused``):
     made and checked against onnxruntime once per set; None while the kernels are off."""
-    kernels = native.kernels()
-    if kernels is None:
-        return None
-    if models not in _UNIVERSAL:
-        _UNIVERSAL[models] = _make_universal(models, kernels)
-    return _UNIVERSAL[models]
+    return _per_set(_UNIVERSAL, models, _make_universal)
 
 
 def _make_universal(models: ModelSet, kernels: native.Kernels) -> CompiledUniversal | None:

@@ -1280,8 +1280,8 @@ ALWAYS_INLINE void dense64(DENSE_ARGS) { DENSE(64) }
 /* LayerNorm (no learned mean shift beyond gain and bias) then ReLU, in place; with tangents
  * t (n x kp): d xhat = (dh - mean dh - xhat mean(xhat dh)) / sigma, scaled by the gain,
  * zero where the ReLU is closed. The open units' indices go to alive. */
-ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const float *bias,
-                                double eps, float *t, int64_t kp, int32_t *alive) {
+/* A LayerNorm's mean and 1 / sigma of n values (summed in float64). */
+ALWAYS_INLINE float layer_stats(int64_t n, const float *h, double eps, float *inv) {
     double sum = 0.0, squares = 0.0;
     for (int64_t i = 0; i < n; i++) sum += h[i];
     float mu = (float)(sum / (double)n);
@@ -1289,7 +1289,13 @@ ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const fl
         float d = h[i] - mu;
         squares += (double)d * d;
     }
-    float inv = (float)(1.0 / sqrt(squares / (double)n + eps));
+    *inv = (float)(1.0 / sqrt(squares / (double)n + eps));
+    return mu;
+}
+
+ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const float *bias,
+                                double eps, float *t, int64_t kp, int32_t *alive) {
+    float inv, mu = layer_stats(n, h, eps, &inv);
     for (int64_t i = 0; i < n; i++) h[i] = (h[i] - mu) * inv;
     float mt[DECODER_MAX_TANGENTS], mxt[DECODER_MAX_TANGENTS];
     if (t) {
@@ -1324,14 +1330,7 @@ ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const fl
 /* norm_relu without tangents, keeping the normalized values (xhat) and 1 / sigma. */
 ALWAYS_INLINE int64_t norm_relu_kept(int64_t n, float *h, const float *gain, const float *bias,
                                      double eps, int32_t *alive, float *xhat, float *inv_out) {
-    double sum = 0.0, squares = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += h[i];
-    float mu = (float)(sum / (double)n);
-    for (int64_t i = 0; i < n; i++) {
-        float d = h[i] - mu;
-        squares += (double)d * d;
-    }
-    float inv = (float)(1.0 / sqrt(squares / (double)n + eps));
+    float inv, mu = layer_stats(n, h, eps, &inv);
     int64_t open = 0;
     for (int64_t i = 0; i < n; i++) {
         xhat[i] = (h[i] - mu) * inv;
