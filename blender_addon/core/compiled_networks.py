@@ -26,7 +26,7 @@ import numpy as np
 
 from . import native, skeleton
 from .models import ModelSet
-from .onnx_graph import Graph, OnnxReadError, read_graph
+from .onnx_graph import Graph, Node, OnnxReadError, read_graph
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +95,27 @@ def _mlp_fits(layers: dict[str, np.ndarray | float]) -> bool:
             and np.shape(layers["b3"]) == (w3.shape[0],))
 
 
+def _stack(graph: Graph, dense: list[Node | None], norms: list[Node | None]
+           ) -> dict[str, np.ndarray | float] | None:
+    """The weights of three dense (Gemm) and two LayerNorm nodes, by the kernel's names
+    (w1, b1, gain1, bias1, eps1, ...), or None where a node is missing, is not a plain
+    ``x @ W.T + b`` or a last-axis LayerNorm, or lacks a weight."""
+    weights = graph.initializers
+    out: dict[str, np.ndarray | float] = {}
+    for k, n in enumerate(dense, 1):
+        if n is None or len(n.inputs) < 3 or n.attributes.get("transB") != 1 or any(
+                n.attributes.get(a, v) != v for a, v in (("transA", 0), ("alpha", 1.0),
+                                                         ("beta", 1.0))):
+            return None
+        out[f"w{k}"], out[f"b{k}"] = weights.get(n.inputs[1]), weights.get(n.inputs[2])
+    for k, n in enumerate(norms, 1):
+        if n is None or len(n.inputs) < 3 or n.attributes.get("axis", -1) != -1:
+            return None
+        out[f"gain{k}"], out[f"bias{k}"] = weights.get(n.inputs[1]), weights.get(n.inputs[2])
+        out[f"eps{k}"] = float(n.attributes.get("epsilon", 1e-5))
+    return None if any(v is None for v in out.values()) else out
+
+
 def decoder_layers(graph: Graph) -> dict[str, np.ndarray | float] | None:
     """The weights of a decoder graph of the shape the kernel runs, by the kernel's names,
     or None where the graph is anything else: latent -> Gemm (transB) -> LayerNorm (last
@@ -107,27 +128,12 @@ def decoder_layers(graph: Graph) -> dict[str, np.ndarray | float] | None:
     flow = [graph.inputs[0]] + [n.outputs[0] if n.outputs else "" for n in nodes[:-1]]
     if any(not n.inputs or n.inputs[0] != before for n, before in zip(nodes, flow, strict=True)):
         return None
-    weights = graph.initializers
-
-    def operand(node_index: int, position: int) -> np.ndarray | None:
-        node = nodes[node_index]
-        return weights.get(node.inputs[position]) if len(node.inputs) > position else None
-
-    out: dict[str, np.ndarray | float] = {}
-    for i, (w, b) in zip((0, 3, 6), (("w1", "b1"), ("w2", "b2"), ("w3", "b3")), strict=True):
-        a = nodes[i].attributes
-        if a.get("transB") != 1 or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0 \
-                or a.get("transA", 0) != 0:
-            return None
-        out[w], out[b] = operand(i, 1), operand(i, 2)
-    for i, (g, b, eps) in zip((1, 4), (("gain1", "bias1", "eps1"), ("gain2", "bias2", "eps2")),
-                              strict=True):
-        if nodes[i].attributes.get("axis", -1) != -1:
-            return None
-        out[g], out[b] = operand(i, 1), operand(i, 2)
-        out[eps] = float(nodes[i].attributes.get("epsilon", 1e-5))
-    out["scale"], out["mean"] = operand(7, 1), operand(8, 1)
-    if any(v is None for v in out.values()):
+    out = _stack(graph, nodes[0:7:3], nodes[1:5:3])  # the Gemms, the LayerNorms
+    if out is None:
+        return None
+    out["scale"], out["mean"] = (graph.initializers.get(n.inputs[1]) if len(n.inputs) > 1
+                                 else None for n in nodes[7:9])  # the Mul, the Add
+    if out["scale"] is None or out["mean"] is None:
         return None
     fits = _mlp_fits(out) and np.shape(out["w3"])[0] == _POSE_DIM \
         and all(np.shape(out[k]) == (_POSE_DIM,) for k in ("scale", "mean"))
@@ -251,28 +257,14 @@ LATENT_TOLERANCE = 1e-4  # latent units (measured 1.9e-6)
 def _named_mlp(graph: Graph, prefix: str) -> dict[str, np.ndarray | float] | None:
     """The dense stack whose weights are named ``prefix.0`` .. ``prefix.6`` (PyTorch's
     Sequential of Linear, LayerNorm, ReLU, Linear, LayerNorm, ReLU, Linear), or None."""
-    weights = graph.initializers
-    out: dict[str, np.ndarray | float] = {}
-    for k, (w, b) in zip((0, 3, 6), (("w1", "b1"), ("w2", "b2"), ("w3", "b3")), strict=True):
-        out[w], out[b] = weights.get(f"{prefix}.{k}.weight"), weights.get(f"{prefix}.{k}.bias")
-    for k, (g, b, eps) in zip((1, 4), (("gain1", "bias1", "eps1"), ("gain2", "bias2", "eps2")),
-                              strict=True):
-        gain = f"{prefix}.{k}.weight"
-        norms = [n for n in graph.nodes if n.op_type == "LayerNormalization"
-                 and n.inputs[1:2] == [gain] and n.attributes.get("axis", -1) == -1]
-        if len(norms) != 1:
-            return None
-        out[g], out[b] = weights.get(gain), weights.get(f"{prefix}.{k}.bias")
-        out[eps] = float(norms[0].attributes.get("epsilon", 1e-5))
-    dense = {f"{prefix}.{k}.weight" for k in (0, 3, 6)}
-    gemms = [n for n in graph.nodes
-             if n.op_type == "Gemm" and len(n.inputs) > 1 and n.inputs[1] in dense]
-    if any(v is None for v in out.values()) or len(gemms) != 3 or any(
-            n.attributes.get("transB") != 1 or n.attributes.get("transA", 0) != 0
-            or n.attributes.get("alpha", 1.0) != 1.0 or n.attributes.get("beta", 1.0) != 1.0
-            for n in gemms):
-        return None
-    return out if _mlp_fits(out) else None
+    def node(op: str, k: int) -> Node | None:
+        found = [n for n in graph.nodes if n.op_type == op and n.inputs[1:2] == [
+            f"{prefix}.{k}.weight"]]
+        return found[0] if len(found) == 1 else None
+
+    out = _stack(graph, [node("Gemm", k) for k in (0, 3, 6)],
+                 [node("LayerNormalization", k) for k in (1, 4)])
+    return out if out is not None and _mlp_fits(out) else None
 
 
 def fused_layers(graph: Graph) -> dict[str, dict[str, np.ndarray | float]] | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from .quaternions import EPS, quat_to_matrix
+from .skeleton import PARENTS
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,10 @@ SELF_CHECK_TOLERANCE = 1e-9  # the tests hold the kernels to the numpy code at t
 # Rig IK's steps are accepted or not by comparing sums, which rounding may tip where both
 # sides are all but equal: a few steps of a well-posed pull, held more loosely.
 SELF_CHECK_IK_STEPS, SELF_CHECK_IK_TOLERANCE = 5, 1e-6
+
+# The skeleton's parents as the kernels read them (int64, contiguous; read-only).
+SKELETON_PARENTS = np.ascontiguousarray(PARENTS, dtype=np.int64)
+SKELETON_PARENTS.flags.writeable = False
 
 _P = ctypes.c_void_p  # every array goes by its address
 _I = ctypes.c_int64

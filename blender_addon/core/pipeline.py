@@ -554,11 +554,11 @@ class PoseEditor:
         the edited latent and the decoded poses of both."""
         b = len(model)
         both = lambda a, c: np.concatenate([a, c])  # noqa: E731 - local shorthand
-        compiled = compiled_universal(self.models) \
-            if not requests and options.solver == "universal" else None
+        fused = not requests and options.solver == "universal"
+        compiled = compiled_universal(self.models) if fused else None
         if compiled is not None:  # the same edit in the kernels (see compiled_networks)
             edited, latents = compiled.edit(model, mask, t_model, w)
-        elif not requests and options.solver == "universal" and self._fused is not None:
+        elif fused and self._fused is not None:
             # The common edit in one session call (same result as the separate modules).
             edited, _, latents = self._fused.run_all(both(model, model), both(mask, mask),
                                                      both(t_model, model), both(w, w))

@@ -550,7 +550,7 @@ class _NativeWork:
                             ("jac_f", (b, dim, rank))):
             self.arrays[name] = np.zeros(shape, dtype=np.float32)
         self.at = {k: native.address(v) for k, v in self.arrays.items()}
-        self.shape = (native.address(_NATIVE_PARENTS), native.address(_NATIVE_RIGID),
+        self.shape = (native.address(native.SKELETON_PARENTS), native.address(_NATIVE_RIGID),
                       native.address(_native_prior(rank)), float(np.sqrt(RIGID_WEIGHT)))
         at = self.at
         self.start_args = (*self.shape, LM_START, *(at[k] for k in self.INPUTS),
@@ -651,7 +651,6 @@ def _checked_native(got: tuple[np.ndarray, ...], want: tuple[np.ndarray, ...]) -
         native.refuse(f"effector refinement: {worst:.1e} m off the numpy steps' pose")
 
 
-_NATIVE_PARENTS = np.ascontiguousarray(skeleton.PARENTS, dtype=np.int64)
 _NATIVE_RIGID = np.ascontiguousarray(_RIGID_PAIRS, dtype=np.int64)
 
 
@@ -726,8 +725,7 @@ class _Point:
         self.graph = next(iter(models.by_role("decoder_jacobian")), None)
         # The kernels' decoder where it runs: the numpy steps then decode as the kernels'
         # refinement does (the first one is checked against them).
-        self.compiled: CompiledDecoder | None = \
-            compiled_decoder(models) if self.graph is not None else None
+        self.compiled: CompiledDecoder | None = compiled_decoder(models)
         self.shrug = shrug
         self.rank = len(self.basis)
 

@@ -179,9 +179,10 @@ def _solve_native(kernels: native.Kernels, p: np.ndarray, goals: np.ndarray,
     tol2 = np.ascontiguousarray(tol2)
     turning = np.ascontiguousarray(turns, dtype=np.int64)
     status = kernels.rig_ik(
-        len(p), NUM_JOINTS, native.address(_NATIVE_PARENTS), native.address(_NATIVE_PIVOT_OF),
-        len(_PIVOTS), native.address(p), native.address(goal_flags), native.address(aims),
-        native.address(tol2), native.address(turning), iterations, stay, stay_decay,
+        len(p), NUM_JOINTS, native.address(native.SKELETON_PARENTS),
+        native.address(_NATIVE_PIVOT_OF), len(_PIVOTS), native.address(p),
+        native.address(goal_flags), native.address(aims), native.address(tol2),
+        native.address(turning), iterations, stay, stay_decay,
         STAY_FLOOR, FLOOR_NEAR, _INITIAL_DAMPING, _DAMPING_DOWN, _DAMPING_UP, _MIN_DAMPING,
         _MAX_DAMPING, _MIN_SCALE)
     if status != 0:
@@ -189,5 +190,4 @@ def _solve_native(kernels: native.Kernels, p: np.ndarray, goals: np.ndarray,
     return p
 
 
-_NATIVE_PARENTS = np.ascontiguousarray(PARENTS, dtype=np.int64)
 _NATIVE_PIVOT_OF = np.ascontiguousarray(_PIVOT_OF, dtype=np.int64)

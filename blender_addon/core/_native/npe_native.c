@@ -1277,9 +1277,6 @@ ALWAYS_INLINE void dense32(DENSE_ARGS) { DENSE(32) }
 #endif
 ALWAYS_INLINE void dense64(DENSE_ARGS) { DENSE(64) }
 
-/* LayerNorm (no learned mean shift beyond gain and bias) then ReLU, in place; with tangents
- * t (n x kp): d xhat = (dh - mean dh - xhat mean(xhat dh)) / sigma, scaled by the gain,
- * zero where the ReLU is closed. The open units' indices go to alive. */
 /* A LayerNorm's mean and 1 / sigma of n values (summed in float64). */
 ALWAYS_INLINE float layer_stats(int64_t n, const float *h, double eps, float *inv) {
     double sum = 0.0, squares = 0.0;
@@ -1293,53 +1290,50 @@ ALWAYS_INLINE float layer_stats(int64_t n, const float *h, double eps, float *in
     return mu;
 }
 
+/* LayerNorm (gain and bias) then ReLU, in place; the normalized values go to xhat and
+ * 1 / sigma to inv, the open units' indices to alive (their count returned). */
 ALWAYS_INLINE int64_t norm_relu(int64_t n, float *h, const float *gain, const float *bias,
-                                double eps, float *t, int64_t kp, int32_t *alive) {
-    float inv, mu = layer_stats(n, h, eps, &inv);
-    for (int64_t i = 0; i < n; i++) h[i] = (h[i] - mu) * inv;
-    float mt[DECODER_MAX_TANGENTS], mxt[DECODER_MAX_TANGENTS];
-    if (t) {
-        for (int64_t k = 0; k < kp; k++) mt[k] = mxt[k] = 0.0f;
-        for (int64_t i = 0; i < n; i++) {
-            const float *row = t + i * kp;
-            float x = h[i];
-            for (int64_t k = 0; k < kp; k++) {
-                mt[k] += row[k];
-                mxt[k] += x * row[k];
-            }
-        }
-        for (int64_t k = 0; k < kp; k++) {
-            mt[k] /= (float)n;
-            mxt[k] /= (float)n;
-        }
-    }
+                                double eps, int32_t *alive, float *xhat, float *inv) {
+    float mu = layer_stats(n, h, eps, inv);
     int64_t open = 0;
     for (int64_t i = 0; i < n; i++) {
-        float y = gain[i] * h[i] + bias[i];
-        if (t) {
-            float s = y > 0.0f ? gain[i] * inv : 0.0f, x = h[i];
-            float *row = t + i * kp;
-            for (int64_t k = 0; k < kp; k++) row[k] = s * (row[k] - mt[k] - x * mxt[k]);
-        }
+        xhat[i] = (h[i] - mu) * *inv;
+        float y = gain[i] * xhat[i] + bias[i];
         if (y > 0.0f) alive[open++] = (int32_t)i;
         h[i] = y > 0.0f ? y : 0.0f;
     }
     return open;
 }
 
-/* norm_relu without tangents, keeping the normalized values (xhat) and 1 / sigma. */
-ALWAYS_INLINE int64_t norm_relu_kept(int64_t n, float *h, const float *gain, const float *bias,
-                                     double eps, int32_t *alive, float *xhat, float *inv_out) {
-    float inv, mu = layer_stats(n, h, eps, &inv);
-    int64_t open = 0;
+/* The column means (over its n rows) of tangents t (n x kp), and of xhat times them. */
+ALWAYS_INLINE void column_means(int64_t n, const float *t, int64_t kp, const float *xhat,
+                                float *mt, float *mxt) {
+    for (int64_t k = 0; k < kp; k++) mt[k] = mxt[k] = 0.0f;
     for (int64_t i = 0; i < n; i++) {
-        xhat[i] = (h[i] - mu) * inv;
-        float y = gain[i] * xhat[i] + bias[i];
-        if (y > 0.0f) alive[open++] = (int32_t)i;
-        h[i] = y > 0.0f ? y : 0.0f;
+        const float *row = t + i * kp;
+        float x = xhat[i];
+        for (int64_t k = 0; k < kp; k++) {
+            mt[k] += row[k];
+            mxt[k] += x * row[k];
+        }
     }
-    *inv_out = inv;
-    return open;
+    for (int64_t k = 0; k < kp; k++) {
+        mt[k] /= (float)n;
+        mxt[k] /= (float)n;
+    }
+}
+
+/* norm_relu's tangents, on the open rows of t (n x kp) alone (the next layer reads no
+ * other): d xhat = (dh - mean dh - xhat mean(xhat dh)) / sigma, scaled by the gain, from
+ * the column means mt (of dh) and mxt (of xhat dh) over every unit. */
+ALWAYS_INLINE void norm_tangents(float *t, int64_t kp, const float *xhat, const float *gain,
+                                 float inv, const int32_t *alive, int64_t open,
+                                 const float *mt, const float *mxt) {
+    for (int64_t a = 0; a < open; a++) {
+        int64_t i = alive[a];
+        float s = gain[i] * inv, x = xhat[i], *row = t + i * kp;
+        for (int64_t k = 0; k < kp; k++) row[k] = s * (row[k] - mt[k] - x * mxt[k]);
+    }
 }
 
 /* tout (m x kp) = W (m x n) tin (n x kp), over tin's open rows only (the others are 0),
@@ -1381,20 +1375,22 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
 
 /* Poses (n x out) and, with jac, their Jacobians (n x out x rank) of latents z (n x latent);
  * work: (hidden1 + hidden2 + out) x rank_padded floats. */
-/* The layers without tangents: out (n_out) of x (n_in); h1, h2, alive1, alive2: buffers. */
+/* The layers without tangents: out (n_out) of x (n_in); h1, h2, xhat, alive1, alive2:
+ * buffers. */
 #define MLP_FORWARD(DENSEF, m, x, out)                                                     \
     do {                                                                                   \
+        float inv_;                                                                        \
         DENSEF((m)->hidden1, (m)->n_in, (m)->w1t, (m)->b1, x, h1, NULL, 0);                \
         int64_t open1_ = norm_relu((m)->hidden1, h1, (m)->gain1, (m)->bias1, (m)->eps1,    \
-                                   NULL, 0, alive1);                                       \
+                                   alive1, xhat, &inv_);                                   \
         DENSEF((m)->hidden2, (m)->hidden1, (m)->w2t, (m)->b2, h1, h2, alive1, open1_);     \
         int64_t open2_ = norm_relu((m)->hidden2, h2, (m)->gain2, (m)->bias2, (m)->eps2,    \
-                                   NULL, 0, alive2);                                       \
+                                   alive2, xhat, &inv_);                                   \
         DENSEF((m)->n_out, (m)->hidden2, (m)->w3t, (m)->b3, h2, out, alive2, open2_);      \
     } while (0)
 
 #define DECODE_BODY(TANGENTS, DENSEF)                                                      \
-    float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH], xhat2[DECODER_MAX_WIDTH];          \
+    float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH], xhat[DECODER_MAX_WIDTH];           \
     float u[DECODER_MAX_WIDTH], mt[DECODER_MAX_TANGENTS], mxt[DECODER_MAX_TANGENTS];      \
     int32_t alive1[DECODER_MAX_WIDTH], alive2[DECODER_MAX_WIDTH];                          \
     const NpeMlp *m = &d->mlp;                                                             \
@@ -1405,20 +1401,22 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
         if (!jac) {                                                                        \
             MLP_FORWARD(DENSEF, m, z + f * m->n_in, o);                                    \
         } else {                                                                           \
+            float inv;                                                                     \
             DENSEF(m->hidden1, m->n_in, m->w1t, m->b1, z + f * m->n_in, h1, NULL, 0);      \
             memcpy(t1, d->w1_basis, sizeof(float) * m->hidden1 * kp);                      \
-            int64_t open1 = norm_relu(m->hidden1, h1, m->gain1, m->bias1, m->eps1, t1, kp, \
-                                      alive1);                                             \
+            int64_t open1 = norm_relu(m->hidden1, h1, m->gain1, m->bias1, m->eps1, alive1, \
+                                      xhat, &inv);                                         \
+            column_means(m->hidden1, t1, kp, xhat, mt, mxt);                               \
+            norm_tangents(t1, kp, xhat, m->gain1, inv, alive1, open1, mt, mxt);            \
             DENSEF(m->hidden2, m->hidden1, m->w2t, m->b2, h1, h2, alive1, open1);          \
-            float inv2;                                                                    \
-            int64_t open2 = norm_relu_kept(m->hidden2, h2, m->gain2, m->bias2, m->eps2,    \
-                                           alive2, xhat2, &inv2);                          \
+            int64_t open2 = norm_relu(m->hidden2, h2, m->gain2, m->bias2, m->eps2, alive2, \
+                                      xhat, &inv);                                         \
             /* The LayerNorm's tangent needs the column means of W2 t1, and of xhat W2 t1, \
              * over every unit: W2's column means (kept) and xhat W2 (here) times t1. The  \
              * rows themselves only where the ReLU stays open. */                          \
             for (int64_t b = 0; b < m->hidden1; b++) u[b] = 0.0f;                          \
             for (int64_t j = 0; j < m->hidden2; j++) {                                     \
-                float xj = xhat2[j] / (float)m->hidden2;                                   \
+                float xj = xhat[j] / (float)m->hidden2;                                    \
                 const float *row = m->w2 + j * m->hidden1;                                 \
                 for (int64_t b = 0; b < m->hidden1; b++) u[b] += row[b] * xj;              \
             }                                                                              \
@@ -1433,11 +1431,7 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
                 }                                                                          \
             }                                                                              \
             TANGENTS(open2, m->hidden1, m->w2, t1, t2, kp, alive1, open1, alive2);         \
-            for (int64_t a = 0; a < open2; a++) {                                          \
-                int64_t i = alive2[a];                                                     \
-                float sc = m->gain2[i] * inv2, x = xhat2[i], *row = t2 + i * kp;           \
-                for (int64_t k = 0; k < kp; k++) row[k] = sc * (row[k] - mt[k] - x * mxt[k]); \
-            }                                                                              \
+            norm_tangents(t2, kp, xhat, m->gain2, inv, alive2, open2, mt, mxt);            \
             DENSEF(nd, m->hidden2, m->w3t, m->b3, h2, o, alive2, open2);                   \
             TANGENTS(nd, m->hidden2, m->w3, t2, t3, kp, alive2, open2, NULL);              \
             float *out = jac + f * nd * d->rank;                                           \
@@ -1456,6 +1450,7 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
  * the second); the first's latents into latent (n x latent). */
 #define UNIVERSAL_BODY(DENSEF)                                                             \
     float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH], x[DECODER_MAX_WIDTH];              \
+    float xhat[DECODER_MAX_WIDTH];                                                         \
     float z[DECODER_MAX_WIDTH], ask[DECODER_MAX_WIDTH], edit[DECODER_MAX_WIDTH];           \
     int32_t alive1[DECODER_MAX_WIDTH], alive2[DECODER_MAX_WIDTH];                          \
     int64_t nd = d->mlp.n_out, nj = nd / 3, nl = encoder->n_out;                           \
