@@ -381,4 +381,5 @@ def test_a_kernel_refinement_off_the_numpy_steps_is_refused(shipped_models, mani
     assert native.kernels() is None and "effector refinement" in native._refused
     with native.switched_off():
         want = PoseEditor(shipped_models).solve(pose, effs).positions
-    np.testing.assert_array_equal(got, want)
+    # (the start pose was prepared by the kernels before the refusal: the same to rounding)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import exact_reach, fabrik, reach_bounds, refine, rig_ik, rigid_branches, skeleton
+from . import exact_reach, fabrik, native, reach_bounds, refine, rig_ik, rigid_branches, skeleton
 from .compiled_networks import compiled_universal
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
@@ -48,6 +48,7 @@ from .normalize import (
     to_model_space_unchecked,
     yaw_matrix,
 )
+from .solve_kernels import SolveEnd, SolveStart
 
 COMBINE_MODES = ("average", "sequence")
 SOLVERS = ("universal", "chained", "classic")
@@ -147,6 +148,10 @@ for _side in "lr":
 # Start poses whose preparation (:class:`_Start`) a single-pose solve keeps: a drag solves
 # the same start pose on every update, a few of them while the user switches characters.
 START_CACHE_SIZE = 4
+# A solve's start and end in the kernels, with this module's constants.
+_SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT)
+_SOLVE_END = SolveEnd(_NETWORK_STRAIGHTEST, _HAND_GOALS, _ARM_STRAIGHTEST, MOVED_M,
+                      REACH_TOLERANCE)
 
 
 @dataclass
@@ -216,6 +221,13 @@ class _Start:
     @classmethod
     def of(cls, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
            ) -> _Start:
+        if (kernels := native.kernels()) is not None:  # all of it in one call (solve_kernels)
+            made = _SOLVE_START.run(kernels, p, lengths, scale,
+                                    (FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG))
+            start = cls(*_read_only(made.model, made.frame, made.turn, made.feet_down))
+            for name in _Start._MADE:  # what the properties below would make
+                start.__dict__[name] = _read_only(getattr(made, name))[0]
+            return start
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
         return cls(*_read_only(model, frame, turn, _feet_down(model)))
 
@@ -245,6 +257,8 @@ class _Start:
     def spans(self) -> np.ndarray:
         """(B, 6) :func:`refine.rigid_spans` of :attr:`rig_model`."""
         return _read_only(refine.rigid_spans(self.rig_model))[0]
+
+    _MADE = ("rig_lengths", "rig_model", "offset_scales", "familiarity", "spans")
 
 
 def familiarity(model: np.ndarray) -> np.ndarray:
@@ -514,13 +528,27 @@ class PoseEditor:
                                                else None,
                                                bool(turns), bool(turns) and not asked)
             pose = pose - _shift3(shift)[:, None]
-        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn)
         move = 0.0
         if options.refine_steps or shifted:
             move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
                     @ turn.swapaxes(-1, -2))
-            out = out + move
         tolerance = REACH_TOLERANCE / np.asarray(frame.scale)  # in the rig's units
+        if options.fix_lengths and (kernels := native.kernels()) is not None:
+            # The same steps as below in one kernel call (see solve_end).
+            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, model, p, frame,
+                                  turn, start.offset_scales,
+                                  np.broadcast_to(move, (len(p), 1, 3))[:, 0], t, mask, w,
+                                  user_mask, tolerance)
+            out, errors = ends.out, ends.errors
+            if ends.left.any():
+                out = _reach_rest(ends.rigid, ends.bent, out, p, (mask > 0) & (w >= 1.0), t,
+                                  frame.lengths, tolerance, fallback=not drag)
+                errors = self._errors(out, t, user_mask)
+            if not drag:
+                notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
+                                           refined=options.refine_steps > 0))
+            return EditResult(out, z_new, errors, notes)
+        out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
         if options.fix_lengths:  # a pose the rig can take: its pelvis and chest are rigid
             out = rigid_branches.keep_rigid(out, p, user_mask[:, ROOT] > 0)
         if options.fix_lengths and options.refine_steps:
@@ -751,19 +779,25 @@ def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndar
     named = over[0] > MISS_NOTE_M  # and the goals they are held against: said already
     short = held[0] & (errors[0] > MISS_NOTE_M) & ~named
     short[other[0][named]] = False
-    feet = held[0] & (user_mask[0] <= 0) if user_mask is not None else np.zeros_like(short)
-    goals = np.flatnonzero(held[0] & ~feet)  # the held goals other than the planted feet
-    for j in np.flatnonzero(short):
+    if not short.any():
+        return notes
+    # One pose's few notes in scalar math (a solve without refinement writes some each time).
+    feet = (held[0] & (user_mask[0] <= 0)).tolist() if user_mask is not None \
+        else [False] * skeleton.NUM_JOINTS
+    goals = [k for k in np.flatnonzero(held[0]).tolist() if not feet[k]]  # bar planted feet
+    planted = any(feet)
+    start, aims, misses = p[0].tolist(), t[0].tolist(), errors[0].tolist()
+    for j in np.flatnonzero(short).tolist():
         pins = [skeleton.JOINTS[k] for k in goals if k != j]
-        holding = (["the planted feet"] if feet.any() else []) + (
+        holding = (["the planted feet"] if planted else []) + (
             [f"the {', '.join(pins)} goal{'s' if len(pins) > 1 else ''}"] if pins else [])
-        free = ("free one of them" + (f" ({_FREE_FEET})" if feet.any() else "")) if pins \
+        free = ("free one of them" + (f" ({_FREE_FEET})" if planted else "")) if pins \
             else _FREE_FEET
-        nearer = "move it nearer" if np.linalg.norm(t[0, j] - p[0, j]) > MISS_NOTE_M \
+        nearer = "move it nearer" if math.dist(aims[j], start[j]) > MISS_NOTE_M \
             else "move the moved targets nearer"  # a held goal the others pulled off
         why = (f"while holding {' and '.join(holding)}: {nearer}, or {free}"
                if holding else f"from where the body stands: {nearer}")
-        notes.append(f"{skeleton.JOINTS[j]}: {errors[0, j] * reach_bounds.CM:.1f} cm "
+        notes.append(f"{skeleton.JOINTS[j]}: {misses[j] * reach_bounds.CM:.1f} cm "
                      f"{SHORT_MARK}: " + (f"no pose was found that reaches it {why}" if refined
                                           else "with Refinement at 0 the networks' answer "
                                           "stands (raise it to reach the target)"))
@@ -923,6 +957,15 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     if not full.any():
         return out
     bent, reaimed = _reaim_both(out, full, t, lengths, tolerance)
+    return _reach_rest(out, bent, reaimed, start, full, t, lengths, tolerance, fallback,
+                       use_fabrik)
+
+
+def _reach_rest(out: np.ndarray, bent: np.ndarray, reaimed: np.ndarray, start: np.ndarray,
+                full: np.ndarray, t: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
+                fallback: bool = True, use_fabrik: bool = True) -> np.ndarray:
+    """:func:`_reach_exactly` after its re-aims (``bent``, the hands' elbows bent, and
+    ``reaimed``, written into) of ``out``, for the goals ``full`` (B, 21)."""
     errors = PoseEditor._errors(reaimed, t, full)
     reaim_miss = errors.max(axis=1)
     moved = full & _moved(full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
@@ -993,7 +1036,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         off = np.flatnonzero(~taken)
         if off.size:
             polished[off] = _reaim_bent(polished[off], goals[off], targets[off],
-                                        np.broadcast_to(lengths, mask.shape)[rows[off]],
+                                        np.broadcast_to(lengths, full.shape)[rows[off]],
                                         tol[off])
             errors = PoseEditor._errors(polished[off], targets[off], goals[off])
             held = goals[off] & ~_moved(goals[off], targets[off], start[rows[off]],

@@ -12,6 +12,8 @@ goals), but goals beyond it always are.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .quaternions import norm
@@ -66,6 +68,8 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 
 
 _PAIRS, _USE = _tables()  # (S, 2) the fixed-distance pairs; (21 * 21, S) who crosses them
+_PAIR_LIST = _PAIRS.tolist()
+_SEGMENTS = tuple(tuple(np.flatnonzero(row).tolist()) for row in _USE)  # each pair's, as lists
 
 
 def max_spans(pose: np.ndarray) -> np.ndarray:
@@ -96,22 +100,25 @@ def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
 
 def _beyond_reach_one(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`beyond_reach` of one pose (21, 3), among its goals alone: a solve's few goals
-    need a few of the 441 pairs (the same answer, ties to the first goal as there)."""
+    """:func:`beyond_reach` of one pose (21, 3), among its goals alone, in scalar math: a
+    solve's few goals need a few of the 441 pairs, fewer float operations than the dozen
+    numpy calls on tiny arrays cost (the same answer, ties to the first goal as there)."""
     over, other = np.zeros((1, NUM_JOINTS)), np.full((1, NUM_JOINTS), -1)
-    g = np.flatnonzero(goals)
+    g = np.flatnonzero(goals).tolist()
     if len(g) < 2:
         return over, other
-    t = targets[g]
-    apart = norm(t[:, None] - t[None, :])  # (k, k)
-    moves = norm(t - pose[g])
-    fixed = norm(pose[_PAIRS[:, 0]] - pose[_PAIRS[:, 1]])
-    spans = (_USE[(g[:, None] * NUM_JOINTS + g[None, :]).ravel()] @ fixed).reshape(apart.shape)
-    excess = np.where(moves[:, None] >= moves[None, :], apart - spans, 0.0)
-    worst = excess.argmax(axis=1)
-    most = np.maximum(excess[np.arange(len(g)), worst], 0.0)
-    over[0, g] = most
-    other[0, g] = np.where(most > 0.0, g[worst], -1)
+    points, aims = pose.tolist(), targets.tolist()
+    fixed = [math.dist(points[a], points[b]) for a, b in _PAIR_LIST]
+    moves = [math.dist(aims[j], points[j]) for j in g]
+    for a, ja in enumerate(g):
+        most, worst = 0.0, -1
+        for b, jb in enumerate(g):
+            if moves[a] >= moves[b]:
+                excess = math.dist(aims[ja], aims[jb]) - sum(
+                    map(fixed.__getitem__, _SEGMENTS[ja * NUM_JOINTS + jb]))
+                if excess > most:
+                    most, worst = excess, jb
+        over[0, ja], other[0, ja] = most, worst
     return over, other
 
 

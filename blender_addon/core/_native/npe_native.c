@@ -22,7 +22,7 @@
 #endif
 
 /* Bumped whenever a signature changes: the loader refuses a library of another version. */
-#define NPE_ABI_VERSION 3
+#define NPE_ABI_VERSION 4
 /* quaternions.EPS: vectors shorter than this have no direction (the loader checks it). */
 #define EPS 1e-12
 
@@ -1642,5 +1642,291 @@ NPE_API int64_t npe_refine_run(
         if (taken == 0) break;
     }
     basis_latents(n, latent, rank, nv, z_net, basis, v, latent_out);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ the solve's end */
+
+/* What npe_finish reads besides the poses: the skeleton, keep_rigid's and exact_reach's
+ * tables as their own kernels take them, and the pipeline's re-aim constants. */
+typedef struct {
+    int64_t nj;
+    const int64_t *parents;  /* (nj) parents first */
+    const int64_t *rigid_layout;  /* npe_keep_rigid's layout */
+    const double *pelvis_weights;
+    double held_pelvis_weight;
+    const int64_t *carry_pelvis, *carry_chest;
+    const int64_t *reach_layout, *reach_masks;  /* npe_exact_reach's */
+    double slack, settle_slack, reach_margin;
+    int64_t settle_passes, settle_stall;
+    const double *network_straightest;  /* (nj) a moved goal's straightest share */
+    const int64_t *hand_goals;  /* (nj) 1 on the hands */
+    double arm_straightest;
+    double moved_m, moved_per_tolerance;  /* MOVED_M, MOVED_M / REACH_TOLERANCE */
+} FinishShape;
+
+/* normalize.from_model_space_unchecked (fix_lengths): the model pose's bones with the rig's
+ * lengths (directions kept; a bone without one takes its parent's, +Y off the pelvis), the
+ * pelvis height in rig units, turned back and put over the frame's root; then ``move``. */
+static void from_model(const FinishShape *s, const double *m, const double *lengths,
+                       double scale, const double *turn, const double *root,
+                       const double *move, double *out) {
+    int64_t nj = s->nj;
+    double rel[3 * RIG_IK_MAX_JOINTS], dirs[3 * RIG_IK_MAX_JOINTS];
+    rel[0] = rel[1] = rel[2] = 0.0;
+    dirs[0] = 0.0; dirs[1] = 1.0; dirs[2] = 0.0;
+    for (int64_t j = 1; j < nj; j++) {
+        int64_t p = s->parents[j];
+        double vec[3];
+        for (int i = 0; i < 3; i++) vec[i] = m[3 * j + i] - m[3 * p + i];
+        double n = sqrt(dot3(vec, vec));
+        for (int i = 0; i < 3; i++) {
+            dirs[3 * j + i] = n > EPS ? vec[i] / n : dirs[3 * p + i];
+            rel[3 * j + i] = rel[3 * p + i] + lengths[j] * dirs[3 * j + i];
+        }
+    }
+    for (int64_t j = 0; j < nj; j++) {
+        double v[3];
+        for (int i = 0; i < 3; i++) v[i] = rel[3 * j + i] + m[i] / scale;
+        mat_vec(turn, v, out + 3 * j);
+        for (int i = 0; i < 3; i++) out[3 * j + i] = out[3 * j + i] + root[i] + move[i];
+    }
+}
+
+static void reach_once(const FinishShape *s, double *pose, const int64_t *goals,
+                       const double *targets, const double *lengths, double tol,
+                       const double *straight, double settle, double shrug, int64_t bend_trunk) {
+    npe_exact_reach(1, s->nj, s->reach_layout, s->reach_masks, pose, goals, targets, lengths,
+                    &tol, straight, settle, shrug, bend_trunk, s->slack, s->settle_slack,
+                    s->reach_margin, s->settle_passes, s->settle_stall);
+}
+
+static double largest_error(int64_t nj, const double *p, const int64_t *goals, const double *t,
+                            double *err) {
+    double worst = 0.0;
+    goal_errors(nj, p, goals, t, err);
+    for (int64_t j = 0; j < nj; j++) worst = err[j] > worst ? err[j] : worst;
+    return worst;
+}
+
+/* PoseEditor._solve's end, pose by pose, from the model-space answer ``pose_model``: back to
+ * the rig and its bone lengths, moved by ``move`` (n, 3), the pelvis and chest made rigid
+ * (``rigid``), then
+ * - refined = 0, the networks' answer: each moved limb re-aimed at that answer (the model
+ *   offset back in rig units), kept bent, and the full-weight pins and planted feet at
+ *   their targets (exact_reach.solve as _solve calls it); left[f] = 0;
+ * - refined = 1: pipeline._reach_exactly's re-aims (the hands' elbows bent first, in
+ *   ``bent``, then the answer) and whether the pose needs its rig IK stage (left[f] = 1).
+ * ``out`` holds the answer and ``errors`` its effectors' misses (off user_mask: 0). */
+NPE_API int64_t npe_finish(
+    const FinishShape *s, int64_t n, int64_t refined, const double *pose_model,
+    const double *model, const double *start_all, const double *root_all,
+    const double *lengths_all, const double *scale_all, const double *turn_all,
+    const double *offset_scales_all, const double *move_all, const double *targets_all,
+    const double *mask_all, const double *weights_all, const double *user_mask_all,
+    const double *tol_all, double *rigid_all, double *bent_all, double *out_all,
+    double *errors_all, int64_t *left) {
+    int64_t nj = s->nj;
+    if (nj > RIG_IK_MAX_JOINTS) return -1;
+    for (int64_t f = 0; f < n; f++) {
+        size_t at = (size_t)(f * nj * 3);
+        const double *m = pose_model + at, *start = start_all + at, *t = targets_all + at;
+        const double *lengths = lengths_all + f * nj, *mask = mask_all + f * nj;
+        const double *w = weights_all + f * nj, *turn = turn_all + 9 * f;
+        double *rigid = rigid_all + at, *bent = bent_all + at, *out = out_all + at;
+        double tol = tol_all[f], scale = scale_all[f];
+        int64_t held_pelvis = user_mask_all[f * nj] > 0.0;
+        int64_t goals[RIG_IK_MAX_JOINTS];
+        double straight[RIG_IK_MAX_JOINTS], aims[3 * RIG_IK_MAX_JOINTS], err[RIG_IK_MAX_JOINTS];
+        left[f] = 0;
+        from_model(s, m, lengths, scale, turn, root_all + 3 * f, move_all + 3 * f, rigid);
+        npe_keep_rigid(1, nj, s->rigid_layout, s->pelvis_weights, s->held_pelvis_weight,
+                       s->carry_pelvis, s->carry_chest, rigid, start, &held_pelvis);
+        memcpy(out, rigid, 3 * nj * sizeof(double));
+        if (!refined) {
+            const double *base = model + at, *per = offset_scales_all + f * nj;
+            double moved_tol = s->moved_m / scale;
+            for (int64_t j = 0; j < nj; j++) {
+                double off = 0.0, d[3];
+                for (int i = 0; i < 3; i++) {
+                    double gap = fabs(t[3 * j + i] - start[3 * j + i]);
+                    off = gap > off ? gap : off;
+                }
+                int64_t moved = mask[j] > 0.0 && off > moved_tol;
+                goals[j] = moved || (mask[j] > 0.0 && w[j] >= 1.0);
+                straight[j] = moved ? s->network_straightest[j] : 1.0;
+                for (int i = 0; i < 3; i++) d[i] = (m[3 * j + i] - base[3 * j + i]) / per[j];
+                mat_vec(turn, d, aims + 3 * j);
+                for (int i = 0; i < 3; i++)
+                    aims[3 * j + i] = moved ? start[3 * j + i] + aims[3 * j + i] +
+                                              move_all[3 * f + i] : t[3 * j + i];
+            }
+            reach_once(s, out, goals, aims, lengths, tol, straight, 1.0, 1.0, 0);
+        } else {
+            int64_t hands = 0, any = 0;
+            for (int64_t j = 0; j < nj; j++) {
+                goals[j] = mask[j] > 0.0 && w[j] >= 1.0;
+                straight[j] = goals[j] && s->hand_goals[j] ? s->arm_straightest : 1.0;
+                hands |= goals[j] && s->hand_goals[j];
+                any |= goals[j];
+            }
+            memcpy(bent, rigid, 3 * nj * sizeof(double));
+            if (any) {
+                reach_once(s, bent, goals, t, lengths, tol, straight, 1.0, s->arm_straightest, 1);
+                memcpy(out, bent, 3 * nj * sizeof(double));
+                if (hands) {
+                    for (int64_t j = 0; j < nj; j++) straight[j] = 1.0;
+                    reach_once(s, out, goals, t, lengths, tol, straight, 1.0, 1.0, 1);
+                }
+                double miss = largest_error(nj, out, goals, t, err);
+                double moved_tol = tol * s->moved_per_tolerance;
+                int64_t straightened = 0;
+                if (miss <= tol) {
+                    goal_errors(nj, bent, goals, t, err);
+                    for (int64_t j = 0; j < nj; j++) {
+                        if (!(goals[j] && s->hand_goals[j])) continue;
+                        double off = 0.0;
+                        for (int i = 0; i < 3; i++) {
+                            double gap = fabs(t[3 * j + i] - start[3 * j + i]);
+                            off = gap > off ? gap : off;
+                        }
+                        straightened |= off > moved_tol && err[j] > tol;
+                    }
+                }
+                left[f] = miss > tol || straightened;
+            }
+        }
+        for (int64_t j = 0; j < nj; j++) {
+            double d[3];
+            for (int i = 0; i < 3; i++) d[i] = out[3 * j + i] - t[3 * j + i];
+            errors_all[f * nj + j] = user_mask_all[f * nj + j] > 0.0 ? sqrt(dot3(d, d)) : 0.0;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ a solve's start */
+
+/* What npe_start reads besides the poses: the skeleton and normalize's and the pipeline's
+ * tables and constants. */
+typedef struct {
+    int64_t nj, chains;
+    const int64_t *parents;  /* (nj) parents first */
+    const double *canonical;  /* (nj) skeleton.BONE_LENGTHS */
+    const int64_t *leg_bones;  /* (4) each side's shin and foot bones */
+    const int64_t *across;  /* (4) left thigh, right thigh, left upper arm, right upper arm */
+    const double *chain_weights;  /* (nj x chains) normalize._CHAIN_WEIGHTS */
+    const double *chain_of;  /* (chains x nj) normalize._CHAIN_OF */
+    const int64_t *chained;  /* (nj) normalize._CHAINED */
+    const double *canonical_chains;  /* (chains) */
+    double canonical_leg;
+    const int64_t *feet;  /* (4) the ankles (left, right), then the toes */
+    double toe_height, ankle_height;  /* pipeline.PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT */
+    int64_t neck;
+    double familiar_deg, unfamiliar_deg;  /* pipeline.FAMILIAR_TILT_DEG, UNFAMILIAR_... */
+    const int64_t *rigid_pairs;  /* (2 x 6) refine._RIGID_PAIRS */
+} StartShape;
+
+/* normalize.set_bone_lengths: each bone with its length in ``lengths``, its direction kept
+ * (a bone without one takes its parent's, +Y off the pelvis), the pelvis at ``root``. */
+static void with_lengths(const StartShape *s, const double *p, const double *lengths,
+                         const double *root, double *out) {
+    double dirs[3 * RIG_IK_MAX_JOINTS];
+    dirs[0] = 0.0; dirs[1] = 1.0; dirs[2] = 0.0;
+    memcpy(out, root, 3 * sizeof(double));
+    for (int64_t j = 1; j < s->nj; j++) {
+        int64_t q = s->parents[j];
+        double vec[3];
+        for (int i = 0; i < 3; i++) vec[i] = p[3 * j + i] - p[3 * q + i];
+        double n = sqrt(dot3(vec, vec));
+        for (int i = 0; i < 3; i++) {
+            dirs[3 * j + i] = n > EPS ? vec[i] / n : dirs[3 * q + i];
+            out[3 * j + i] = out[3 * q + i] + lengths[j] * dirs[3 * j + i];
+        }
+    }
+}
+
+/* pipeline._Start.of for each rig pose p (n x nj x 3): normalize.to_model_space_unchecked
+ * (``model``, ``root``, ``yaw``, ``lengths``, ``scale``, ``turn``; lengths_in and scale_in
+ * the rig's where given, else NULL: measured), pipeline._feet_down, and the start's
+ * cached properties: normalize.offset_scales, the rig's lengths in model units, the model
+ * pose with them, pipeline.familiarity and refine.rigid_spans. */
+NPE_API int64_t npe_start(
+    const StartShape *s, int64_t n, const double *p_all, const double *lengths_in,
+    const double *scale_in, double *model_all, double *root_all, double *yaw_all,
+    double *lengths_all, double *scale_all, double *turn_all, int64_t *feet_all,
+    double *offset_all, double *rig_lengths_all, double *rig_model_all, double *familiar_all,
+    double *spans_all) {
+    int64_t nj = s->nj, k = s->chains;
+    if (nj > RIG_IK_MAX_JOINTS || k > 8) return -1;
+    for (int64_t f = 0; f < n; f++) {
+        size_t at = (size_t)(f * nj * 3);
+        const double *p = p_all + at;
+        double *model = model_all + at, *lengths = lengths_all + f * nj, *turn = turn_all + 9 * f;
+        double rel[3 * RIG_IK_MAX_JOINTS];
+        if (lengths_in) {
+            memcpy(lengths, lengths_in + f * nj, (size_t)nj * sizeof(double));
+        } else {
+            lengths[0] = 0.0;
+            for (int64_t j = 1; j < nj; j++) lengths[j] = dist3(p + 3 * j, p + 3 * s->parents[j]);
+        }
+        double scale;
+        if (scale_in) {
+            scale = scale_in[f];
+        } else {
+            double leg = 0.0;
+            for (int b = 0; b < 4; b++) leg += 0.5 * lengths[s->leg_bones[b]];
+            scale = leg > EPS ? s->canonical_leg / leg : 1.0;
+        }
+        scale_all[f] = scale;
+        const double origin[3] = {0.0, 0.0, 0.0};
+        with_lengths(s, p, s->canonical, origin, rel);
+        double ax = 0.0, az = 0.0;
+        for (int side = 0; side < 2; side++) {
+            const double *l = rel + 3 * s->across[2 * side], *r = rel + 3 * s->across[2 * side + 1];
+            double v[3] = {l[0] - r[0], l[1] - r[1], l[2] - r[2]};
+            double norm = sqrt(dot3(v, v));
+            if (norm > EPS) { ax += v[0] / norm; az += v[2] / norm; }
+        }
+        double yaw = hypot(ax, az) > EPS ? -atan2(-az, ax) : 0.0, c = cos(yaw), sn = sin(yaw);
+        double m[9] = {c, 0.0, -sn, 0.0, 1.0, 0.0, sn, 0.0, c};
+        memcpy(turn, m, sizeof m);
+        yaw_all[f] = yaw;
+        for (int64_t j = 0; j < nj; j++) {
+            mat_t_vec(turn, rel + 3 * j, model + 3 * j);
+            model[3 * j + 1] += p[1] * scale;
+        }
+        root_all[3 * f] = p[0]; root_all[3 * f + 1] = 0.0; root_all[3 * f + 2] = p[2];
+        for (int side = 0; side < 2; side++)
+            feet_all[2 * f + side] = model[3 * s->feet[2 + side] + 1] < s->toe_height ||
+                                     model[3 * s->feet[side] + 1] < s->ankle_height;
+        double per_chain[8];
+        for (int64_t c2 = 0; c2 < k; c2++) {
+            double chain = 0.0;
+            for (int64_t j = 0; j < nj; j++) chain += lengths[j] * s->chain_weights[j * k + c2];
+            per_chain[c2] = chain > EPS ? s->canonical_chains[c2] / chain : scale;
+        }
+        double *offset = offset_all + f * nj, *rig_lengths = rig_lengths_all + f * nj;
+        for (int64_t j = 0; j < nj; j++) {
+            double v = 0.0;
+            for (int64_t c2 = 0; c2 < k; c2++) v += per_chain[c2] * s->chain_of[c2 * nj + j];
+            offset[j] = s->chained[j] ? v : scale;
+            rig_lengths[j] = lengths[j] * scale;
+        }
+        double *rig_model = rig_model_all + at;
+        with_lengths(s, model, rig_lengths, model, rig_model);
+        double axis[3];
+        for (int i = 0; i < 3; i++)
+            axis[i] = model[3 * s->neck + i] -
+                      (model[3 * s->feet[0] + i] + model[3 * s->feet[1] + i]) / 2.0;
+        double len = sqrt(dot3(axis, axis)), cosine = axis[1] / (len > 1e-12 ? len : 1e-12);
+        cosine = cosine < -1.0 ? -1.0 : cosine > 1.0 ? 1.0 : cosine;
+        double tilt = acos(cosine) * (180.0 / 3.14159265358979323846);
+        double familiar = (s->unfamiliar_deg - tilt) / (s->unfamiliar_deg - s->familiar_deg);
+        familiar_all[f] = familiar < 0.0 ? 0.0 : familiar > 1.0 ? 1.0 : familiar;
+        for (int r = 0; r < 6; r++)
+            spans_all[6 * f + r] = dist3(rig_model + 3 * s->rigid_pairs[r],
+                                         rig_model + 3 * s->rigid_pairs[6 + r]);
+    }
     return 0;
 }

@@ -1,0 +1,177 @@
+"""A solve's start and end, each in one kernel call (``npe_start``, ``npe_finish``).
+
+Around the networks (and the refinement), :meth:`.pipeline.PoseEditor._solve` takes the
+start pose into model space and measures what the edit needs of it (which feet are down,
+each joint's offset scale, the rig's proportions in model units, how upright it is), then
+takes the answer back to the rig's space and bone lengths, makes its pelvis and chest
+rigid, re-aims the limbs at their goals and measures the effectors' misses: some fifty
+numpy calls on one pose, each a few microseconds, and three kernel calls wrapped in Python
+(half a single solve's time). The kernels run the same steps in the same order
+(:func:`.normalize.to_model_space_unchecked`, :func:`.normalize.offset_scales`,
+:func:`.normalize.from_model_space_unchecked`, :func:`.rigid_branches.keep_rigid`,
+:func:`.exact_reach.solve` as ``_solve`` and ``_reach_exactly`` call it); the numpy code
+stays the specification and runs wherever the kernels are off.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import NamedTuple
+
+import numpy as np
+
+from . import exact_reach, native, normalize, refine, rigid_branches, skeleton
+from .normalize import BodyFrame
+from .skeleton import NUM_JOINTS
+
+_P, _I, _D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_double
+
+
+class _StartShape(ctypes.Structure):
+    """npe_native.c's ``StartShape``."""
+    _fields_ = (("nj", _I), ("chains", _I), ("parents", _P), ("canonical", _P),
+                ("leg_bones", _P), ("across", _P), ("chain_weights", _P), ("chain_of", _P),
+                ("chained", _P), ("canonical_chains", _P), ("canonical_leg", _D),
+                ("feet", _P), ("toe_height", _D), ("ankle_height", _D), ("neck", _I),
+                ("familiar_deg", _D), ("unfamiliar_deg", _D), ("rigid_pairs", _P))
+
+
+class Starts(NamedTuple):
+    """What :meth:`SolveStart.run` leaves, per pose: the model-space pose, its frame and
+    turn (:func:`.normalize.to_model_space_unchecked`), which feet are down (B, 2), each
+    joint's offset scale (B, 21), the rig's lengths in model units (B, 21), the model pose
+    with them, how upright it is (B,) and its rigid branches' spans (B, 6)."""
+    model: np.ndarray
+    frame: BodyFrame
+    turn: np.ndarray
+    feet_down: np.ndarray
+    offset_scales: np.ndarray
+    rig_lengths: np.ndarray
+    rig_model: np.ndarray
+    familiarity: np.ndarray
+    spans: np.ndarray
+
+
+# Each output's size per pose in npe_start's float64 block, in its order, and its shape.
+_START_PARTS = (("model", (NUM_JOINTS, 3)), ("root", (3,)), ("yaw", ()),
+                ("lengths", (NUM_JOINTS,)), ("scale", ()), ("turn", (3, 3)),
+                ("offset_scales", (NUM_JOINTS,)), ("rig_lengths", (NUM_JOINTS,)),
+                ("rig_model", (NUM_JOINTS, 3)), ("familiarity", ()), ("spans", (6,)))
+_START_SIZES = tuple(int(np.prod(shape)) for _, shape in _START_PARTS)
+
+
+class SolveStart:
+    """The start kernel with the pipeline's planted-feet constants (given by the pipeline,
+    which owns them)."""
+
+    def __init__(self, ankles: np.ndarray, toes: np.ndarray, toe_height: float,
+                 ankle_height: float) -> None:
+        joint = skeleton.JOINT_INDEX
+        self._keep = [np.ascontiguousarray(a, dtype=t) for a, t in (
+            (skeleton.BONE_LENGTHS, np.float64),
+            ([joint[b] for b in ("l_shin", "l_foot", "r_shin", "r_foot")], np.int64),
+            ([joint[j] for j in ("l_thigh", "r_thigh", "l_upperarm", "r_upperarm")], np.int64),
+            (normalize._CHAIN_WEIGHTS, np.float64), (normalize._CHAIN_OF, np.float64),
+            (normalize._CHAINED, np.int64), (normalize._CANONICAL_CHAINS, np.float64),
+            (np.r_[ankles, toes], np.int64), (refine._RIGID_PAIRS, np.int64))]
+        at = [native.address(a) for a in self._keep]
+        self._shape = _StartShape(
+            NUM_JOINTS, normalize._CHAIN_WEIGHTS.shape[1], native.address(native.SKELETON_PARENTS),
+            *at[:7], normalize._CANONICAL_LEG, at[7], toe_height, ankle_height,
+            joint["neck"], 0.0, 0.0, at[8])
+        self._at = ctypes.addressof(self._shape)
+
+    def run(self, kernels: native.Kernels, p: np.ndarray, lengths: np.ndarray | None,
+            scale: np.ndarray | None, tilts: tuple[float, float]) -> Starts:
+        """The start of a solve of float64 rig poses ``p`` (B, 21, 3); ``lengths`` (B, 21)
+        and their ``scale`` (B,) the rig's, or None: each pose's own; ``tilts``: the
+        familiar and unfamiliar tilts (degrees) of :func:`.pipeline.familiarity`."""
+        self._shape.familiar_deg, self._shape.unfamiliar_deg = tilts
+        p, n = np.ascontiguousarray(p, dtype=np.float64), len(p)
+        block = np.empty(n * sum(_START_SIZES))
+        feet = np.empty((n, 2), dtype=np.int64)
+        given = [None if a is None else np.ascontiguousarray(a, dtype=np.float64)
+                 for a in (lengths, scale)]  # kept through the call
+        base, outs, offset = native.address(block), {}, 0
+        addresses = []
+        for (name, shape), size in zip(_START_PARTS, _START_SIZES, strict=True):
+            outs[name] = block[offset:offset + n * size].reshape(n, *shape)
+            addresses.append(base + offset * block.itemsize)
+            offset += n * size
+        status = kernels.start(self._at, n, native.address(p),
+                               *(None if a is None else native.address(a) for a in given),
+                               *addresses[:6], native.address(feet), *addresses[6:])
+        if status != 0:
+            raise RuntimeError(f"npe_start refused a skeleton of {NUM_JOINTS} joints")
+        frame = BodyFrame(root=outs["root"], yaw=outs["yaw"], lengths=outs["lengths"],
+                          scale=outs["scale"])
+        return Starts(outs["model"], frame, outs["turn"], feet.astype(bool),
+                      outs["offset_scales"], outs["rig_lengths"], outs["rig_model"],
+                      outs["familiarity"], outs["spans"])
+
+
+class _Shape(ctypes.Structure):
+    """npe_native.c's ``FinishShape``."""
+    _fields_ = (("nj", _I), ("parents", _P), ("rigid_layout", _P), ("pelvis_weights", _P),
+                ("held_pelvis_weight", _D), ("carry_pelvis", _P), ("carry_chest", _P),
+                ("reach_layout", _P), ("reach_masks", _P), ("slack", _D),
+                ("settle_slack", _D), ("reach_margin", _D), ("settle_passes", _I),
+                ("settle_stall", _I), ("network_straightest", _P), ("hand_goals", _P),
+                ("arm_straightest", _D), ("moved_m", _D), ("moved_per_tolerance", _D))
+
+
+class Ends(NamedTuple):
+    """What :meth:`SolveEnd.run` leaves: the rig pose made rigid before any re-aim, the
+    hands' bent re-aim (refined only), the answer, its effectors' misses (B, 21), and which
+    poses still need :func:`.pipeline._reach_exactly`'s rig IK stage (B,)."""
+    rigid: np.ndarray
+    bent: np.ndarray
+    out: np.ndarray
+    errors: np.ndarray
+    left: np.ndarray
+
+
+class SolveEnd:
+    """The kernel with the pipeline's re-aim constants (given by the pipeline, which owns
+    them)."""
+
+    def __init__(self, network_straightest: np.ndarray, hand_goals: np.ndarray,
+                 arm_straightest: float, moved_m: float, reach_tolerance: float) -> None:
+        self._keep = (np.ascontiguousarray(network_straightest, dtype=np.float64),
+                      np.ascontiguousarray(hand_goals, dtype=np.int64))
+        tables = rigid_branches._NATIVE_ARRAYS
+        self._shape = _Shape(
+            NUM_JOINTS, native.address(native.SKELETON_PARENTS), native.address(tables[0]),
+            native.address(tables[1]), rigid_branches._HELD_PELVIS_WEIGHT,
+            native.address(tables[2]), native.address(tables[3]),
+            native.address(exact_reach._NATIVE_LAYOUT), native.address(exact_reach._NATIVE_MASKS),
+            exact_reach._SLACK, exact_reach._SETTLE_SLACK, exact_reach._REACH_MARGIN,
+            exact_reach._SETTLE_PASSES, exact_reach._SETTLE_STALL,
+            native.address(self._keep[0]), native.address(self._keep[1]), arm_straightest,
+            moved_m, moved_m / reach_tolerance)
+        self._at = ctypes.addressof(self._shape)
+
+    def run(self, kernels: native.Kernels, refined: bool, pose: np.ndarray,
+            model: np.ndarray, start: np.ndarray, frame: BodyFrame, turn: np.ndarray,
+            offset_scales: np.ndarray, move: np.ndarray, targets: np.ndarray,
+            mask: np.ndarray, weights: np.ndarray, user_mask: np.ndarray,
+            tolerance: np.ndarray) -> Ends:
+        """The end of a solve of the float64 model-space answer ``pose`` (B, 21, 3) from the
+        ``start`` rig poses, their model space ``model``, ``frame`` and ``turn``; ``move``
+        (B, 3) the floor move in rig units; ``targets``, ``mask`` and ``weights`` with the
+        planted feet held, ``user_mask`` the user's effectors; ``tolerance`` (B,) in rig
+        units."""
+        n = len(pose)
+        block = np.empty((3 * n, NUM_JOINTS, 3))
+        errors = np.empty((n, NUM_JOINTS))
+        left = np.empty(n, dtype=np.int64)
+        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (
+            pose, model, start, frame.root, frame.lengths, frame.scale, turn, offset_scales,
+            move, targets, mask, weights, user_mask, tolerance)]  # kept through the call
+        base, size = native.address(block), n * NUM_JOINTS * 3 * block.itemsize
+        status = kernels.finish(self._at, n, int(refined), *map(native.address, arrays),
+                                base, base + size, base + 2 * size, native.address(errors),
+                                native.address(left))
+        if status != 0:
+            raise RuntimeError(f"npe_finish refused a skeleton of {NUM_JOINTS} joints")
+        return Ends(block[:n], block[n:2 * n], block[2 * n:3 * n], errors, left.astype(bool))
