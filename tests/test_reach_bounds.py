@@ -214,9 +214,9 @@ def test_targets_beyond_reach_are_pulled_onto_it_and_the_others_stay(
     assert 30 < pulled < 81  # the target crossed the bound
 
 
-def test_a_single_pose_is_bounded_as_in_a_batch() -> None:
-    """One pose's check runs over its goals' pairs alone: the batch's answer, for any number
-    of goals, targets near and far."""
+def test_a_single_pose_is_bounded_as_in_a_batch(kernel: str) -> None:
+    """One pose's check runs over its goals' pairs alone (in scalar math, or the kernel):
+    the batch's answer, for any number of goals, targets near and far."""
     rng = np.random.default_rng(0)
     for _ in range(500):
         pose = rng.normal(scale=0.5, size=(1, skeleton.NUM_JOINTS, 3))

@@ -108,9 +108,12 @@ class Kernels:
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]
+        self.beyond_reach = lib.npe_beyond_reach
+        self.beyond_reach.restype = None
+        self.beyond_reach.argtypes = [_I, _I, _I, *[_P] * 7]
         self.start = lib.npe_start
         self.start.restype = _I
-        self.start.argtypes = [_P, _I, *[_P] * 15]
+        self.start.argtypes = [_P, _I, *[_P] * 5]
         self.finish = lib.npe_finish
         self.finish.restype = _I
         self.finish.argtypes = [_P, _I, _I, *[_P] * 19]

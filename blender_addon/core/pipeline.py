@@ -224,9 +224,8 @@ class _Start:
         if (kernels := native.kernels()) is not None:  # all of it in one call (solve_kernels)
             made = _SOLVE_START.run(kernels, p, lengths, scale,
                                     (FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG))
-            start = cls(*_read_only(made.model, made.frame, made.turn, made.feet_down))
-            for name in _Start._MADE:  # what the properties below would make
-                start.__dict__[name] = _read_only(getattr(made, name))[0]
+            start = cls(made.model, made.frame, made.turn, made.feet_down)  # read-only
+            start.__dict__.update(zip(_Start._MADE, made[4:], strict=True))  # the properties'
             return start
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
         return cls(*_read_only(model, frame, turn, _feet_down(model)))
@@ -258,7 +257,7 @@ class _Start:
         """(B, 6) :func:`refine.rigid_spans` of :attr:`rig_model`."""
         return _read_only(refine.rigid_spans(self.rig_model))[0]
 
-    _MADE = ("rig_lengths", "rig_model", "offset_scales", "familiarity", "spans")
+    _MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")  # Starts'
 
 
 def familiarity(model: np.ndarray) -> np.ndarray:
@@ -869,10 +868,15 @@ def _hold_planted_feet(feet_down: np.ndarray, p: np.ndarray, mask: np.ndarray,
     stays within ``unmoved`` (B,) of the ankle (a pinned foot keeps its toe down too); each
     pose decides for itself."""
     down = feet_down & (mask[:, _TOES] <= 0)
+    if not down.any():
+        return mask, t, w
     ankle_free = mask[:, _ANKLES] <= 0
-    ankle_kept = ~ankle_free & (
-        np.linalg.norm(t[:, _ANKLES] - p[:, _ANKLES], axis=-1) <= unmoved[:, None])
-    plant = _on_feet(down & ankle_free) | _on_feet(down & ankle_kept, (_TOES,))
+    toes = down & ankle_free
+    plant = _on_feet(toes)
+    if not ankle_free.all():  # (a single pose's drag mostly has none on the ankles)
+        toes |= down & ~ankle_free & (
+            np.linalg.norm(t[:, _ANKLES] - p[:, _ANKLES], axis=-1) <= unmoved[:, None])
+        plant[:, _TOES] = toes
     if not plant.any():
         return mask, t, w
     mask, w = np.where(plant, 1.0, mask), np.where(plant, 1.0, w)

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from . import native
 from .quaternions import norm
 from .skeleton import JOINT_INDEX, JOINTS, NUM_JOINTS, PARENTS
 
@@ -70,6 +71,11 @@ def _tables() -> tuple[np.ndarray, np.ndarray]:
 _PAIRS, _USE = _tables()  # (S, 2) the fixed-distance pairs; (21 * 21, S) who crosses them
 _PAIR_LIST = _PAIRS.tolist()
 _SEGMENTS = tuple(tuple(np.flatnonzero(row).tolist()) for row in _USE)  # each pair's, as lists
+# The same for the compiled kernel: the pairs, and each joint pair's path padded with -1.
+_NATIVE_PAIRS = np.ascontiguousarray(_PAIRS, dtype=np.int64)
+_NATIVE_SEGMENTS = np.full((len(_SEGMENTS), max(map(len, _SEGMENTS))), -1, dtype=np.int64)
+for _k, _path in enumerate(_SEGMENTS):
+    _NATIVE_SEGMENTS[_k, :len(_path)] = _path
 
 
 def max_spans(pose: np.ndarray) -> np.ndarray:
@@ -100,10 +106,18 @@ def beyond_reach(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
 
 def _beyond_reach_one(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
                       ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`beyond_reach` of one pose (21, 3), among its goals alone, in scalar math: a
-    solve's few goals need a few of the 441 pairs, fewer float operations than the dozen
-    numpy calls on tiny arrays cost (the same answer, ties to the first goal as there)."""
-    over, other = np.zeros((1, NUM_JOINTS)), np.full((1, NUM_JOINTS), -1)
+    """:func:`beyond_reach` of one pose (21, 3), among its goals alone, by the compiled
+    kernel or in scalar math: a solve's few goals need a few of the 441 pairs, fewer float
+    operations than the dozen numpy calls on tiny arrays cost (the same answer, ties to the
+    first goal as there)."""
+    over, other = np.zeros((1, NUM_JOINTS)), np.full((1, NUM_JOINTS), -1, dtype=np.int64)
+    if (kernels := native.kernels()) is not None:
+        arrays = [np.ascontiguousarray(a, dtype=t) for a, t in (
+            (pose, np.float64), (goals, np.int64), (targets, np.float64))]
+        kernels.beyond_reach(NUM_JOINTS, len(_NATIVE_PAIRS), _NATIVE_SEGMENTS.shape[1],
+                             *map(native.address, (_NATIVE_PAIRS, _NATIVE_SEGMENTS, *arrays,
+                                                   over, other)))
+        return over, other
     g = np.flatnonzero(goals).tolist()
     if len(g) < 2:
         return over, other

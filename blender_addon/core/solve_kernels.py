@@ -37,10 +37,11 @@ class _StartShape(ctypes.Structure):
 
 
 class Starts(NamedTuple):
-    """What :meth:`SolveStart.run` leaves, per pose: the model-space pose, its frame and
-    turn (:func:`.normalize.to_model_space_unchecked`), which feet are down (B, 2), each
-    joint's offset scale (B, 21), the rig's lengths in model units (B, 21), the model pose
-    with them, how upright it is (B,) and its rigid branches' spans (B, 6)."""
+    """What :meth:`SolveStart.run` leaves, per pose, read-only: the model-space pose, its
+    frame and turn (:func:`.normalize.to_model_space_unchecked`), which feet are down
+    (B, 2), each joint's offset scale (B, 21), the rig's lengths in model units (B, 21),
+    the model pose with them, how upright it is (B,) and its rigid branches' spans
+    (B, 6). (Views of one record per pose: a batch's are strided.)"""
     model: np.ndarray
     frame: BodyFrame
     turn: np.ndarray
@@ -52,12 +53,14 @@ class Starts(NamedTuple):
     spans: np.ndarray
 
 
-# Each output's size per pose in npe_start's float64 block, in its order, and its shape.
-_START_PARTS = (("model", (NUM_JOINTS, 3)), ("root", (3,)), ("yaw", ()),
-                ("lengths", (NUM_JOINTS,)), ("scale", ()), ("turn", (3, 3)),
-                ("offset_scales", (NUM_JOINTS,)), ("rig_lengths", (NUM_JOINTS,)),
-                ("rig_model", (NUM_JOINTS, 3)), ("familiarity", ()), ("spans", (6,)))
-_START_SIZES = tuple(int(np.prod(shape)) for _, shape in _START_PARTS)
+# npe_start's record of each pose, in its order (9 * 21 + 21 float64).
+_START_RECORD = np.dtype([
+    ("model", np.float64, (NUM_JOINTS, 3)), ("root", np.float64, (3,)), ("yaw", np.float64),
+    ("lengths", np.float64, (NUM_JOINTS,)), ("scale", np.float64), ("turn", np.float64, (3, 3)),
+    ("offset_scales", np.float64, (NUM_JOINTS,)), ("rig_lengths", np.float64, (NUM_JOINTS,)),
+    ("rig_model", np.float64, (NUM_JOINTS, 3)), ("familiarity", np.float64),
+    ("spans", np.float64, (6,))])
+assert _START_RECORD.itemsize == (9 * NUM_JOINTS + 21) * 8
 
 
 class SolveStart:
@@ -88,26 +91,24 @@ class SolveStart:
         familiar and unfamiliar tilts (degrees) of :func:`.pipeline.familiarity`."""
         self._shape.familiar_deg, self._shape.unfamiliar_deg = tilts
         p, n = np.ascontiguousarray(p, dtype=np.float64), len(p)
-        block = np.empty(n * sum(_START_SIZES))
+        block = np.empty(n * _START_RECORD.itemsize // 8)  # (its address is quicker found)
         feet = np.empty((n, 2), dtype=np.int64)
         given = [None if a is None else np.ascontiguousarray(a, dtype=np.float64)
                  for a in (lengths, scale)]  # kept through the call
-        base, outs, offset = native.address(block), {}, 0
-        addresses = []
-        for (name, shape), size in zip(_START_PARTS, _START_SIZES, strict=True):
-            outs[name] = block[offset:offset + n * size].reshape(n, *shape)
-            addresses.append(base + offset * block.itemsize)
-            offset += n * size
         status = kernels.start(self._at, n, native.address(p),
                                *(None if a is None else native.address(a) for a in given),
-                               *addresses[:6], native.address(feet), *addresses[6:])
+                               native.address(block), native.address(feet))
         if status != 0:
             raise RuntimeError(f"npe_start refused a skeleton of {NUM_JOINTS} joints")
-        frame = BodyFrame(root=outs["root"], yaw=outs["yaw"], lengths=outs["lengths"],
-                          scale=outs["scale"])
-        return Starts(outs["model"], frame, outs["turn"], feet.astype(bool),
-                      outs["offset_scales"], outs["rig_lengths"], outs["rig_model"],
-                      outs["familiarity"], outs["spans"])
+        block.flags.writeable = False  # and so every field's view: kept between solves
+        made = block.view(_START_RECORD)
+        frame = BodyFrame(root=made["root"], yaw=made["yaw"], lengths=made["lengths"],
+                          scale=made["scale"])
+        feet_down = feet.astype(bool)
+        feet_down.flags.writeable = False
+        return Starts(made["model"], frame, made["turn"], feet_down, made["offset_scales"],
+                      made["rig_lengths"], made["rig_model"], made["familiarity"],
+                      made["spans"])
 
 
 class _Shape(ctypes.Structure):

@@ -1848,21 +1848,21 @@ static void with_lengths(const StartShape *s, const double *p, const double *len
 
 /* pipeline._Start.of for each rig pose p (n x nj x 3): normalize.to_model_space_unchecked
  * (``model``, ``root``, ``yaw``, ``lengths``, ``scale``, ``turn``; lengths_in and scale_in
- * the rig's where given, else NULL: measured), pipeline._feet_down, and the start's
- * cached properties: normalize.offset_scales, the rig's lengths in model units, the model
- * pose with them, pipeline.familiarity and refine.rigid_spans. */
-NPE_API int64_t npe_start(
-    const StartShape *s, int64_t n, const double *p_all, const double *lengths_in,
-    const double *scale_in, double *model_all, double *root_all, double *yaw_all,
-    double *lengths_all, double *scale_all, double *turn_all, int64_t *feet_all,
-    double *offset_all, double *rig_lengths_all, double *rig_model_all, double *familiar_all,
-    double *spans_all) {
+ * the rig's where given, else NULL: measured), pipeline._feet_down (feet, n x 2), and the
+ * start's cached properties: normalize.offset_scales, the rig's lengths in model units, the
+ * model pose with them, pipeline.familiarity and refine.rigid_spans. One record of
+ * 9 nj + 21 values per pose in ``out``, in that order (solve_kernels._START_PARTS). */
+NPE_API int64_t npe_start(const StartShape *s, int64_t n, const double *p_all,
+                          const double *lengths_in, const double *scale_in, double *out,
+                          int64_t *feet_all) {
     int64_t nj = s->nj, k = s->chains;
     if (nj > RIG_IK_MAX_JOINTS || k > 8) return -1;
     for (int64_t f = 0; f < n; f++) {
-        size_t at = (size_t)(f * nj * 3);
-        const double *p = p_all + at;
-        double *model = model_all + at, *lengths = lengths_all + f * nj, *turn = turn_all + 9 * f;
+        const double *p = p_all + f * nj * 3;
+        double *model = out + f * (9 * nj + 21), *root = model + 3 * nj, *yaw_out = root + 3;
+        double *lengths = yaw_out + 1, *scale_out = lengths + nj, *turn = scale_out + 1;
+        double *offset = turn + 9, *rig_lengths = offset + nj, *rig_model = rig_lengths + nj;
+        double *familiar_out = rig_model + 3 * nj, *spans = familiar_out + 1;
         double rel[3 * RIG_IK_MAX_JOINTS];
         if (lengths_in) {
             memcpy(lengths, lengths_in + f * nj, (size_t)nj * sizeof(double));
@@ -1878,7 +1878,7 @@ NPE_API int64_t npe_start(
             for (int b = 0; b < 4; b++) leg += 0.5 * lengths[s->leg_bones[b]];
             scale = leg > EPS ? s->canonical_leg / leg : 1.0;
         }
-        scale_all[f] = scale;
+        *scale_out = scale;
         const double origin[3] = {0.0, 0.0, 0.0};
         with_lengths(s, p, s->canonical, origin, rel);
         double ax = 0.0, az = 0.0;
@@ -1891,12 +1891,12 @@ NPE_API int64_t npe_start(
         double yaw = hypot(ax, az) > EPS ? -atan2(-az, ax) : 0.0, c = cos(yaw), sn = sin(yaw);
         double m[9] = {c, 0.0, -sn, 0.0, 1.0, 0.0, sn, 0.0, c};
         memcpy(turn, m, sizeof m);
-        yaw_all[f] = yaw;
+        *yaw_out = yaw;
         for (int64_t j = 0; j < nj; j++) {
             mat_t_vec(turn, rel + 3 * j, model + 3 * j);
             model[3 * j + 1] += p[1] * scale;
         }
-        root_all[3 * f] = p[0]; root_all[3 * f + 1] = 0.0; root_all[3 * f + 2] = p[2];
+        root[0] = p[0]; root[1] = 0.0; root[2] = p[2];
         for (int side = 0; side < 2; side++)
             feet_all[2 * f + side] = model[3 * s->feet[2 + side] + 1] < s->toe_height ||
                                      model[3 * s->feet[side] + 1] < s->ankle_height;
@@ -1906,14 +1906,12 @@ NPE_API int64_t npe_start(
             for (int64_t j = 0; j < nj; j++) chain += lengths[j] * s->chain_weights[j * k + c2];
             per_chain[c2] = chain > EPS ? s->canonical_chains[c2] / chain : scale;
         }
-        double *offset = offset_all + f * nj, *rig_lengths = rig_lengths_all + f * nj;
         for (int64_t j = 0; j < nj; j++) {
             double v = 0.0;
             for (int64_t c2 = 0; c2 < k; c2++) v += per_chain[c2] * s->chain_of[c2 * nj + j];
             offset[j] = s->chained[j] ? v : scale;
             rig_lengths[j] = lengths[j] * scale;
         }
-        double *rig_model = rig_model_all + at;
         with_lengths(s, model, rig_lengths, model, rig_model);
         double axis[3];
         for (int i = 0; i < 3; i++)
@@ -1923,10 +1921,48 @@ NPE_API int64_t npe_start(
         cosine = cosine < -1.0 ? -1.0 : cosine > 1.0 ? 1.0 : cosine;
         double tilt = acos(cosine) * (180.0 / 3.14159265358979323846);
         double familiar = (s->unfamiliar_deg - tilt) / (s->unfamiliar_deg - s->familiar_deg);
-        familiar_all[f] = familiar < 0.0 ? 0.0 : familiar > 1.0 ? 1.0 : familiar;
+        *familiar_out = familiar < 0.0 ? 0.0 : familiar > 1.0 ? 1.0 : familiar;
         for (int r = 0; r < 6; r++)
-            spans_all[6 * f + r] = dist3(rig_model + 3 * s->rigid_pairs[r],
+            spans[r] = dist3(rig_model + 3 * s->rigid_pairs[r],
                                          rig_model + 3 * s->rigid_pairs[6 + r]);
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ reach bounds */
+
+/* reach_bounds._beyond_reach_one: for each goal of one pose (21 x 3), how far its target
+ * lies beyond the rig's reach from another goal's (over; 0 within every one) and which goal
+ * that is (other; -1 where none); a pair counts against the goal whose target moved
+ * further, ties to the first goal. pairs (s x 2): the fixed-distance joint pairs;
+ * segments (nj * nj x width): each joint pair's path as indices into pairs, -1 padded. */
+NPE_API void npe_beyond_reach(int64_t nj, int64_t s, int64_t width, const int64_t *pairs,
+                              const int64_t *segments, const double *pose,
+                              const int64_t *goals, const double *targets, double *over,
+                              int64_t *other) {
+    int64_t g[RIG_IK_MAX_JOINTS], k = 0;
+    double fixed[64], moves[RIG_IK_MAX_JOINTS];
+    for (int64_t j = 0; j < nj; j++) {
+        over[j] = 0.0;
+        other[j] = -1;
+        if (goals[j]) g[k++] = j;
+    }
+    if (k < 2 || s > 64) return;
+    for (int64_t i = 0; i < s; i++)
+        fixed[i] = dist3(pose + 3 * pairs[2 * i], pose + 3 * pairs[2 * i + 1]);
+    for (int64_t a = 0; a < k; a++) moves[a] = dist3(targets + 3 * g[a], pose + 3 * g[a]);
+    for (int64_t a = 0; a < k; a++) {
+        double most = 0.0;
+        int64_t worst = -1;
+        for (int64_t b = 0; b < k; b++) {
+            if (!(moves[a] >= moves[b])) continue;
+            double span = 0.0;
+            const int64_t *path = segments + (g[a] * nj + g[b]) * width;
+            for (int64_t i = 0; i < width && path[i] >= 0; i++) span += fixed[path[i]];
+            double excess = dist3(targets + 3 * g[a], targets + 3 * g[b]) - span;
+            if (excess > most) { most = excess; worst = g[b]; }
+        }
+        over[g[a]] = most;
+        other[g[a]] = worst;
+    }
 }
