@@ -111,6 +111,9 @@ class Kernels:
         self.beyond_reach = lib.npe_beyond_reach
         self.beyond_reach.restype = None
         self.beyond_reach.argtypes = [_I, _I, _I, *[_P] * 7]
+        self.request = lib.npe_request
+        self.request.restype = None
+        self.request.argtypes = [_P, _P, _P, _P, _P, _P, _P, _I, _I, _D, _P]
         self.start = lib.npe_start
         self.start.restype = _I
         self.start.argtypes = [_P, _I, *[_P] * 5]

@@ -48,7 +48,7 @@ from .normalize import (
     to_model_space_unchecked,
     yaw_matrix,
 )
-from .solve_kernels import SolveEnd, SolveStart
+from .solve_kernels import SolveEnd, SolveRequest, SolveStart
 
 COMBINE_MODES = ("average", "sequence")
 SOLVERS = ("universal", "chained", "classic")
@@ -148,8 +148,9 @@ for _side in "lr":
 # Start poses whose preparation (:class:`_Start`) a single-pose solve keeps: a drag solves
 # the same start pose on every update, a few of them while the user switches characters.
 START_CACHE_SIZE = 4
-# A solve's start and end in the kernels, with this module's constants.
+# A solve's start, request and end in the kernels, with this module's constants.
 _SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT)
+_SOLVE_REQUEST = SolveRequest(_ANKLES, _TOES, _TRUNK, REACH_TOLERANCE, MOVED_M)
 _SOLVE_END = SolveEnd(_NETWORK_STRAIGHTEST, _HAND_GOALS, _ARM_STRAIGHTEST, MOVED_M,
                       REACH_TOLERANCE)
 
@@ -225,7 +226,8 @@ class _Start:
             made = _SOLVE_START.run(kernels, p, lengths, scale,
                                     (FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG))
             start = cls(made.model, made.frame, made.turn, made.feet_down)  # read-only
-            start.__dict__.update(zip(_Start._MADE, made[4:], strict=True))  # the properties'
+            # What the properties below would make, and where the later kernels read them.
+            start.__dict__.update(zip(_Start._MADE + _Start._KERNELS, made[4:], strict=True))
             return start
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
         return cls(*_read_only(model, frame, turn, _feet_down(model)))
@@ -258,6 +260,8 @@ class _Start:
         return _read_only(refine.rigid_spans(self.rig_model))[0]
 
     _MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")  # Starts'
+    _KERNELS = ("record", "feet_at")  # (solve_kernels.Starts: one pose's, where the later
+    record = feet_at = None           # kernels read the start kernel's record)
 
 
 def familiarity(model: np.ndarray) -> np.ndarray:
@@ -463,21 +467,35 @@ class PoseEditor:
         start = self._start(p)
         model, frame, turn = start.model, start.frame, start.turn
         user_mask = mask
-        if self._plants_feet(options, metrics):
+        request = None
+        if not metrics and start.record is not None and (
+                kernels := native.kernels()) is not None:
+            # A single pose's effector request as below, in one kernel call (solve_kernels).
+            request = _SOLVE_REQUEST.run(kernels, start, p, mask, t, w,
+                                         options.keep_planted_feet, options.refine_steps > 0,
+                                         options.body_follow)
+            mask, t, w = request.mask, request.targets, request.weights
+        elif self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(frame.scale))
-        # The networks are asked for each limb's own move (offsets scaled by that limb);
-        # the refinement below works on the rig's proportions with its exact targets.
-        t_model = self.targets_to_model(p, t, model, frame, turn, start.offset_scales)
         notes: list[str] = []
         requests = self._metric_requests(p, model, frame, metrics, notes)
         if not mask.any() and not requests:
             return EditResult(p.copy(), None, np.zeros(mask.shape), notes)
-        # Model space keeps the pelvis over its origin: a dragged pelvis's move along the
-        # floor is a shift of the whole body, and the networks see the targets without it.
-        shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (mask[:, ROOT:ROOT + 1] > 0)
-        shifted = bool(shift.any())
-        t_net = t_model - _shift3(shift)[:, None] if shifted else t_model
+        if request is not None:
+            shift, t_net = request.shift, request.network_targets
+            shifted = bool(shift.any())
+        else:
+            # The networks are asked for each limb's own move (offsets scaled by that limb);
+            # the refinement below works on the rig's proportions with its exact targets.
+            t_model = self.targets_to_model(p, t, model, frame, turn, start.offset_scales)
+            # Model space keeps the pelvis over its origin: a dragged pelvis's move along
+            # the floor is a shift of the whole body, and the networks see the targets
+            # without it.
+            shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (
+                mask[:, ROOT:ROOT + 1] > 0)
+            shifted = bool(shift.any())
+            t_net = t_model - _shift3(shift)[:, None] if shifted else t_model
         # A request that turns the clavicles is met by the refinement's own clavicle turns
         # (refine.SHRUG_PRIOR), from the pose as it stands: a latent that never saw a shrug
         # (CMU's clavicles never move) answered it by lowering the arms and bending the
@@ -497,31 +515,36 @@ class PoseEditor:
             # targets are exact: a canonical-length pose put on a rig with shorter arms
             # would leave the hand short of its target.
             rig_lengths, rig_model = start.rig_lengths, start.rig_model
-            t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
-            moved = _moved(mask, t_rig, rig_model)
-            moving = moved.any(axis=1)
-            rows = _metric_rows(requests, self._metrics, moving, rig_model,
-                                options.fix_lengths)
-            share = refine.full_body_share(mask, t_rig, rig_model)
-            # Body follow is how much the body joins a drag of a limb, up to all of it for a
-            # request that describes the whole body (as its effectors' weight, see
-            # refine.full_body_share) or moves the trunk (a dragged pelvis or head carries
-            # the body: held back, the pelvis fell 10 cm short where it fell 3 cm short);
-            # a slider-only edit keeps the rest of the pose (and takes more steps: metric
-            # rows are strongly curved).
-            whole = np.where(moved[:, _TRUNK].any(axis=1), 1.0, share)
-            body_follow = options.body_follow
-            if body_follow and (moving & (whole < 1.0)).any():
-                body_follow = body_follow * start.familiarity
-            follow = np.where(moving, body_follow + (1.0 - body_follow) * whole, 0.0)
+            if request is not None:
+                t_rig, rows, follow = request.rig_targets, None, request.follow
+                effector_weight, least_change = request.effector_weight, request.least_change
+            else:
+                t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
+                moved = _moved(mask, t_rig, rig_model)
+                moving = moved.any(axis=1)
+                rows = _metric_rows(requests, self._metrics, moving, rig_model,
+                                    options.fix_lengths)
+                share = refine.full_body_share(mask, t_rig, rig_model)
+                # Body follow is how much the body joins a drag of a limb, up to all of it
+                # for a request that describes the whole body (as its effectors' weight, see
+                # refine.full_body_share) or moves the trunk (a dragged pelvis or head
+                # carries the body: held back, the pelvis fell 10 cm short where it fell 3
+                # cm short); a slider-only edit keeps the rest of the pose (and takes more
+                # steps: metric rows are strongly curved).
+                whole = np.where(moved[:, _TRUNK].any(axis=1), 1.0, share)
+                body_follow = options.body_follow
+                if body_follow and (moving & (whole < 1.0)).any():
+                    body_follow = body_follow * start.familiarity
+                follow = np.where(moving, body_follow + (1.0 - body_follow) * whole, 0.0)
+                effector_weight = refine.effector_weights(share)
+                least_change = refine.least_change_weights(share)
             relinearize = rows is not None and each_pose
             steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
                 else min(options.refine_steps, DRAG_REFINE_STEPS) if drag \
                 else options.refine_steps
             z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig,
                                                w, rows, follow, steps, shift, rig_lengths,
-                                               relinearize, refine.effector_weights(share),
-                                               refine.least_change_weights(share),
+                                               relinearize, effector_weight, least_change,
                                                start.spans
                                                if options.fix_lengths and rows is None
                                                else None,
@@ -531,11 +554,11 @@ class PoseEditor:
         if options.refine_steps or shifted:
             move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
                     @ turn.swapaxes(-1, -2))
-        tolerance = REACH_TOLERANCE / np.asarray(frame.scale)  # in the rig's units
+        tolerance = REACH_TOLERANCE / np.asarray(frame.scale) if request is None \
+            else request.tolerance  # in the rig's units
         if options.fix_lengths and (kernels := native.kernels()) is not None:
             # The same steps as below in one kernel call (see solve_end).
-            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, model, p, frame,
-                                  turn, start.offset_scales,
+            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start,
                                   np.broadcast_to(move, (len(p), 1, 3))[:, 0], t, mask, w,
                                   user_mask, tolerance)
             out, errors = ends.out, ends.errors

@@ -16,7 +16,7 @@ stays the specification and runs wherever the kernels are off.
 from __future__ import annotations
 
 import ctypes
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -51,6 +51,8 @@ class Starts(NamedTuple):
     rig_model: np.ndarray
     familiarity: np.ndarray
     spans: np.ndarray
+    record: int | None  # a single pose's record address (npe_request and npe_finish read it)
+    feet_at: int | None  # and its feet flags'
 
 
 # npe_start's record of each pose, in its order (9 * 21 + 21 float64).
@@ -61,6 +63,9 @@ _START_RECORD = np.dtype([
     ("rig_model", np.float64, (NUM_JOINTS, 3)), ("familiarity", np.float64),
     ("spans", np.float64, (6,))])
 assert _START_RECORD.itemsize == (9 * NUM_JOINTS + 21) * 8
+# What npe_finish reads of a start, in its order.
+_END_FIELDS = ("model", "root", "lengths", "scale", "turn", "offset_scales")
+_END_OFFSETS = tuple(_START_RECORD.fields[name][1] for name in _END_FIELDS)
 
 
 class SolveStart:
@@ -95,20 +100,85 @@ class SolveStart:
         feet = np.empty((n, 2), dtype=np.int64)
         given = [None if a is None else np.ascontiguousarray(a, dtype=np.float64)
                  for a in (lengths, scale)]  # kept through the call
+        base = native.address(block)
         status = kernels.start(self._at, n, native.address(p),
                                *(None if a is None else native.address(a) for a in given),
-                               native.address(block), native.address(feet))
+                               base, native.address(feet))
         if status != 0:
             raise RuntimeError(f"npe_start refused a skeleton of {NUM_JOINTS} joints")
         block.flags.writeable = False  # and so every field's view: kept between solves
         made = block.view(_START_RECORD)
+        feet_down = feet.astype(bool)  # (numpy's bools are bytes of 0 or 1, as C reads them)
+        feet_at = native.address(feet_down) if n == 1 else None  # (before it is read-only)
+        feet_down.flags.writeable = False
         frame = BodyFrame(root=made["root"], yaw=made["yaw"], lengths=made["lengths"],
                           scale=made["scale"])
-        feet_down = feet.astype(bool)
-        feet_down.flags.writeable = False
         return Starts(made["model"], frame, made["turn"], feet_down, made["offset_scales"],
                       made["rig_lengths"], made["rig_model"], made["familiarity"],
-                      made["spans"])
+                      made["spans"], base if n == 1 else None, feet_at)
+
+
+class _RequestShape(ctypes.Structure):
+    """npe_native.c's ``RequestShape``."""
+    _fields_ = (("nj", _I), ("feet", _P), ("ends", _P), ("n_ends", _I), ("min_ends", _I),
+                ("trunk", _P), ("n_trunk", _I), ("reach_tolerance", _D), ("moved_m", _D),
+                ("full_body_move", _D), ("effector_weight", _D),
+                ("full_body_effector_weight", _D), ("least_change", _D),
+                ("full_body_least_change", _D))
+
+
+class Request(NamedTuple):
+    """What :meth:`SolveRequest.run` leaves (one pose): the mask, targets and weights with
+    the planted feet held, the networks' targets (model space, the floor shift taken out),
+    the shift (1, 2), the targets on the rig's proportions, the refinement's body follow,
+    effector weight and least change (1,) and the reach tolerance in rig units (1,)."""
+    mask: np.ndarray
+    targets: np.ndarray
+    weights: np.ndarray
+    network_targets: np.ndarray
+    shift: np.ndarray
+    rig_targets: np.ndarray
+    follow: np.ndarray
+    effector_weight: np.ndarray
+    least_change: np.ndarray
+    tolerance: np.ndarray
+
+
+_REQUEST_SIZE = 11 * NUM_JOINTS + 6  # npe_request's out
+
+
+class SolveRequest:
+    """The request kernel with the pipeline's and the refinement's constants (given by the
+    pipeline, which owns them)."""
+
+    def __init__(self, ankles: np.ndarray, toes: np.ndarray, trunk: np.ndarray,
+                 reach_tolerance: float, moved_m: float) -> None:
+        self._keep = [np.ascontiguousarray(a, dtype=np.int64)
+                      for a in (np.r_[ankles, toes], refine._ENDS, trunk)]
+        self._shape = _RequestShape(
+            NUM_JOINTS, native.address(self._keep[0]), native.address(self._keep[1]),
+            len(refine._ENDS), refine.FULL_BODY_MIN_ENDS, native.address(self._keep[2]),
+            len(trunk), reach_tolerance, moved_m, refine.FULL_BODY_MOVE,
+            refine.EFFECTOR_WEIGHT, refine.FULL_BODY_EFFECTOR_WEIGHT, refine.LEAST_CHANGE,
+            refine.FULL_BODY_LEAST_CHANGE)
+        self._at = ctypes.addressof(self._shape)
+
+    def run(self, kernels: native.Kernels, start: Any, p: np.ndarray, mask: np.ndarray,
+            targets: np.ndarray, weights: np.ndarray, plant: bool, refined: bool,
+            body_follow: float) -> Request:
+        """The effector request on one rig pose ``p`` (1, 21, 3) whose ``start`` (a
+        :class:`.pipeline._Start`) the start kernel made: ``mask``, ``targets`` and
+        ``weights`` the user's; ``plant``: hold the planted feet; ``refined``: the
+        refinement's targets and weights too."""
+        out = np.empty(_REQUEST_SIZE)
+        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, mask, targets, weights)]
+        kernels.request(self._at, start.record, start.feet_at, *map(native.address, arrays),
+                        int(plant), int(refined), body_follow, native.address(out))
+        j = NUM_JOINTS
+        poses = out[2 * j:11 * j].reshape(3, 1, j, 3)
+        return Request(out[:j].reshape(1, j), poses[0], out[j:2 * j].reshape(1, j), poses[1],
+                       out[11 * j:11 * j + 2].reshape(1, 2), poses[2], *(
+                           out[k:k + 1] for k in range(11 * j + 2, 11 * j + 6)))
 
 
 class _Shape(ctypes.Structure):
@@ -153,26 +223,35 @@ class SolveEnd:
         self._at = ctypes.addressof(self._shape)
 
     def run(self, kernels: native.Kernels, refined: bool, pose: np.ndarray,
-            model: np.ndarray, start: np.ndarray, frame: BodyFrame, turn: np.ndarray,
-            offset_scales: np.ndarray, move: np.ndarray, targets: np.ndarray,
+            p: np.ndarray, start: Any, move: np.ndarray, targets: np.ndarray,
             mask: np.ndarray, weights: np.ndarray, user_mask: np.ndarray,
             tolerance: np.ndarray) -> Ends:
         """The end of a solve of the float64 model-space answer ``pose`` (B, 21, 3) from the
-        ``start`` rig poses, their model space ``model``, ``frame`` and ``turn``; ``move``
-        (B, 3) the floor move in rig units; ``targets``, ``mask`` and ``weights`` with the
-        planted feet held, ``user_mask`` the user's effectors; ``tolerance`` (B,) in rig
-        units."""
-        n = len(pose)
-        block = np.empty((3 * n, NUM_JOINTS, 3))
-        errors = np.empty((n, NUM_JOINTS))
-        left = np.empty(n, dtype=np.int64)
+        rig poses ``p``, prepared as ``start`` (a :class:`.pipeline._Start`: its model, frame,
+        turn and offset scales, read from its record where the start kernel made one pose's);
+        ``move`` (B, 3) the floor move in rig units; ``targets``, ``mask`` and ``weights``
+        with the planted feet held, ``user_mask`` the user's effectors; ``tolerance`` (B,)
+        in rig units. (Each array passed costs a conversion and an address, a few
+        microseconds with the caches cold after the networks: a single start's are kept.)"""
+        n, size = len(pose), len(pose) * NUM_JOINTS * 3
+        block = np.empty(3 * size + n * NUM_JOINTS + n)  # the poses, errors and left flags
         arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (
-            pose, model, start, frame.root, frame.lengths, frame.scale, turn, offset_scales,
-            move, targets, mask, weights, user_mask, tolerance)]  # kept through the call
-        base, size = native.address(block), n * NUM_JOINTS * 3 * block.itemsize
-        status = kernels.finish(self._at, n, int(refined), *map(native.address, arrays),
-                                base, base + size, base + 2 * size, native.address(errors),
-                                native.address(left))
+            pose, p, move, targets, mask, weights, user_mask, tolerance)]  # kept for the call
+        fields = None if start.record is None or n != 1 \
+            else tuple(start.record + at for at in _END_OFFSETS)
+        if fields is None:
+            frame = start.frame
+            arrays += [np.ascontiguousarray(a, dtype=np.float64) for a in (
+                start.model, frame.root, frame.lengths, frame.scale, start.turn,
+                start.offset_scales)]
+            fields = tuple(map(native.address, arrays[8:]))
+        at = list(map(native.address, arrays[:8]))
+        base, step = native.address(block), size * block.itemsize
+        status = kernels.finish(self._at, n, int(refined), at[0], *fields[:1], at[1],
+                                *fields[1:], *at[2:], base, base + step, base + 2 * step,
+                                base + 3 * step, base + (3 * size + n * NUM_JOINTS) * 8)
         if status != 0:
             raise RuntimeError(f"npe_finish refused a skeleton of {NUM_JOINTS} joints")
-        return Ends(block[:n], block[n:2 * n], block[2 * n:3 * n], errors, left.astype(bool))
+        poses = block[:3 * size].reshape(3 * n, NUM_JOINTS, 3)
+        return Ends(poses[:n], poses[n:2 * n], poses[2 * n:], block[3 * size:-n].reshape(
+            n, NUM_JOINTS), block[-n:].view(np.int64).astype(bool))

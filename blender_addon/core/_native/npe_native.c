@@ -1966,3 +1966,109 @@ NPE_API void npe_beyond_reach(int64_t nj, int64_t s, int64_t width, const int64_
         other[g[a]] = worst;
     }
 }
+
+/* ------------------------------------------------------------------ a drag's request */
+
+/* What npe_request reads besides the poses: the pipeline's and refine's joints and
+ * constants. */
+typedef struct {
+    int64_t nj;
+    const int64_t *feet;  /* (4) the ankles (left, right), then the toes */
+    const int64_t *ends;  /* (n_ends) refine._ENDS */
+    int64_t n_ends, min_ends;  /* refine.FULL_BODY_MIN_ENDS */
+    const int64_t *trunk;  /* (n_trunk) pipeline._TRUNK */
+    int64_t n_trunk;
+    double reach_tolerance, moved_m, full_body_move;
+    double effector_weight, full_body_effector_weight, least_change, full_body_least_change;
+} RequestShape;
+
+/* PoseEditor._solve's effector request for one start pose (its start record, npe_start's),
+ * before the networks and between them and the refinement: the planted feet held
+ * (pipeline._hold_planted_feet, where ``plant``), the targets in model space per joint
+ * scale (targets_to_model), the pelvis's floor shift taken out of them; then, ``refined``,
+ * the targets on the rig's proportions and the refinement's weights (full_body_share,
+ * body follow, effector_weights, least_change_weights). out: mask, weights (nj each),
+ * targets, network targets, rig targets (3 nj each), shift (2), follow, effector weight,
+ * least change, tolerance. */
+NPE_API void npe_request(const RequestShape *s, const double *record, const uint8_t *feet_down,
+                         const double *p, const double *mask_in, const double *t_in,
+                         const double *w_in, int64_t plant, int64_t refined,
+                         double body_follow, double *out) {
+    int64_t nj = s->nj;
+    const double *model = record, *scale_at = record + 3 * nj + 3 + 1 + nj;
+    const double *turn = scale_at + 1, *per = turn + 9, *rig_model = per + 2 * nj;
+    const double familiarity = rig_model[3 * nj];
+    double scale = *scale_at;
+    double *mask = out, *w = mask + nj, *t = w + nj, *t_net = t + 3 * nj, *t_rig = t_net + 3 * nj;
+    double *shift = t_rig + 3 * nj, *tail = shift + 2;
+    memcpy(mask, mask_in, (size_t)nj * sizeof(double));
+    memcpy(w, w_in, (size_t)nj * sizeof(double));
+    memcpy(t, t_in, 3 * (size_t)nj * sizeof(double));
+    double tolerance = s->reach_tolerance / scale;
+    if (plant) {
+        for (int side = 0; side < 2; side++) {
+            int64_t ankle = s->feet[side], toe = s->feet[2 + side];
+            if (!(feet_down[side] && mask_in[toe] <= 0.0)) continue;
+            int ankle_free = mask_in[ankle] <= 0.0;
+            int held = ankle_free || dist3(t_in + 3 * ankle, p + 3 * ankle) <= tolerance;
+            if (!held) continue;
+            int64_t joints[2] = {toe, ankle};
+            for (int k = 0; k < (ankle_free ? 2 : 1); k++) {
+                int64_t j = joints[k];
+                mask[j] = 1.0;
+                w[j] = 1.0;
+                memcpy(t + 3 * j, p + 3 * j, 3 * sizeof(double));
+            }
+        }
+    }
+    for (int64_t j = 0; j < nj; j++) {
+        double d[3], turned[3];
+        for (int i = 0; i < 3; i++) d[i] = t[3 * j + i] - p[3 * j + i];
+        mat_t_vec(turn, d, turned);
+        for (int i = 0; i < 3; i++) {
+            t_net[3 * j + i] = model[3 * j + i] + turned[i] * per[j];
+            t_rig[3 * j + i] = rig_model[3 * j + i] + turned[i] * scale;
+        }
+    }
+    int root_held = mask[0] > 0.0;
+    shift[0] = (t_net[0] - model[0]) * root_held;
+    shift[1] = (t_net[2] - model[2]) * root_held;
+    if (shift[0] != 0.0 || shift[1] != 0.0)
+        for (int64_t j = 0; j < nj; j++) {
+            t_net[3 * j] -= shift[0];
+            t_net[3 * j + 2] -= shift[1];
+        }
+    double follow = 0.0, share = 0.0;
+    if (refined) {
+        int moving = 0, trunk = 0;
+        for (int64_t j = 0; j < nj; j++) {
+            double off = 0.0;
+            for (int i = 0; i < 3; i++) {
+                double gap = fabs(t_rig[3 * j + i] - rig_model[3 * j + i]);
+                off = gap > off ? gap : off;
+            }
+            int moved = mask[j] > 0.0 && off > s->moved_m;
+            moving |= moved;
+            for (int64_t k = 0; k < s->n_trunk; k++) trunk |= moved && s->trunk[k] == j;
+        }
+        double moves[RIG_IK_MAX_JOINTS];
+        for (int64_t e = 0; e < s->n_ends; e++) {
+            int64_t j = s->ends[e];
+            moves[e] = mask[j] > 0.0 ? dist3(t_rig + 3 * j, rig_model + 3 * j) : 0.0;
+        }
+        /* the min_ends-th largest: sorted ascending, as np.sort */
+        for (int64_t a = 1; a < s->n_ends; a++)
+            for (int64_t b = a; b > 0 && moves[b - 1] > moves[b]; b--) {
+                double swap = moves[b]; moves[b] = moves[b - 1]; moves[b - 1] = swap;
+            }
+        share = moves[s->n_ends - s->min_ends] / s->full_body_move;
+        share = share < 1.0 ? share : 1.0;
+        double whole = trunk ? 1.0 : share;
+        if (body_follow != 0.0 && moving && whole < 1.0) body_follow *= familiarity;
+        follow = moving ? body_follow + (1.0 - body_follow) * whole : 0.0;
+    }
+    tail[0] = follow;
+    tail[1] = s->effector_weight * pow(s->full_body_effector_weight / s->effector_weight, share);
+    tail[2] = s->least_change * pow(s->full_body_least_change / s->least_change, share);
+    tail[3] = tolerance;
+}
