@@ -305,7 +305,9 @@ class CompiledUniversal:
              weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The edited poses of model-space ``pose`` (B, 21, 3) towards ``targets``, then
         unmoved (targets on the pose), as (2B, 21, 3); and the first's latents (B, L)."""
-        p, m, t, w = (_f32(a) for a in (pose, mask, targets, weights))
+        # float64 in: the kernel casts as numpy would (one conversion fewer per array)
+        p, m, t, w = (np.ascontiguousarray(a, dtype=np.float64)
+                      for a in (pose, mask, targets, weights))
         n = len(p)
         edited = np.empty((2 * n, skeleton.NUM_JOINTS, 3), dtype=np.float32)
         latent = np.empty((n, self.latent_size), dtype=np.float32)

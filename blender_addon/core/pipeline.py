@@ -550,17 +550,13 @@ class PoseEditor:
                                                else None,
                                                bool(turns), bool(turns) and not asked)
             pose = pose - _shift3(shift)[:, None]
-        move = 0.0
-        if options.refine_steps or shifted:
-            move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
-                    @ turn.swapaxes(-1, -2))
+        moves = bool(options.refine_steps) or shifted  # the floor shift moves the answer
         tolerance = REACH_TOLERANCE / np.asarray(frame.scale) if request is None \
             else request.tolerance  # in the rig's units
         if options.fix_lengths and (kernels := native.kernels()) is not None:
-            # The same steps as below in one kernel call (see solve_end).
-            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start,
-                                  np.broadcast_to(move, (len(p), 1, 3))[:, 0], t, mask, w,
-                                  user_mask, tolerance)
+            # The same steps as below in one kernel call (see solve_kernels).
+            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
+                                  moves, t, mask, w, user_mask, tolerance)
             out, errors = ends.out, ends.errors
             if ends.left.any():
                 out = _reach_rest(ends.rigid, ends.bent, out, p, (mask > 0) & (w >= 1.0), t,
@@ -570,6 +566,10 @@ class PoseEditor:
                 notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
                                            refined=options.refine_steps > 0))
             return EditResult(out, z_new, errors, notes)
+        move = 0.0
+        if moves:
+            move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
+                    @ turn.swapaxes(-1, -2))
         out = from_model_space_unchecked(pose, frame, options.fix_lengths, turn) + move
         if options.fix_lengths:  # a pose the rig can take: its pelvis and chest are rigid
             out = rigid_branches.keep_rigid(out, p, user_mask[:, ROOT] > 0)

@@ -223,20 +223,21 @@ class SolveEnd:
         self._at = ctypes.addressof(self._shape)
 
     def run(self, kernels: native.Kernels, refined: bool, pose: np.ndarray,
-            p: np.ndarray, start: Any, move: np.ndarray, targets: np.ndarray,
+            p: np.ndarray, start: Any, shift: np.ndarray, moves: bool, targets: np.ndarray,
             mask: np.ndarray, weights: np.ndarray, user_mask: np.ndarray,
             tolerance: np.ndarray) -> Ends:
         """The end of a solve of the float64 model-space answer ``pose`` (B, 21, 3) from the
         rig poses ``p``, prepared as ``start`` (a :class:`.pipeline._Start`: its model, frame,
         turn and offset scales, read from its record where the start kernel made one pose's);
-        ``move`` (B, 3) the floor move in rig units; ``targets``, ``mask`` and ``weights``
+        ``shift`` (B, 2) the floor shift in model units, added where ``moves`` (refined or
+        shifted), as ``_solve`` does; ``targets``, ``mask`` and ``weights``
         with the planted feet held, ``user_mask`` the user's effectors; ``tolerance`` (B,)
         in rig units. (Each array passed costs a conversion and an address, a few
         microseconds with the caches cold after the networks: a single start's are kept.)"""
         n, size = len(pose), len(pose) * NUM_JOINTS * 3
         block = np.empty(3 * size + n * NUM_JOINTS + n)  # the poses, errors and left flags
         arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (
-            pose, p, move, targets, mask, weights, user_mask, tolerance)]  # kept for the call
+            pose, p, shift, targets, mask, weights, user_mask, tolerance)]  # kept for the call
         fields = None if start.record is None or n != 1 \
             else tuple(start.record + at for at in _END_OFFSETS)
         if fields is None:
@@ -248,7 +249,8 @@ class SolveEnd:
         at = list(map(native.address, arrays[:8]))
         base, step = native.address(block), size * block.itemsize
         status = kernels.finish(self._at, n, int(refined), at[0], *fields[:1], at[1],
-                                *fields[1:], *at[2:], base, base + step, base + 2 * step,
+                                *fields[1:], at[2], int(moves), *at[3:], base, base + step,
+                                base + 2 * step,
                                 base + 3 * step, base + (3 * size + n * NUM_JOINTS) * 8)
         if status != 0:
             raise RuntimeError(f"npe_finish refused a skeleton of {NUM_JOINTS} joints")

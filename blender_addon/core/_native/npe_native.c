@@ -1455,19 +1455,19 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
     int32_t alive1[DECODER_MAX_WIDTH], alive2[DECODER_MAX_WIDTH];                          \
     int64_t nd = d->mlp.n_out, nj = nd / 3, nl = encoder->n_out;                           \
     for (int64_t f = 0; f < n; f++) {                                                      \
-        const float *p = pose + f * nd;                                                    \
-        for (int64_t i = 0; i < nd; i++) x[i] = (p[i] - d->mean[i]) / d->scale[i];         \
+        const double *p = pose + f * nd;                                                   \
+        for (int64_t i = 0; i < nd; i++) x[i] = ((float)p[i] - d->mean[i]) / d->scale[i];  \
         MLP_FORWARD(DENSEF, encoder, x, z);                                                \
         for (int pass = 0; pass < 2; pass++) {                                             \
-            const float *t = pass == 0 ? targets + f * nd : p;                             \
+            const double *t = pass == 0 ? targets + f * nd : p;                            \
             memcpy(ask, z, sizeof(float) * nl);                                            \
             for (int64_t j = 0; j < nj; j++) {                                             \
-                float on = mask[f * nj + j], *a = ask + nl + 5 * j;                        \
+                float on = (float)mask[f * nj + j], *a = ask + nl + 5 * j;                 \
                 a[0] = on;                                                                 \
                 for (int c = 0; c < 3; c++)                                                \
-                    a[1 + c] = ((t[3 * j + c] - d->mean[3 * j + c]) / d->scale[3 * j + c]) \
-                               * on;                                                       \
-                a[4] = weights[f * nj + j] * on;                                           \
+                    a[1 + c] = (((float)t[3 * j + c] - d->mean[3 * j + c])                 \
+                                / d->scale[3 * j + c]) * on;                               \
+                a[4] = (float)weights[f * nj + j] * on;                                    \
             }                                                                              \
             MLP_FORWARD(DENSEF, solver, ask, edit);                                        \
             for (int64_t l = 0; l < nl; l++) edit[l] += z[l];                              \
@@ -1479,8 +1479,8 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
     }
 
 #define UNIVERSAL_ARGS const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d, \
-    int64_t n, const float *pose, const float *mask, const float *targets,                \
-    const float *weights, float *edited, float *latent
+    int64_t n, const double *pose, const double *mask, const double *targets,             \
+    const double *weights, float *edited, float *latent
 
 #define DECODE_ARGS const NpeDecoder *d, int64_t n, const float *z, float *pose, float *jac, \
     float *work
@@ -1710,7 +1710,8 @@ static double largest_error(int64_t nj, const double *p, const int64_t *goals, c
 }
 
 /* PoseEditor._solve's end, pose by pose, from the model-space answer ``pose_model``: back to
- * the rig and its bone lengths, moved by ``move`` (n, 3), the pelvis and chest made rigid
+ * the rig and its bone lengths, moved by the floor shift (n x 2, model units) where
+ * ``moves``, the pelvis and chest made rigid
  * (``rigid``), then
  * - refined = 0, the networks' answer: each moved limb re-aimed at that answer (the model
  *   offset back in rig units), kept bent, and the full-weight pins and planted feet at
@@ -1722,7 +1723,8 @@ NPE_API int64_t npe_finish(
     const FinishShape *s, int64_t n, int64_t refined, const double *pose_model,
     const double *model, const double *start_all, const double *root_all,
     const double *lengths_all, const double *scale_all, const double *turn_all,
-    const double *offset_scales_all, const double *move_all, const double *targets_all,
+    const double *offset_scales_all, const double *shift_all, int64_t moves,
+    const double *targets_all,
     const double *mask_all, const double *weights_all, const double *user_mask_all,
     const double *tol_all, double *rigid_all, double *bent_all, double *out_all,
     double *errors_all, int64_t *left) {
@@ -1738,8 +1740,13 @@ NPE_API int64_t npe_finish(
         int64_t held_pelvis = user_mask_all[f * nj] > 0.0;
         int64_t goals[RIG_IK_MAX_JOINTS];
         double straight[RIG_IK_MAX_JOINTS], aims[3 * RIG_IK_MAX_JOINTS], err[RIG_IK_MAX_JOINTS];
+        double move[3] = {0.0, 0.0, 0.0};
+        if (moves) {  /* the floor shift (model units) in the rig's */
+            double v[3] = {shift_all[2 * f] / scale, 0.0 / scale, shift_all[2 * f + 1] / scale};
+            mat_vec(turn, v, move);
+        }
         left[f] = 0;
-        from_model(s, m, lengths, scale, turn, root_all + 3 * f, move_all + 3 * f, rigid);
+        from_model(s, m, lengths, scale, turn, root_all + 3 * f, move, rigid);
         npe_keep_rigid(1, nj, s->rigid_layout, s->pelvis_weights, s->held_pelvis_weight,
                        s->carry_pelvis, s->carry_chest, rigid, start, &held_pelvis);
         memcpy(out, rigid, 3 * nj * sizeof(double));
@@ -1758,8 +1765,8 @@ NPE_API int64_t npe_finish(
                 for (int i = 0; i < 3; i++) d[i] = (m[3 * j + i] - base[3 * j + i]) / per[j];
                 mat_vec(turn, d, aims + 3 * j);
                 for (int i = 0; i < 3; i++)
-                    aims[3 * j + i] = moved ? start[3 * j + i] + aims[3 * j + i] +
-                                              move_all[3 * f + i] : t[3 * j + i];
+                    aims[3 * j + i] = moved ? start[3 * j + i] + aims[3 * j + i] + move[i]
+                                            : t[3 * j + i];
             }
             reach_once(s, out, goals, aims, lengths, tol, straight, 1.0, 1.0, 0);
         } else {
