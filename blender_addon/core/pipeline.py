@@ -48,7 +48,7 @@ from .normalize import (
     to_model_space_unchecked,
     yaw_matrix,
 )
-from .solve_kernels import SolveEnd, SolveRequest, SolveStart
+from .solve_kernels import RecordStart, SolveEnd, SolveRequest, SolveStart
 
 COMBINE_MODES = ("average", "sequence")
 SOLVERS = ("universal", "chained", "classic")
@@ -221,14 +221,10 @@ class _Start:
 
     @classmethod
     def of(cls, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
-           ) -> _Start:
+           ) -> _Start | RecordStart:
         if (kernels := native.kernels()) is not None:  # all of it in one call (solve_kernels)
-            made = _SOLVE_START.run(kernels, p, lengths, scale,
+            return _SOLVE_START.run(kernels, p, lengths, scale,
                                     (FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG))
-            start = cls(made.model, made.frame, made.turn, made.feet_down)  # read-only
-            # What the properties below would make, and where the later kernels read them.
-            start.__dict__.update(zip(_Start._MADE + _Start._KERNELS, made[4:], strict=True))
-            return start
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
         return cls(*_read_only(model, frame, turn, _feet_down(model)))
 
@@ -259,9 +255,8 @@ class _Start:
         """(B, 6) :func:`refine.rigid_spans` of :attr:`rig_model`."""
         return _read_only(refine.rigid_spans(self.rig_model))[0]
 
-    _MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")  # Starts'
-    _KERNELS = ("record", "feet_at")  # (solve_kernels.Starts: one pose's, where the later
-    record = feet_at = None           # kernels read the start kernel's record)
+    _MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")
+    record = feet_at = None  # made by numpy: the later kernels read no record
 
 
 def familiarity(model: np.ndarray) -> np.ndarray:
@@ -290,7 +285,7 @@ class PoseEditor:
 
     def __init__(self, models: ModelSet | None, lengths: np.ndarray | None = None) -> None:
         self.models = models
-        self._starts: dict[bytes, _Start] = {}
+        self._starts: dict[bytes, _Start | RecordStart] = {}
         self.lengths = lengths
         self._universal = self._fused = None
         if models is not None:
@@ -318,7 +313,7 @@ class PoseEditor:
         self._rig_scale = None if value is None else leg_scale(self._rig_lengths)
         self._starts.clear()
 
-    def _start(self, p: np.ndarray) -> _Start:
+    def _start(self, p: np.ndarray) -> _Start | RecordStart:
         """The start pose's :class:`_Start` on this editor's rig; a single pose's is kept
         (the last :data:`START_CACHE_SIZE`), keyed by its coordinates."""
         lengths, scale = self._rig_lengths, self._rig_scale
@@ -465,7 +460,7 @@ class PoseEditor:
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
         start = self._start(p)
-        model, frame, turn = start.model, start.frame, start.turn
+        model = start.model  # (its frame and turn where numpy needs them: see RecordStart)
         user_mask = mask
         request = None
         if not metrics and start.record is not None and (
@@ -477,9 +472,10 @@ class PoseEditor:
             mask, t, w = request.mask, request.targets, request.weights
         elif self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
-                                            REACH_TOLERANCE / np.asarray(frame.scale))
+                                            REACH_TOLERANCE / np.asarray(start.frame.scale))
         notes: list[str] = []
-        requests = self._metric_requests(p, model, frame, metrics, notes)
+        requests = self._metric_requests(p, model, start.frame, metrics, notes) if metrics \
+            else {}
         if not mask.any() and not requests:
             return EditResult(p.copy(), None, np.zeros(mask.shape), notes)
         if request is not None:
@@ -488,7 +484,8 @@ class PoseEditor:
         else:
             # The networks are asked for each limb's own move (offsets scaled by that limb);
             # the refinement below works on the rig's proportions with its exact targets.
-            t_model = self.targets_to_model(p, t, model, frame, turn, start.offset_scales)
+            t_model = self.targets_to_model(p, t, model, start.frame, start.turn,
+                                            start.offset_scales)
             # Model space keeps the pelvis over its origin: a dragged pelvis's move along
             # the floor is a shift of the whole body, and the networks see the targets
             # without it.
@@ -519,7 +516,7 @@ class PoseEditor:
                 t_rig, rows, follow = request.rig_targets, None, request.follow
                 effector_weight, least_change = request.effector_weight, request.least_change
             else:
-                t_rig = self.targets_to_model(p, t, rig_model, frame, turn)
+                t_rig = self.targets_to_model(p, t, rig_model, start.frame, start.turn)
                 moved = _moved(mask, t_rig, rig_model)
                 moving = moved.any(axis=1)
                 rows = _metric_rows(requests, self._metrics, moving, rig_model,
@@ -551,7 +548,7 @@ class PoseEditor:
                                                bool(turns), bool(turns) and not asked)
             pose = pose - _shift3(shift)[:, None]
         moves = bool(options.refine_steps) or shifted  # the floor shift moves the answer
-        tolerance = REACH_TOLERANCE / np.asarray(frame.scale) if request is None \
+        tolerance = REACH_TOLERANCE / np.asarray(start.frame.scale) if request is None \
             else request.tolerance  # in the rig's units
         if options.fix_lengths and (kernels := native.kernels()) is not None:
             # The same steps as below in one kernel call (see solve_kernels).
@@ -560,13 +557,13 @@ class PoseEditor:
             out, errors = ends.out, ends.errors
             if ends.left.any():
                 out = _reach_rest(ends.rigid, ends.bent, out, p, (mask > 0) & (w >= 1.0), t,
-                                  frame.lengths, tolerance, fallback=not drag)
+                                  start.frame.lengths, tolerance, fallback=not drag)
                 errors = self._errors(out, t, user_mask)
             if not drag:
                 notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
                                            refined=options.refine_steps > 0))
             return EditResult(out, z_new, errors, notes)
-        move = 0.0
+        frame, turn, move = start.frame, start.turn, 0.0
         if moves:
             move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
                     @ turn.swapaxes(-1, -2))

@@ -76,6 +76,7 @@ _NATIVE_PAIRS = np.ascontiguousarray(_PAIRS, dtype=np.int64)
 _NATIVE_SEGMENTS = np.full((len(_SEGMENTS), max(map(len, _SEGMENTS))), -1, dtype=np.int64)
 for _k, _path in enumerate(_SEGMENTS):
     _NATIVE_SEGMENTS[_k, :len(_path)] = _path
+_NATIVE_TABLES = (native.address(_NATIVE_PAIRS), native.address(_NATIVE_SEGMENTS))
 
 
 def max_spans(pose: np.ndarray) -> np.ndarray:
@@ -115,8 +116,7 @@ def _beyond_reach_one(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray
         arrays = [np.ascontiguousarray(a, dtype=t) for a, t in (
             (pose, np.float64), (goals, np.int64), (targets, np.float64))]
         kernels.beyond_reach(NUM_JOINTS, len(_NATIVE_PAIRS), _NATIVE_SEGMENTS.shape[1],
-                             *map(native.address, (_NATIVE_PAIRS, _NATIVE_SEGMENTS, *arrays,
-                                                   over, other)))
+                             *_NATIVE_TABLES, *map(native.address, (*arrays, over, other)))
         return over, other
     g = np.flatnonzero(goals).tolist()
     if len(g) < 2:

@@ -36,23 +36,33 @@ class _StartShape(ctypes.Structure):
                 ("familiar_deg", _D), ("unfamiliar_deg", _D), ("rigid_pairs", _P))
 
 
-class Starts(NamedTuple):
-    """What :meth:`SolveStart.run` leaves, per pose, read-only: the model-space pose, its
-    frame and turn (:func:`.normalize.to_model_space_unchecked`), which feet are down
-    (B, 2), each joint's offset scale (B, 21), the rig's lengths in model units (B, 21),
-    the model pose with them, how upright it is (B,) and its rigid branches' spans
-    (B, 6). (Views of one record per pose: a batch's are strided.)"""
-    model: np.ndarray
-    frame: BodyFrame
-    turn: np.ndarray
-    feet_down: np.ndarray
-    offset_scales: np.ndarray
-    rig_lengths: np.ndarray
-    rig_model: np.ndarray
-    familiarity: np.ndarray
-    spans: np.ndarray
-    record: int | None  # a single pose's record address (npe_request and npe_finish read it)
-    feet_at: int | None  # and its feet flags'
+class RecordStart:
+    """A start pose's preparation as the start kernel made it, read-only, with the same
+    attributes as :class:`.pipeline._Start`: the model-space pose (B, 21, 3), which feet
+    are down (B, 2), and views of the record made when first read (the frame and turn of
+    :func:`.normalize.to_model_space_unchecked`, each joint's offset scale, the rig's lengths
+    in model units, the model pose with them, how upright it is, the rigid branches' spans):
+    a single solve on the kernels reads the model alone, the later kernels read the rest by
+    ``record`` (one pose's record address; None for a batch, whose views are strided) and
+    ``feet_at``. Each view costs microseconds with the caches cold after the networks."""
+
+    def __init__(self, made: np.ndarray, feet_down: np.ndarray, record: int | None,
+                 feet_at: int | None) -> None:
+        self._made, self.feet_down, self.record, self.feet_at = made, feet_down, record, feet_at
+        self.model = made["model"]
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in _VIEWS:
+            raise AttributeError(name)
+        made = self._made
+        value = BodyFrame(root=made["root"], yaw=made["yaw"], lengths=made["lengths"],
+                          scale=made["scale"]) if name == "frame" else made[name]
+        self.__dict__[name] = value
+        return value
+
+
+_VIEWS = frozenset(("frame", "turn", "offset_scales", "rig_lengths", "rig_model",
+                    "familiarity", "spans"))
 
 
 # npe_start's record of each pose, in its order (9 * 21 + 21 float64).
@@ -90,32 +100,26 @@ class SolveStart:
         self._at = ctypes.addressof(self._shape)
 
     def run(self, kernels: native.Kernels, p: np.ndarray, lengths: np.ndarray | None,
-            scale: np.ndarray | None, tilts: tuple[float, float]) -> Starts:
+            scale: np.ndarray | None, tilts: tuple[float, float]) -> RecordStart:
         """The start of a solve of float64 rig poses ``p`` (B, 21, 3); ``lengths`` (B, 21)
         and their ``scale`` (B,) the rig's, or None: each pose's own; ``tilts``: the
         familiar and unfamiliar tilts (degrees) of :func:`.pipeline.familiarity`."""
         self._shape.familiar_deg, self._shape.unfamiliar_deg = tilts
         p, n = np.ascontiguousarray(p, dtype=np.float64), len(p)
         block = np.empty(n * _START_RECORD.itemsize // 8)  # (its address is quicker found)
-        feet = np.empty((n, 2), dtype=np.int64)
+        feet = np.empty((n, 2), dtype=np.bool_)  # (numpy's bools: bytes of 0 or 1, as in C)
         given = [None if a is None else np.ascontiguousarray(a, dtype=np.float64)
                  for a in (lengths, scale)]  # kept through the call
-        base = native.address(block)
+        base, feet_at = native.address(block), native.address(feet)
         status = kernels.start(self._at, n, native.address(p),
                                *(None if a is None else native.address(a) for a in given),
-                               base, native.address(feet))
+                               base, feet_at)
         if status != 0:
             raise RuntimeError(f"npe_start refused a skeleton of {NUM_JOINTS} joints")
         block.flags.writeable = False  # and so every field's view: kept between solves
-        made = block.view(_START_RECORD)
-        feet_down = feet.astype(bool)  # (numpy's bools are bytes of 0 or 1, as C reads them)
-        feet_at = native.address(feet_down) if n == 1 else None  # (before it is read-only)
-        feet_down.flags.writeable = False
-        frame = BodyFrame(root=made["root"], yaw=made["yaw"], lengths=made["lengths"],
-                          scale=made["scale"])
-        return Starts(made["model"], frame, made["turn"], feet_down, made["offset_scales"],
-                      made["rig_lengths"], made["rig_model"], made["familiarity"],
-                      made["spans"], base if n == 1 else None, feet_at)
+        feet.flags.writeable = False
+        return RecordStart(block.view(_START_RECORD), feet, base if n == 1 else None,
+                           feet_at if n == 1 else None)
 
 
 class _RequestShape(ctypes.Structure):

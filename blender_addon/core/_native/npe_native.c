@@ -1855,13 +1855,13 @@ static void with_lengths(const StartShape *s, const double *p, const double *len
 
 /* pipeline._Start.of for each rig pose p (n x nj x 3): normalize.to_model_space_unchecked
  * (``model``, ``root``, ``yaw``, ``lengths``, ``scale``, ``turn``; lengths_in and scale_in
- * the rig's where given, else NULL: measured), pipeline._feet_down (feet, n x 2), and the
+ * the rig's where given, else NULL: measured), pipeline._feet_down (feet, n x 2, 0 or 1), the
  * start's cached properties: normalize.offset_scales, the rig's lengths in model units, the
  * model pose with them, pipeline.familiarity and refine.rigid_spans. One record of
  * 9 nj + 21 values per pose in ``out``, in that order (solve_kernels._START_PARTS). */
 NPE_API int64_t npe_start(const StartShape *s, int64_t n, const double *p_all,
                           const double *lengths_in, const double *scale_in, double *out,
-                          int64_t *feet_all) {
+                          uint8_t *feet_all) {
     int64_t nj = s->nj, k = s->chains;
     if (nj > RIG_IK_MAX_JOINTS || k > 8) return -1;
     for (int64_t f = 0; f < n; f++) {
