@@ -793,20 +793,23 @@ def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndar
     answer stands, and the note says that instead."""
     if len(p) != 1 or not (errors > MISS_NOTE_M).any():
         return []
-    over, other = reach_bounds.beyond_reach(p, held, t)
-    notes = reach_bounds.describe(over[0], other[0], MISS_NOTE_M)
-    named = over[0] > MISS_NOTE_M  # and the goals they are held against: said already
-    short = held[0] & (errors[0] > MISS_NOTE_M) & ~named
-    short[other[0][named]] = False
-    if not short.any():
-        return notes
     # One pose's few notes in scalar math (a solve without refinement writes some each time).
-    feet = (held[0] & (user_mask[0] <= 0)).tolist() if user_mask is not None \
-        else [False] * skeleton.NUM_JOINTS
-    goals = [k for k in np.flatnonzero(held[0]).tolist() if not feet[k]]  # bar planted feet
-    planted = any(feet)
-    start, aims, misses = p[0].tolist(), t[0].tolist(), errors[0].tolist()
-    for j in np.flatnonzero(short).tolist():
+    over, other = (a[0].tolist() for a in reach_bounds.beyond_reach(p, held, t))
+    notes = reach_bounds.describe(over, other, MISS_NOTE_M)
+    holds, misses = held[0].tolist(), errors[0].tolist()
+    short = [h and m > MISS_NOTE_M and o <= MISS_NOTE_M
+             for h, m, o in zip(holds, misses, over, strict=True)]
+    for o, k in zip(over, other, strict=True):
+        if o > MISS_NOTE_M:  # named, and the goal it is held against: said already
+            short[k] = False
+    if not any(short):
+        return notes
+    feet = [h and u <= 0 for h, u in zip(holds, user_mask[0].tolist(), strict=True)] \
+        if user_mask is not None else [False] * skeleton.NUM_JOINTS
+    goals = [k for k, (h, f) in enumerate(zip(holds, feet, strict=True)) if h and not f]
+    planted = any(feet)  # (the goals above: the held ones bar the planted feet)
+    start, aims = p[0].tolist(), t[0].tolist()
+    for j in (j for j, flag in enumerate(short) if flag):
         pins = [skeleton.JOINTS[k] for k in goals if k != j]
         holding = (["the planted feet"] if planted else []) + (
             [f"the {', '.join(pins)} goal{'s' if len(pins) > 1 else ''}"] if pins else [])

@@ -13,6 +13,7 @@ goals), but goals beyond it always are.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -163,11 +164,11 @@ def pulled_within(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     return aims
 
 
-def describe(over: np.ndarray, other: np.ndarray, least: float = 0.0) -> list[str]:
-    """Notes for one pose's :func:`beyond_reach` answer (21,) each, in metres: which
-    targets no pose of the rig can reach, by more than ``least``, how far, and held
-    against which other goal."""
-    return [f"{JOINTS[j]}: its target lies {over[j] * CM:.1f} cm {NOTE_MARK} "
-            f"from the {JOINTS[int(other[j])]} goal, even with every bone stretched in line "
+def describe(over: Sequence[float], other: Sequence[int], least: float = 0.0) -> list[str]:
+    """Notes for one pose's :func:`beyond_reach` answer (21 values each, arrays or lists),
+    in metres: which targets no pose of the rig can reach, by more than ``least``, how far,
+    and held against which other goal."""
+    return [f"{JOINTS[j]}: its target lies {o * CM:.1f} cm {NOTE_MARK} "
+            f"from the {JOINTS[int(k)]} goal, even with every bone stretched in line "
             f"(a rig's pelvis and chest are rigid): move one of them, or free it"
-            for j in np.flatnonzero(over > least)]
+            for j, (o, k) in enumerate(zip(over, other, strict=True)) if o > least]
