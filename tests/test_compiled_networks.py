@@ -174,6 +174,29 @@ def test_the_compiled_universal_edit_is_onnxruntimes(shipped_models: ModelSet,
     assert moved > 0.01  # the targets moved the edit: something worth comparing
 
 
+@pytest.mark.usefixtures("with_kernels")
+def test_a_drags_unmoved_edit_is_kept_as_computed(shipped_models: ModelSet,
+                                                  manifold_clip: np.ndarray) -> None:
+    """A single pose's unmoved edit is kept for the next call with the same pose, mask and
+    weights (a drag's updates): the same bits as computed afresh; another mask computes
+    its own."""
+    compiled = compiled_networks.compiled_universal(shipped_models)
+    model, mask, targets, weights = (a[:1] for a in _edits(shipped_models, manifold_clip[::6]))
+    first = compiled.edit(model, mask, targets, weights)
+    kept = compiled.edit(model, mask, targets + 0.05, weights)  # the next drag update
+    compiled._unmoved = None
+    fresh = compiled.edit(model, mask, targets + 0.05, weights)
+    for a, b in zip(kept, fresh, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert np.abs(kept[0] - first[0]).max() > 1e-3  # the edit itself was computed again
+    other = mask.copy()
+    other[0, np.flatnonzero(mask[0] == 0)[0]] = 1.0
+    compiled._unmoved = None
+    want = compiled.edit(model, other, targets, weights)[0][1]
+    compiled.edit(model, mask, targets, weights)
+    np.testing.assert_array_equal(compiled.edit(model, other, targets, weights)[0][1], want)
+
+
 def test_a_fused_graph_of_another_shape_is_left_to_onnxruntime(shipped_models: ModelSet
                                                                ) -> None:
     folder = shipped_models.folder

@@ -104,7 +104,7 @@ class Kernels:
         self.decoder_allow_avx2.argtypes = [_I]
         self.universal = lib.npe_universal
         self.universal.restype = _I
-        self.universal.argtypes = [_P, _P, _P, _I, *[_P] * 6]
+        self.universal.argtypes = [_P, _P, _P, _I, _I, *[_P] * 6]
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]

@@ -1445,9 +1445,11 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
 /* The universal solver's edit as its fused graph runs it (ik_universal_fused), pose by
  * pose: the pose normalized and encoded; the solver on the latent and each joint's mask,
  * normalized target (masked) and weight (masked); the latent plus its answer decoded. Twice
- * per pose: towards the targets, then with the targets on the pose itself (the unmoved
- * edit the engine subtracts), each decoded into edited (2n x out: all the first, then all
- * the second); the first's latents into latent (n x latent). */
+ * per pose (``passes`` 2): towards the targets, then with the targets on the pose itself
+ * (the unmoved edit the engine subtracts), each decoded into edited (2n x out: all the
+ * first, then all the second); the first's latents into latent (n x latent). ``passes`` 1:
+ * the first alone (a drag's unmoved edit is the same on every update: the caller keeps it).
+ */
 #define UNIVERSAL_BODY(DENSEF)                                                             \
     float h1[DECODER_MAX_WIDTH], h2[DECODER_MAX_WIDTH], x[DECODER_MAX_WIDTH];              \
     float xhat[DECODER_MAX_WIDTH];                                                         \
@@ -1458,7 +1460,7 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
         const double *p = pose + f * nd;                                                   \
         for (int64_t i = 0; i < nd; i++) x[i] = ((float)p[i] - d->mean[i]) / d->scale[i];  \
         MLP_FORWARD(DENSEF, encoder, x, z);                                                \
-        for (int pass = 0; pass < 2; pass++) {                                             \
+        for (int64_t pass = 0; pass < passes; pass++) {                                    \
             const double *t = pass == 0 ? targets + f * nd : p;                            \
             memcpy(ask, z, sizeof(float) * nl);                                            \
             for (int64_t j = 0; j < nj; j++) {                                             \
@@ -1479,8 +1481,8 @@ ALWAYS_INLINE void tangents2(TANGENT_ARGS) { TANGENT_ROWS(2) }
     }
 
 #define UNIVERSAL_ARGS const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d, \
-    int64_t n, const double *pose, const double *mask, const double *targets,             \
-    const double *weights, float *edited, float *latent
+    int64_t n, int64_t passes, const double *pose, const double *mask,                    \
+    const double *targets, const double *weights, float *edited, float *latent
 
 #define DECODE_ARGS const NpeDecoder *d, int64_t n, const float *z, float *pose, float *jac, \
     float *work
@@ -1571,15 +1573,17 @@ NPE_API int64_t npe_decode(DECODE_ARGS) {
 }
 
 /* The universal solver's fused edit (UNIVERSAL_BODY) of n poses (n x out), masks and
- * weights (n x joints), targets (n x out). Returns 0, or -2 for networks that do not fit
- * together or the kernel's buffers. */
+ * weights (n x joints), targets (n x out), float64 (cast to float32 as numpy casts). Returns
+ * 0, or -2 for networks that do not fit together or the kernel's buffers, or passes not 1
+ * or 2. */
 NPE_API int64_t npe_universal(UNIVERSAL_ARGS) {
     int64_t nd = d->mlp.n_out, nl = encoder->n_out;
     if (!decoder_fits(d) || !mlp_fits(encoder) || !mlp_fits(solver) || nd % 3 != 0
         || encoder->n_in != nd || solver->n_in != nl + 5 * (nd / 3) || solver->n_out != nl
         || d->mlp.n_in != nl)
         return -2;
-    UNIVERSAL(encoder, solver, d, n, pose, mask, targets, weights, edited, latent);
+    if (passes < 1 || passes > 2) return -2;
+    UNIVERSAL(encoder, solver, d, n, passes, pose, mask, targets, weights, edited, latent);
     return 0;
 }
 
