@@ -341,7 +341,15 @@ class ModelSet:
         return next(m for m in self.modules.values() if m.role == role)
 
     def by_role(self, role: str) -> list[Module]:
-        return [m for m in self.modules.values() if m.role == role]
+        return list(self._roles.get(role, ()))
+
+    @functools.cached_property
+    def _roles(self) -> dict[str, tuple[Module, ...]]:
+        """The modules of each role, in the manifest's order (a solve asks a few times)."""
+        roles: dict[str, tuple[Module, ...]] = {}
+        for m in self.modules.values():
+            roles[m.role] = (*roles.get(m.role, ()), m)
+        return roles
 
     @property
     def metrics(self) -> dict[str, Module]:
