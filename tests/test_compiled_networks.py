@@ -184,14 +184,14 @@ def test_a_drags_unmoved_edit_is_kept_as_computed(shipped_models: ModelSet,
     model, mask, targets, weights = (a[:1] for a in _edits(shipped_models, manifold_clip[::6]))
     first = compiled.edit(model, mask, targets, weights)
     kept = compiled.edit(model, mask, targets + 0.05, weights)  # the next drag update
-    compiled._unmoved = None
+    compiled.unmoved_cache[:] = 0
     fresh = compiled.edit(model, mask, targets + 0.05, weights)
     for a, b in zip(kept, fresh, strict=True):
         np.testing.assert_array_equal(a, b)
     assert np.abs(kept[0] - first[0]).max() > 1e-3  # the edit itself was computed again
     other = mask.copy()
     other[0, np.flatnonzero(mask[0] == 0)[0]] = 1.0
-    compiled._unmoved = None
+    compiled.unmoved_cache[:] = 0
     want = compiled.edit(model, other, targets, weights)[0][1]
     compiled.edit(model, mask, targets, weights)
     np.testing.assert_array_equal(compiled.edit(model, other, targets, weights)[0][1], want)

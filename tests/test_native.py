@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import re
 import struct
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from scripts import build_native
 from tests.conftest import kernels_missing
 from tests.test_rotations import production_rig, random_pose
 
-EXPORTS = (b"npe_abi_version", b"npe_eps", b"npe_positions_to_rotations",
-           b"npe_forward_kinematics")
+# Every function the source exports (NPE_API), as the libraries must name them.
+EXPORTS = tuple(name.encode() for name in re.findall(
+    r"NPE_API[^(;]*?\b(npe_\w+)\(", build_native.SOURCE.read_text()))
 ELF_X86_64, PE_AMD64, MACHO_ARM64 = 62, 0x8664, 0x0100000C
 LC_CODE_SIGNATURE = 0x1D  # Apple Silicon loads signed code only (ad hoc will do)
 
@@ -75,6 +77,7 @@ def test_the_kernels_are_cross_compiled_for_every_platform(tmp_path: Path) -> No
     macho = files["macos-arm64"]
     assert struct.unpack_from("<Ii", macho, 0) == (0xFEEDFACF, MACHO_ARM64)
     assert LC_CODE_SIGNATURE in macho_commands(macho)
+    assert len(EXPORTS) >= 16 and b"npe_finish" in EXPORTS  # the source read right
     for name, data in files.items():
         missing = [e.decode() for e in EXPORTS if e not in data]
         assert not missing, f"{name} lacks {missing}"

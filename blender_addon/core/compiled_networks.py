@@ -300,9 +300,10 @@ class CompiledUniversal:
         self.latent_size = int(np.shape(layers["encoder"]["w3"])[0])
         self._at = (ctypes.addressof(self.encoder), ctypes.addressof(self.solver),
                     self.decoder.address)
-        # The last single pose's unmoved edit, by its pose, mask and weights: a drag asks
-        # for the same one on every update (the networks' unmoved pass is 2/5 of the edit).
-        self._unmoved: tuple[bytes, np.ndarray] | None = None
+        # The last single pose's unmoved edit, kept by the kernel with its pose, mask and
+        # weights: a drag asks for the same one on every update (2/5 of the edit's work).
+        self.unmoved_cache = np.zeros(kernels.unmoved_cache_size(), dtype=np.uint8)
+        self.cache_address = native.address(self.unmoved_cache)
 
     def edit(self, pose: np.ndarray, mask: np.ndarray, targets: np.ndarray,
              weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -314,16 +315,11 @@ class CompiledUniversal:
         n = len(p)
         edited = np.empty((2 * n, skeleton.NUM_JOINTS, 3), dtype=np.float32)
         latent = np.empty((n, self.latent_size), dtype=np.float32)
-        key = p.tobytes() + m.tobytes() + w.tobytes() if n == 1 else None
-        kept = self._unmoved is not None and self._unmoved[0] == key
-        status = self.kernels.universal(*self._at, n, 1 if kept else 2, *(
-            native.address(a) for a in (p, m, t, w, edited, latent)))
+        status = self.kernels.universal(*self._at, n, self.cache_address if n == 1 else None,
+                                        *(native.address(a) for a in (p, m, t, w, edited,
+                                                                      latent)))
         if status != 0:
             raise RuntimeError(f"npe_universal refused the networks ({status})")
-        if kept:
-            edited[1] = self._unmoved[1]
-        elif key is not None:
-            self._unmoved = (key, edited[1].copy())
         return edited, latent
 
 

@@ -104,7 +104,13 @@ class Kernels:
         self.decoder_allow_avx2.argtypes = [_I]
         self.universal = lib.npe_universal
         self.universal.restype = _I
-        self.universal.argtypes = [_P, _P, _P, _I, _I, *[_P] * 6]
+        self.universal.argtypes = [_P, _P, _P, _I, _P, *[_P] * 6]
+        self.unmoved_cache_size = lib.npe_unmoved_cache_size
+        self.unmoved_cache_size.restype = _I
+        self.unmoved_cache_size.argtypes = []
+        self.begin = lib.npe_begin
+        self.begin.restype = _I
+        self.begin.argtypes = [*[_P] * 11, _I, _I, _D, _I, *[_P] * 5]
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]

@@ -462,13 +462,26 @@ class PoseEditor:
         start = self._start(p)
         model = start.model  # (its frame and turn where numpy needs them: see RecordStart)
         user_mask = mask
-        request = None
+        request = begun = None
         if not metrics and start.record is not None and (
                 kernels := native.kernels()) is not None:
-            # A single pose's effector request as below, in one kernel call (solve_kernels).
-            request = _SOLVE_REQUEST.run(kernels, start, p, mask, t, w,
-                                         options.keep_planted_feet, options.refine_steps > 0,
-                                         options.body_follow)
+            # A single pose's effector request as below in one kernel call, with the
+            # universal solver's edit and the decoded change where it is compiled
+            # (solve_kernels).
+            networks = compiled_universal(self.models) if options.solver == "universal" \
+                else None
+            if networks is None:
+                request = _SOLVE_REQUEST.run(kernels, start, p, mask, t, w,
+                                             options.keep_planted_feet,
+                                             options.refine_steps > 0, options.body_follow)
+            else:
+                begun = _SOLVE_REQUEST.begin(kernels, networks, start, p, mask, t, w,
+                                             options.keep_planted_feet,
+                                             options.refine_steps > 0, options.body_follow,
+                                             options.keep_details)
+                if begun is None:  # no effector left, as below
+                    return EditResult(p.copy(), None, np.zeros(mask.shape), [])
+                request = begun[0]
             mask, t, w = request.mask, request.targets, request.weights
         elif self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
@@ -502,11 +515,15 @@ class PoseEditor:
         turns = {name for name in requests if refine.moves_shoulders(self._metrics[name].metric)}
         asked = {name: r for name, r in requests.items() if name not in turns} \
             if options.refine_steps else requests
-        z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options, notes)
-        # The decoded change on top of the input (or the decoded pose alone): requests that
-        # ask for nothing new change nothing.
-        offset = model - unmoved if options.keep_details else np.zeros_like(model)
-        pose = offset + edited
+        if begun is not None:  # (the networks ran in the request's kernel call)
+            z_new, pose, offset = begun[1:]
+        else:
+            z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options,
+                                                    notes)
+            # The decoded change on top of the input (or the decoded pose alone): requests
+            # that ask for nothing new change nothing.
+            offset = model - unmoved if options.keep_details else np.zeros_like(model)
+            pose = offset + edited
         if options.refine_steps:
             # Refinement works on the rig's own proportions (in model units), where its
             # targets are exact: a canonical-length pose put on a rig with shorter arms

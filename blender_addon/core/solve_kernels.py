@@ -178,6 +178,37 @@ class SolveRequest:
         arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, mask, targets, weights)]
         kernels.request(self._at, start.record, start.feet_at, *map(native.address, arrays),
                         int(plant), int(refined), body_follow, native.address(out))
+        return self._read(out)
+
+    def begin(self, kernels: native.Kernels, networks: Any, start: Any, p: np.ndarray,
+              mask: np.ndarray, targets: np.ndarray, weights: np.ndarray, plant: bool,
+              refined: bool, body_follow: float, keep_details: bool
+              ) -> tuple[Request, np.ndarray, np.ndarray, np.ndarray] | None:
+        """:meth:`run`, then the universal solver's fused edit on its answer (``networks``,
+        a :class:`.compiled_networks.CompiledUniversal`) and the decoded change on the input
+        (``keep_details``; else the decoded pose alone), in one call: the request, the
+        edited latents (1, L), the model-space pose (1, 21, 3) and the offset added to the
+        decoded one. None where no effector is left (nothing else run)."""
+        j = NUM_JOINTS
+        block = np.empty(_REQUEST_SIZE + 6 * j)  # the request, then the pose and offset
+        decoded = np.empty(2 * 3 * j + networks.latent_size, dtype=np.float32)
+        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, mask, targets, weights)]
+        base, at = native.address(block), native.address(decoded)
+        status = kernels.begin(self._at, *networks._at, networks.cache_address, start.record,
+                               start.feet_at, *map(native.address, arrays), int(plant),
+                               int(refined), body_follow, int(keep_details), base,
+                               at, at + 6 * j * 4, base + _REQUEST_SIZE * 8,
+                               base + (_REQUEST_SIZE + 3 * j) * 8)
+        if status < 0:
+            raise RuntimeError(f"npe_begin refused the networks ({status})")
+        if status == 1:
+            return None
+        poses = block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
+        return (self._read(block[:_REQUEST_SIZE]), decoded[6 * j:].reshape(1, -1), poses[0],
+                poses[1])
+
+    @staticmethod
+    def _read(out: np.ndarray) -> Request:
         j = NUM_JOINTS
         poses = out[2 * j:11 * j].reshape(3, 1, j, 3)
         return Request(out[:j].reshape(1, j), poses[0], out[j:2 * j].reshape(1, j), poses[1],

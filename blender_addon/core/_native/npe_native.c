@@ -1572,18 +1572,65 @@ NPE_API int64_t npe_decode(DECODE_ARGS) {
     return 0;
 }
 
-/* The universal solver's fused edit (UNIVERSAL_BODY) of n poses (n x out), masks and
- * weights (n x joints), targets (n x out), float64 (cast to float32 as numpy casts). Returns
- * 0, or -2 for networks that do not fit together or the kernel's buffers, or passes not 1
- * or 2. */
-NPE_API int64_t npe_universal(UNIVERSAL_ARGS) {
+/* A single pose's unmoved edit, kept by what it depends on (its pose, mask and weights):
+ * a drag asks for the same one on every update. Owned by the caller (zeroed: empty). */
+typedef struct {
+    int64_t valid;
+    double key[POSE_DIM_MAX + 2 * RIG_IK_MAX_JOINTS];
+    float unmoved[POSE_DIM_MAX];
+} UnmovedCache;
+
+NPE_API int64_t npe_unmoved_cache_size(void) { return (int64_t)sizeof(UnmovedCache); }
+
+static int64_t unmoved_key(int64_t nd, const double *pose, const double *mask,
+                           const double *weights, double *key) {
+    int64_t nj = nd / 3;
+    memcpy(key, pose, (size_t)nd * sizeof(double));
+    memcpy(key + nd, mask, (size_t)nj * sizeof(double));
+    memcpy(key + nd + nj, weights, (size_t)nj * sizeof(double));
+    return nd + 2 * nj;
+}
+
+/* The fused edit of n poses with ``cache`` (n = 1 only, or NULL): the unmoved pass skipped
+ * where the cache holds it (the same bits), else kept there. */
+static void universal_cached(const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d,
+                             int64_t n, UnmovedCache *cache, const double *pose,
+                             const double *mask, const double *targets, const double *weights,
+                             float *edited, float *latent) {
+    int64_t nd = d->mlp.n_out;
+    double key[POSE_DIM_MAX + 2 * RIG_IK_MAX_JOINTS];
+    int64_t size = 0, kept = 0;
+    if (cache && n == 1) {
+        size = unmoved_key(nd, pose, mask, weights, key);
+        kept = cache->valid && memcmp(cache->key, key, (size_t)size * sizeof(double)) == 0;
+    }
+    UNIVERSAL(encoder, solver, d, n, kept ? 1 : 2, pose, mask, targets, weights, edited, latent);
+    if (kept) {
+        memcpy(edited + nd, cache->unmoved, (size_t)nd * sizeof(float));
+    } else if (size) {
+        memcpy(cache->key, key, (size_t)size * sizeof(double));
+        memcpy(cache->unmoved, edited + nd, (size_t)nd * sizeof(float));
+        cache->valid = 1;
+    }
+}
+
+static int universal_fits(const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d) {
     int64_t nd = d->mlp.n_out, nl = encoder->n_out;
-    if (!decoder_fits(d) || !mlp_fits(encoder) || !mlp_fits(solver) || nd % 3 != 0
-        || encoder->n_in != nd || solver->n_in != nl + 5 * (nd / 3) || solver->n_out != nl
-        || d->mlp.n_in != nl)
-        return -2;
-    if (passes < 1 || passes > 2) return -2;
-    UNIVERSAL(encoder, solver, d, n, passes, pose, mask, targets, weights, edited, latent);
+    return decoder_fits(d) && mlp_fits(encoder) && mlp_fits(solver) && nd % 3 == 0
+           && nd <= POSE_DIM_MAX && encoder->n_in == nd && solver->n_in == nl + 5 * (nd / 3)
+           && solver->n_out == nl && d->mlp.n_in == nl;
+}
+
+/* The universal solver's fused edit (UNIVERSAL_BODY) of n poses (n x out), masks and
+ * weights (n x joints), targets (n x out), float64 (cast to float32 as numpy casts); a single
+ * pose's unmoved edit kept in ``cache`` (or NULL). Returns 0, or -2 for networks that do not
+ * fit together or the kernel's buffers. */
+NPE_API int64_t npe_universal(const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d,
+                              int64_t n, UnmovedCache *cache, const double *pose,
+                              const double *mask, const double *targets,
+                              const double *weights, float *edited, float *latent) {
+    if (!universal_fits(encoder, solver, d)) return -2;
+    universal_cached(encoder, solver, d, n, cache, pose, mask, targets, weights, edited, latent);
     return 0;
 }
 
@@ -2082,4 +2129,33 @@ NPE_API void npe_request(const RequestShape *s, const double *record, const uint
     tail[1] = s->effector_weight * pow(s->full_body_effector_weight / s->effector_weight, share);
     tail[2] = s->least_change * pow(s->full_body_least_change / s->least_change, share);
     tail[3] = tolerance;
+}
+
+/* PoseEditor._solve up to the refinement for one start pose's effector request, in one call:
+ * npe_request (into req_out), then, where an effector is left, the universal fused edit of
+ * the networks' targets (the unmoved pass kept in ``cache``) into edited and latent, and
+ * the decoded change on the input (``keep_details``; else the decoded pose alone) into pose
+ * and its offset (float64). Returns 0, 1 where no effector is left (nothing run after the
+ * request), -2 for networks that do not fit. */
+NPE_API int64_t npe_begin(const RequestShape *s, const NpeMlp *encoder, const NpeMlp *solver,
+                          const NpeDecoder *d, UnmovedCache *cache, const double *record,
+                          const uint8_t *feet_down, const double *p, const double *mask_in,
+                          const double *t_in, const double *w_in, int64_t plant,
+                          int64_t refined, double body_follow, int64_t keep_details,
+                          double *req_out, float *edited, float *latent, double *pose,
+                          double *offset) {
+    int64_t nj = s->nj, nd = 3 * nj;
+    if (!universal_fits(encoder, solver, d) || d->mlp.n_out != nd) return -2;
+    npe_request(s, record, feet_down, p, mask_in, t_in, w_in, plant, refined, body_follow,
+                req_out);
+    const double *mask = req_out, *w = mask + nj, *t_net = w + 4 * nj;
+    int any = 0;
+    for (int64_t j = 0; j < nj; j++) any |= mask[j] != 0.0;
+    if (!any) return 1;
+    universal_cached(encoder, solver, d, 1, cache, record, mask, t_net, w, edited, latent);
+    for (int64_t i = 0; i < nd; i++) {
+        offset[i] = keep_details ? record[i] - (double)edited[nd + i] : 0.0;
+        pose[i] = offset[i] + (double)edited[i];
+    }
+    return 0;
 }
