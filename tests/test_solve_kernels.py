@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blender_addon.core import native, pipeline, refine, skeleton
+from blender_addon.core import native, pipeline, reach_bounds, refine, skeleton
 from blender_addon.core.normalize import leg_scale
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions, _Start
 
@@ -68,7 +68,7 @@ def _drags(poses: np.ndarray, rng: np.random.Generator) -> list[list[Effector]]:
 def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthetic_clip,
                                                           monkeypatch) -> None:
     """Single solves, refined or not, and drag updates: the same pose, misses and notes
-    with the start and end in the kernels as in numpy (the networks the same: onnxruntime's;
+    with the start, request and end in the kernels as in numpy (the networks the same: onnxruntime's;
     the kernels' other steps are held to numpy's by their own tests). Drags that need rig IK
     after the re-aims (the kernel hands them back) are among them."""
     monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
@@ -76,7 +76,7 @@ def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthe
     editor = PoseEditor(shipped_models)
     rng = np.random.default_rng(1)
     poses = synthetic_clip[::3]
-    calls, handed_back = [], 0
+    calls, handed_back, beyond = [], 0, 0
     run = pipeline._reach_rest
     monkeypatch.setattr(pipeline, "_reach_rest", lambda *a, **k: calls.append(1) or run(*a, **k))
     for p, effs in zip(poses, _drags(poses, rng), strict=True):
@@ -93,4 +93,6 @@ def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthe
             np.testing.assert_allclose(fast.effector_error, slow.effector_error, rtol=0,
                                        atol=AGREE_M)
             assert fast.notes == slow.notes
+            beyond += any(reach_bounds.NOTE_MARK in note for note in fast.notes)
     assert handed_back  # some drags went on to rig IK after the kernel's re-aims
+    assert beyond  # and some notes named targets beyond reach (the end kernel's bound)

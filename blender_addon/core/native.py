@@ -125,7 +125,7 @@ class Kernels:
         self.start.argtypes = [_P, _I, *[_P] * 5]
         self.finish = lib.npe_finish
         self.finish.restype = _I
-        self.finish.argtypes = [_P, _I, _I, *[_P] * 9, _I, *[_P] * 10]
+        self.finish.argtypes = [_P, _I, _I, *[_P] * 9, _I, *[_P] * 12]
         self.exact_reach = lib.npe_exact_reach
         self.exact_reach.restype = _I
         self.exact_reach.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _D, _D, _I, _D,

@@ -152,7 +152,7 @@ START_CACHE_SIZE = 4
 _SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT)
 _SOLVE_REQUEST = SolveRequest(_ANKLES, _TOES, _TRUNK, REACH_TOLERANCE, MOVED_M)
 _SOLVE_END = SolveEnd(_NETWORK_STRAIGHTEST, _HAND_GOALS, _ARM_STRAIGHTEST, MOVED_M,
-                      REACH_TOLERANCE)
+                      REACH_TOLERANCE, MISS_NOTE_M)
 
 
 @dataclass
@@ -570,15 +570,17 @@ class PoseEditor:
         if options.fix_lengths and (kernels := native.kernels()) is not None:
             # The same steps as below in one kernel call (see solve_kernels).
             ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
-                                  moves, t, mask, w, user_mask, tolerance)
-            out, errors = ends.out, ends.errors
+                                  moves, t, mask, w, user_mask, tolerance,
+                                  reach=not drag and len(p) == 1)
+            out, errors, reach = ends.out, ends.errors, ends.reach
             if ends.left.any():
                 out = _reach_rest(ends.rigid, ends.bent, out, p, (mask > 0) & (w >= 1.0), t,
                                   start.frame.lengths, tolerance, fallback=not drag)
                 errors = self._errors(out, t, user_mask)
+                reach = None  # (the kernel's was for its own misses)
             if not drag:
                 notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
-                                           refined=options.refine_steps > 0))
+                                           refined=options.refine_steps > 0, reach=reach))
             return EditResult(out, z_new, errors, notes)
         frame, turn, move = start.frame, start.turn, 0.0
         if moves:
@@ -796,7 +798,8 @@ class PoseEditor:
 
 
 def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndarray,
-                 user_mask: np.ndarray | None = None, refined: bool = True) -> list[str]:
+                 user_mask: np.ndarray | None = None, refined: bool = True,
+                 reach: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
     """For a single pose that misses an effector by more than :data:`MISS_NOTE_M`: which
     moved targets no pose of the rig can reach from the goals ``held`` firmly (B, 21: the
     full-weight effectors and the planted feet, the held joints off ``user_mask`` (B, 21),
@@ -807,11 +810,12 @@ def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndar
     straight legs on two planted feet allow) pass it, and a hand left centimetres short
     with nothing said looked like a broken solve (random pulls of one end on the synthetic
     clip: 46 of 400 solves missed by over 1 mm unsaid). Not ``refined``: the networks'
-    answer stands, and the note says that instead."""
+    answer stands, and the note says that instead. ``reach``: the bound's answer where the
+    caller has it (the end kernel's)."""
     if len(p) != 1 or not (errors > MISS_NOTE_M).any():
         return []
     # One pose's few notes in scalar math (a solve without refinement writes some each time).
-    over, other = (a[0].tolist() for a in reach_bounds.beyond_reach(p, held, t))
+    over, other = (a[0].tolist() for a in reach or reach_bounds.beyond_reach(p, held, t))
     notes = reach_bounds.describe(over, other, MISS_NOTE_M)
     holds, misses = held[0].tolist(), errors[0].tolist()
     short = [h and m > MISS_NOTE_M and o <= MISS_NOTE_M

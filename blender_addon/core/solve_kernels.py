@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import exact_reach, native, normalize, refine, rigid_branches, skeleton
+from . import exact_reach, native, normalize, reach_bounds, refine, rigid_branches, skeleton
 from .normalize import BodyFrame
 from .skeleton import NUM_JOINTS
 
@@ -223,18 +223,23 @@ class _Shape(ctypes.Structure):
                 ("reach_layout", _P), ("reach_masks", _P), ("slack", _D),
                 ("settle_slack", _D), ("reach_margin", _D), ("settle_passes", _I),
                 ("settle_stall", _I), ("network_straightest", _P), ("hand_goals", _P),
-                ("arm_straightest", _D), ("moved_m", _D), ("moved_per_tolerance", _D))
+                ("arm_straightest", _D), ("moved_m", _D), ("moved_per_tolerance", _D),
+                ("reach_pairs", _P), ("reach_segments", _P), ("n_reach_pairs", _I),
+                ("reach_width", _I), ("miss_note", _D))
 
 
 class Ends(NamedTuple):
     """What :meth:`SolveEnd.run` leaves: the rig pose made rigid before any re-aim, the
-    hands' bent re-aim (refined only), the answer, its effectors' misses (B, 21), and which
-    poses still need :func:`.pipeline._reach_exactly`'s rig IK stage (B,)."""
+    hands' bent re-aim (refined only), the answer, its effectors' misses (B, 21), which
+    poses still need :func:`.pipeline._reach_exactly`'s rig IK stage (B,), and the reach
+    bound the notes read (:func:`.reach_bounds.beyond_reach` of the start pose towards the
+    full-weight goals, where an effector misses by over ``miss_note``; zero elsewhere)."""
     rigid: np.ndarray
     bent: np.ndarray
     out: np.ndarray
     errors: np.ndarray
     left: np.ndarray
+    reach: tuple[np.ndarray, np.ndarray] | None  # beyond_reach's (B, 21) pair, with ``reach``
 
 
 class SolveEnd:
@@ -242,7 +247,8 @@ class SolveEnd:
     them)."""
 
     def __init__(self, network_straightest: np.ndarray, hand_goals: np.ndarray,
-                 arm_straightest: float, moved_m: float, reach_tolerance: float) -> None:
+                 arm_straightest: float, moved_m: float, reach_tolerance: float,
+                 miss_note: float) -> None:
         self._keep = (np.ascontiguousarray(network_straightest, dtype=np.float64),
                       np.ascontiguousarray(hand_goals, dtype=np.int64))
         tables = rigid_branches._NATIVE_ARRAYS
@@ -254,23 +260,27 @@ class SolveEnd:
             exact_reach._SLACK, exact_reach._SETTLE_SLACK, exact_reach._REACH_MARGIN,
             exact_reach._SETTLE_PASSES, exact_reach._SETTLE_STALL,
             native.address(self._keep[0]), native.address(self._keep[1]), arm_straightest,
-            moved_m, moved_m / reach_tolerance)
+            moved_m, moved_m / reach_tolerance, *reach_bounds._NATIVE_TABLES,
+            len(reach_bounds._NATIVE_PAIRS), reach_bounds._NATIVE_SEGMENTS.shape[1],
+            miss_note)
         self._at = ctypes.addressof(self._shape)
 
     def run(self, kernels: native.Kernels, refined: bool, pose: np.ndarray,
             p: np.ndarray, start: Any, shift: np.ndarray, moves: bool, targets: np.ndarray,
             mask: np.ndarray, weights: np.ndarray, user_mask: np.ndarray,
-            tolerance: np.ndarray) -> Ends:
+            tolerance: np.ndarray, reach: bool = False) -> Ends:
         """The end of a solve of the float64 model-space answer ``pose`` (B, 21, 3) from the
         rig poses ``p``, prepared as ``start`` (a :class:`.pipeline._Start`: its model, frame,
         turn and offset scales, read from its record where the start kernel made one pose's);
         ``shift`` (B, 2) the floor shift in model units, added where ``moves`` (refined or
         shifted), as ``_solve`` does; ``targets``, ``mask`` and ``weights``
         with the planted feet held, ``user_mask`` the user's effectors; ``tolerance`` (B,)
-        in rig units. (Each array passed costs a conversion and an address, a few
-        microseconds with the caches cold after the networks: a single start's are kept.)"""
-        n, size = len(pose), len(pose) * NUM_JOINTS * 3
-        block = np.empty(3 * size + n * NUM_JOINTS + n)  # the poses, errors and left flags
+        in rig units; ``reach``: the notes' reach bound too. (Each array passed costs a
+        conversion and an address, a few microseconds with the caches cold after the
+        networks: a single start's are read from its record.)"""
+        n, size, nj = len(pose), len(pose) * NUM_JOINTS * 3, NUM_JOINTS
+        # the poses, errors, left flags, then the reach bound's excess and goals
+        block = np.empty(3 * size + n * nj + n + 2 * n * nj)
         arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (
             pose, p, shift, targets, mask, weights, user_mask, tolerance)]  # kept for the call
         fields = None if start.record is None or n != 1 \
@@ -283,12 +293,17 @@ class SolveEnd:
             fields = tuple(map(native.address, arrays[8:]))
         at = list(map(native.address, arrays[:8]))
         base, step = native.address(block), size * block.itemsize
+        tail = 3 * size + n * nj + n  # (in float64s)
         status = kernels.finish(self._at, n, int(refined), at[0], *fields[:1], at[1],
                                 *fields[1:], at[2], int(moves), *at[3:], base, base + step,
-                                base + 2 * step,
-                                base + 3 * step, base + (3 * size + n * NUM_JOINTS) * 8)
+                                base + 2 * step, base + 3 * step, base + (tail - n) * 8,
+                                base + tail * 8 if reach else None,
+                                base + (tail + n * nj) * 8 if reach else None)
         if status != 0:
             raise RuntimeError(f"npe_finish refused a skeleton of {NUM_JOINTS} joints")
-        poses = block[:3 * size].reshape(3 * n, NUM_JOINTS, 3)
-        return Ends(poses[:n], poses[n:2 * n], poses[2 * n:], block[3 * size:-n].reshape(
-            n, NUM_JOINTS), block[-n:].view(np.int64).astype(bool))
+        poses = block[:3 * size].reshape(3 * n, nj, 3)
+        return Ends(poses[:n], poses[n:2 * n], poses[2 * n:],
+                    block[3 * size:tail - n].reshape(n, nj),
+                    block[tail - n:tail].view(np.int64).astype(bool),
+                    (block[tail:tail + n * nj].reshape(n, nj),
+                     block[tail + n * nj:].view(np.int64).reshape(n, nj)) if reach else None)

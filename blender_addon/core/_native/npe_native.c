@@ -1714,7 +1714,15 @@ typedef struct {
     const int64_t *hand_goals;  /* (nj) 1 on the hands */
     double arm_straightest;
     double moved_m, moved_per_tolerance;  /* MOVED_M, MOVED_M / REACH_TOLERANCE */
+    const int64_t *reach_pairs, *reach_segments;  /* npe_beyond_reach's tables */
+    int64_t n_reach_pairs, reach_width;
+    double miss_note;  /* pipeline.MISS_NOTE_M: the notes look at no pose missing by less */
 } FinishShape;
+
+NPE_API void npe_beyond_reach(int64_t nj, int64_t s, int64_t width, const int64_t *pairs,
+                              const int64_t *segments, const double *pose,
+                              const int64_t *goals, const double *targets, double *over,
+                              int64_t *other);
 
 /* normalize.from_model_space_unchecked (fix_lengths): the model pose's bones with the rig's
  * lengths (directions kept; a bone without one takes its parent's, +Y off the pelvis), the
@@ -1769,7 +1777,9 @@ static double largest_error(int64_t nj, const double *p, const int64_t *goals, c
  *   their targets (exact_reach.solve as _solve calls it); left[f] = 0;
  * - refined = 1: pipeline._reach_exactly's re-aims (the hands' elbows bent first, in
  *   ``bent``, then the answer) and whether the pose needs its rig IK stage (left[f] = 1).
- * ``out`` holds the answer and ``errors`` its effectors' misses (off user_mask: 0). */
+ * ``out`` holds the answer and ``errors`` its effectors' misses (off user_mask: 0); with
+ * over_all and other_all (else NULL), reach_bounds.beyond_reach of the start pose towards the
+ * full-weight goals where an effector misses by over miss_note (0 and -1 elsewhere). */
 NPE_API int64_t npe_finish(
     const FinishShape *s, int64_t n, int64_t refined, const double *pose_model,
     const double *model, const double *start_all, const double *root_all,
@@ -1778,7 +1788,7 @@ NPE_API int64_t npe_finish(
     const double *targets_all,
     const double *mask_all, const double *weights_all, const double *user_mask_all,
     const double *tol_all, double *rigid_all, double *bent_all, double *out_all,
-    double *errors_all, int64_t *left) {
+    double *errors_all, int64_t *left, double *over_all, int64_t *other_all) {
     int64_t nj = s->nj;
     if (nj > RIG_IK_MAX_JOINTS) return -1;
     for (int64_t f = 0; f < n; f++) {
@@ -1854,10 +1864,26 @@ NPE_API int64_t npe_finish(
                 left[f] = miss > tol || straightened;
             }
         }
+        int missed = 0;
         for (int64_t j = 0; j < nj; j++) {
             double d[3];
             for (int i = 0; i < 3; i++) d[i] = out[3 * j + i] - t[3 * j + i];
-            errors_all[f * nj + j] = user_mask_all[f * nj + j] > 0.0 ? sqrt(dot3(d, d)) : 0.0;
+            double e = user_mask_all[f * nj + j] > 0.0 ? sqrt(dot3(d, d)) : 0.0;
+            errors_all[f * nj + j] = e;
+            missed |= e > s->miss_note;
+        }
+        if (over_all) {  /* the notes' reach bound, where an effector misses (a single pose) */
+            int64_t held[RIG_IK_MAX_JOINTS];
+            for (int64_t j = 0; j < nj; j++) held[j] = mask[j] > 0.0 && w[j] >= 1.0;
+            if (missed)
+                npe_beyond_reach(nj, s->n_reach_pairs, s->reach_width, s->reach_pairs,
+                                 s->reach_segments, start, held, t, over_all + f * nj,
+                                 other_all + f * nj);
+            else
+                for (int64_t j = 0; j < nj; j++) {
+                    over_all[f * nj + j] = 0.0;
+                    other_all[f * nj + j] = -1;
+                }
         }
     }
     return 0;
