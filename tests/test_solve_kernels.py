@@ -68,9 +68,9 @@ def _drags(poses: np.ndarray, rng: np.random.Generator) -> list[list[Effector]]:
 def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthetic_clip,
                                                           monkeypatch) -> None:
     """Single solves, refined or not, and drag updates: the same pose, misses and notes
-    with the start, request and end in the kernels as in numpy (the networks the same: onnxruntime's;
-    the kernels' other steps are held to numpy's by their own tests). Drags that need rig IK
-    after the re-aims (the kernel hands them back) are among them."""
+    with the start, request and end in the kernels as in numpy (the networks the same:
+    onnxruntime's; the kernels' other steps are held to numpy's by their own tests). Drags
+    that need rig IK after the re-aims (the kernel hands them back) are among them."""
     monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
     monkeypatch.setattr(refine, "compiled_decoder", lambda models: None)
     editor = PoseEditor(shipped_models)
@@ -96,3 +96,34 @@ def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthe
             beyond += any(reach_bounds.NOTE_MARK in note for note in fast.notes)
     assert handed_back  # some drags went on to rig IK after the kernel's re-aims
     assert beyond  # and some notes named targets beyond reach (the end kernel's bound)
+
+
+def test_the_request_with_the_compiled_networks_is_the_stages_answer(
+        shipped_models, synthetic_clip, monkeypatch) -> None:
+    """With the compiled networks, a single solve's request, edit and decoded change run in
+    one kernel call (npe_begin, a drag's unmoved edit kept): the same poses as the numpy
+    stages around the same networks, over a drag's updates and fresh solves."""
+    from blender_addon.core.compiled_networks import compiled_universal
+
+    assert compiled_universal(shipped_models) is not None
+    editor = PoseEditor(shipped_models)
+    rng = np.random.default_rng(2)
+    poses = synthetic_clip[1::4]
+    begun = []
+    run = pipeline._SOLVE_REQUEST.begin
+    monkeypatch.setattr(pipeline._SOLVE_REQUEST, "begin",
+                        lambda *a, **k: begun.append(1) or run(*a, **k))
+    for p, effs in zip(poses, _drags(poses, rng), strict=True):
+        for step in range(3):  # a drag: the same start and effectors, the targets moving
+            moved = [Effector(e.joint, None if e.pin else e.target + 0.03 * step, pin=e.pin,
+                              weight=e.weight) for e in effs]
+            for options, drag in ((SolveOptions(refine_steps=0), False), (SolveOptions(), True)):
+                fast = editor.solve(p, moved, options=options, drag=drag)
+                monkeypatch.setattr(pipeline, "SOLVE_KERNELS", False)
+                slow = PoseEditor(shipped_models).solve(p, moved, options=options, drag=drag)
+                monkeypatch.setattr(pipeline, "SOLVE_KERNELS", True)
+                np.testing.assert_allclose(fast.positions, slow.positions, rtol=0,
+                                           atol=AGREE_M)
+                np.testing.assert_array_equal(fast.latent, slow.latent)
+                assert fast.notes == slow.notes
+    assert len(begun) == 6 * len(poses)

@@ -148,6 +148,9 @@ for _side in "lr":
 # Start poses whose preparation (:class:`_Start`) a single-pose solve keeps: a drag solves
 # the same start pose on every update, a few of them while the user switches characters.
 START_CACHE_SIZE = 4
+# A solve's start, request and end in the kernels (where they load), with this module's
+# constants; SOLVE_KERNELS False runs the numpy stages they replace (with the other kernels).
+SOLVE_KERNELS = True
 # A solve's start, request and end in the kernels, with this module's constants.
 _SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT)
 _SOLVE_REQUEST = SolveRequest(_ANKLES, _TOES, _TRUNK, REACH_TOLERANCE, MOVED_M)
@@ -222,7 +225,7 @@ class _Start:
     @classmethod
     def of(cls, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
            ) -> _Start | RecordStart:
-        if (kernels := native.kernels()) is not None:  # all of it in one call (solve_kernels)
+        if SOLVE_KERNELS and (kernels := native.kernels()) is not None:  # in one call
             return _SOLVE_START.run(kernels, p, lengths, scale,
                                     (FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG))
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
@@ -567,7 +570,7 @@ class PoseEditor:
         moves = bool(options.refine_steps) or shifted  # the floor shift moves the answer
         tolerance = REACH_TOLERANCE / np.asarray(start.frame.scale) if request is None \
             else request.tolerance  # in the rig's units
-        if options.fix_lengths and (kernels := native.kernels()) is not None:
+        if options.fix_lengths and SOLVE_KERNELS and (kernels := native.kernels()) is not None:
             # The same steps as below in one kernel call (see solve_kernels).
             ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
                                   moves, t, mask, w, user_mask, tolerance,
