@@ -1698,6 +1698,26 @@ NPE_API int64_t npe_refine_run(
 
 /* ------------------------------------------------------------------ the solve's end */
 
+/* normalize.set_bone_lengths: each bone with its length in ``lengths``, its direction kept
+ * (a bone without one takes its parent's, +Y off the pelvis), the pelvis at ``root``. */
+static void with_lengths(int64_t nj, const int64_t *parents, const double *p,
+                         const double *lengths, const double *root, double *out) {
+    double dirs[3 * RIG_IK_MAX_JOINTS];
+    dirs[0] = 0.0; dirs[1] = 1.0; dirs[2] = 0.0;
+    memcpy(out, root, 3 * sizeof(double));
+    for (int64_t j = 1; j < nj; j++) {
+        int64_t q = parents[j];
+        double vec[3];
+        for (int i = 0; i < 3; i++) vec[i] = p[3 * j + i] - p[3 * q + i];
+        double n = sqrt(dot3(vec, vec));
+        for (int i = 0; i < 3; i++) {
+            dirs[3 * j + i] = n > EPS ? vec[i] / n : dirs[3 * q + i];
+            out[3 * j + i] = out[3 * q + i] + lengths[j] * dirs[3 * j + i];
+        }
+    }
+}
+
+
 /* What npe_finish reads besides the poses: the skeleton, keep_rigid's and exact_reach's
  * tables as their own kernels take them, and the pipeline's re-aim constants. */
 typedef struct {
@@ -1731,19 +1751,9 @@ static void from_model(const FinishShape *s, const double *m, const double *leng
                        double scale, const double *turn, const double *root,
                        const double *move, double *out) {
     int64_t nj = s->nj;
-    double rel[3 * RIG_IK_MAX_JOINTS], dirs[3 * RIG_IK_MAX_JOINTS];
-    rel[0] = rel[1] = rel[2] = 0.0;
-    dirs[0] = 0.0; dirs[1] = 1.0; dirs[2] = 0.0;
-    for (int64_t j = 1; j < nj; j++) {
-        int64_t p = s->parents[j];
-        double vec[3];
-        for (int i = 0; i < 3; i++) vec[i] = m[3 * j + i] - m[3 * p + i];
-        double n = sqrt(dot3(vec, vec));
-        for (int i = 0; i < 3; i++) {
-            dirs[3 * j + i] = n > EPS ? vec[i] / n : dirs[3 * p + i];
-            rel[3 * j + i] = rel[3 * p + i] + lengths[j] * dirs[3 * j + i];
-        }
-    }
+    const double origin[3] = {0.0, 0.0, 0.0};
+    double rel[3 * RIG_IK_MAX_JOINTS];
+    with_lengths(nj, s->parents, m, lengths, origin, rel);
     for (int64_t j = 0; j < nj; j++) {
         double v[3];
         for (int i = 0; i < 3; i++) v[i] = rel[3 * j + i] + m[i] / scale;
@@ -1911,25 +1921,6 @@ typedef struct {
     const int64_t *rigid_pairs;  /* (2 x 6) refine._RIGID_PAIRS */
 } StartShape;
 
-/* normalize.set_bone_lengths: each bone with its length in ``lengths``, its direction kept
- * (a bone without one takes its parent's, +Y off the pelvis), the pelvis at ``root``. */
-static void with_lengths(const StartShape *s, const double *p, const double *lengths,
-                         const double *root, double *out) {
-    double dirs[3 * RIG_IK_MAX_JOINTS];
-    dirs[0] = 0.0; dirs[1] = 1.0; dirs[2] = 0.0;
-    memcpy(out, root, 3 * sizeof(double));
-    for (int64_t j = 1; j < s->nj; j++) {
-        int64_t q = s->parents[j];
-        double vec[3];
-        for (int i = 0; i < 3; i++) vec[i] = p[3 * j + i] - p[3 * q + i];
-        double n = sqrt(dot3(vec, vec));
-        for (int i = 0; i < 3; i++) {
-            dirs[3 * j + i] = n > EPS ? vec[i] / n : dirs[3 * q + i];
-            out[3 * j + i] = out[3 * q + i] + lengths[j] * dirs[3 * j + i];
-        }
-    }
-}
-
 /* pipeline._Start.of for each rig pose p (n x nj x 3): normalize.to_model_space_unchecked
  * (``model``, ``root``, ``yaw``, ``lengths``, ``scale``, ``turn``; lengths_in and scale_in
  * the rig's where given, else NULL: measured), pipeline._feet_down (feet, n x 2, 0 or 1), the
@@ -1964,7 +1955,7 @@ NPE_API int64_t npe_start(const StartShape *s, int64_t n, const double *p_all,
         }
         *scale_out = scale;
         const double origin[3] = {0.0, 0.0, 0.0};
-        with_lengths(s, p, s->canonical, origin, rel);
+        with_lengths(nj, s->parents, p, s->canonical, origin, rel);
         double ax = 0.0, az = 0.0;
         for (int side = 0; side < 2; side++) {
             const double *l = rel + 3 * s->across[2 * side], *r = rel + 3 * s->across[2 * side + 1];
@@ -1996,7 +1987,7 @@ NPE_API int64_t npe_start(const StartShape *s, int64_t n, const double *p_all,
             offset[j] = s->chained[j] ? v : scale;
             rig_lengths[j] = lengths[j] * scale;
         }
-        with_lengths(s, model, rig_lengths, model, rig_model);
+        with_lengths(nj, s->parents, model, rig_lengths, model, rig_model);
         double axis[3];
         for (int i = 0; i < 3; i++)
             axis[i] = model[3 * s->neck + i] -
