@@ -298,8 +298,8 @@ class CompiledUniversal:
         self.solver = _mlp(layers["solver"], self._keep)
         self.decoder = CompiledDecoder(kernels, layers["decoder"], None)
         self.latent_size = int(np.shape(layers["encoder"]["w3"])[0])
-        self._at = (ctypes.addressof(self.encoder), ctypes.addressof(self.solver),
-                    self.decoder.address)
+        self.addresses = (ctypes.addressof(self.encoder), ctypes.addressof(self.solver),
+                          self.decoder.address)
         # The last single pose's unmoved edit, kept by the kernel with its pose, mask and
         # weights: a drag asks for the same one on every update (2/5 of the edit's work).
         self.unmoved_cache = np.zeros(kernels.unmoved_cache_size(), dtype=np.uint8)
@@ -315,7 +315,7 @@ class CompiledUniversal:
         n = len(p)
         edited = np.empty((2 * n, skeleton.NUM_JOINTS, 3), dtype=np.float32)
         latent = np.empty((n, self.latent_size), dtype=np.float32)
-        status = self.kernels.universal(*self._at, n, self.cache_address if n == 1 else None,
+        status = self.kernels.universal(*self.addresses, n, self.cache_address if n == 1 else None,
                                         *(native.address(a) for a in (p, m, t, w, edited,
                                                                       latent)))
         if status != 0:

@@ -1,16 +1,23 @@
-"""A solve's start and end, each in one kernel call (``npe_start``, ``npe_finish``).
+"""A single solve's start, effector request and end, each in one kernel call.
 
 Around the networks (and the refinement), :meth:`.pipeline.PoseEditor._solve` takes the
 start pose into model space and measures what the edit needs of it (which feet are down,
-each joint's offset scale, the rig's proportions in model units, how upright it is), then
-takes the answer back to the rig's space and bone lengths, makes its pelvis and chest
-rigid, re-aims the limbs at their goals and measures the effectors' misses: some fifty
-numpy calls on one pose, each a few microseconds, and three kernel calls wrapped in Python
-(half a single solve's time). The kernels run the same steps in the same order
-(:func:`.normalize.to_model_space_unchecked`, :func:`.normalize.offset_scales`,
-:func:`.normalize.from_model_space_unchecked`, :func:`.rigid_branches.keep_rigid`,
-:func:`.exact_reach.solve` as ``_solve`` and ``_reach_exactly`` call it); the numpy code
-stays the specification and runs wherever the kernels are off.
+each joint's offset scale, the rig's proportions in model units, how upright it is), turns
+the user's effectors into the networks' and the refinement's requests (planted feet held,
+targets in model space, the floor shift, the refinement's weights), then takes the answer
+back to the rig's space and bone lengths, makes its pelvis and chest rigid, re-aims the
+limbs at their goals and measures the effectors' misses: some fifty numpy calls on one
+pose and three kernel calls wrapped in Python, half a single solve's time (each numpy call
+or array handed to a kernel costs microseconds, more with the caches cold after the
+networks). ``npe_start``, ``npe_request`` (or ``npe_begin``: the request, the compiled
+universal edit and the decoded change in one call) and ``npe_finish`` run the same steps
+in the same order (:func:`.normalize.to_model_space_unchecked`,
+:func:`.normalize.offset_scales`, :func:`.pipeline._hold_planted_feet`,
+:func:`.refine.full_body_share`, :func:`.normalize.from_model_space_unchecked`,
+:func:`.rigid_branches.keep_rigid`, :func:`.exact_reach.solve` as ``_solve`` and
+``_reach_exactly`` call it, :func:`.reach_bounds.beyond_reach`); the start writes one
+record per pose that the later calls read by its address. The numpy code stays the
+specification and runs wherever the kernels are off (or ``pipeline.SOLVE_KERNELS`` is).
 """
 
 from __future__ import annotations
@@ -194,7 +201,7 @@ class SolveRequest:
         decoded = np.empty(2 * 3 * j + networks.latent_size, dtype=np.float32)
         arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, mask, targets, weights)]
         base, at = native.address(block), native.address(decoded)
-        status = kernels.begin(self._at, *networks._at, networks.cache_address, start.record,
+        status = kernels.begin(self._at, *networks.addresses, networks.cache_address, start.record,
                                start.feet_at, *map(native.address, arrays), int(plant),
                                int(refined), body_follow, int(keep_details), base,
                                at, at + 6 * j * 4, base + _REQUEST_SIZE * 8,
@@ -216,7 +223,7 @@ class SolveRequest:
                            out[k:k + 1] for k in range(11 * j + 2, 11 * j + 6)))
 
 
-class _Shape(ctypes.Structure):
+class _FinishShape(ctypes.Structure):
     """npe_native.c's ``FinishShape``."""
     _fields_ = (("nj", _I), ("parents", _P), ("rigid_layout", _P), ("pelvis_weights", _P),
                 ("held_pelvis_weight", _D), ("carry_pelvis", _P), ("carry_chest", _P),
@@ -252,7 +259,7 @@ class SolveEnd:
         self._keep = (np.ascontiguousarray(network_straightest, dtype=np.float64),
                       np.ascontiguousarray(hand_goals, dtype=np.int64))
         tables = rigid_branches._NATIVE_ARRAYS
-        self._shape = _Shape(
+        self._shape = _FinishShape(
             NUM_JOINTS, native.address(native.SKELETON_PARENTS), native.address(tables[0]),
             native.address(tables[1]), rigid_branches._HELD_PELVIS_WEIGHT,
             native.address(tables[2]), native.address(tables[3]),
