@@ -101,8 +101,9 @@ def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthe
 def test_the_request_with_the_compiled_networks_is_the_stages_answer(
         shipped_models, synthetic_clip, monkeypatch) -> None:
     """With the compiled networks, a single solve's request, edit and decoded change run in
-    one kernel call (npe_begin, a drag's unmoved edit kept): the same poses as the numpy
-    stages around the same networks, over a drag's updates and fresh solves."""
+    one kernel call (npe_begin, a drag's unmoved edit kept; without refinement the end too,
+    npe_begin_finish): the same poses, latents and notes as the numpy stages around the
+    same networks, over a drag's updates and fresh solves."""
     from blender_addon.core.compiled_networks import compiled_universal
 
     assert compiled_universal(shipped_models) is not None

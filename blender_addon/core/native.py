@@ -111,6 +111,9 @@ class Kernels:
         self.begin = lib.npe_begin
         self.begin.restype = _I
         self.begin.argtypes = [*[_P] * 11, _I, _I, _D, _I, *[_P] * 5]
+        self.begin_finish = lib.npe_begin_finish
+        self.begin_finish.restype = _I
+        self.begin_finish.argtypes = [*[_P] * 11, _I, _D, _I, *[_P] * 14]
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]

@@ -478,13 +478,17 @@ class PoseEditor:
                                              options.keep_planted_feet,
                                              options.refine_steps > 0, options.body_follow)
             else:
+                # (the networks' answer: the end of the solve in the same call)
+                ends_too = not options.refine_steps and options.fix_lengths
                 begun = _SOLVE_REQUEST.begin(kernels, networks, start, p, mask, t, w,
                                              options.keep_planted_feet,
                                              options.refine_steps > 0, options.body_follow,
-                                             options.keep_details)
+                                             options.keep_details,
+                                             _SOLVE_END if ends_too else None, mask,
+                                             reach=not drag)
                 if begun is None:  # no effector left, as below
                     return EditResult(p.copy(), None, np.zeros(mask.shape), [])
-                request = begun[0]
+                request = begun.request
             mask, t, w = request.mask, request.targets, request.weights
         elif self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
@@ -519,7 +523,7 @@ class PoseEditor:
         asked = {name: r for name, r in requests.items() if name not in turns} \
             if options.refine_steps else requests
         if begun is not None:  # (the networks ran in the request's kernel call)
-            z_new, pose, offset = begun[1:]
+            z_new, pose, offset = begun.latent, begun.pose, begun.offset
         else:
             z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options,
                                                     notes)
@@ -572,9 +576,10 @@ class PoseEditor:
             else request.tolerance  # in the rig's units
         if options.fix_lengths and SOLVE_KERNELS and (kernels := native.kernels()) is not None:
             # The same steps as below in one kernel call (see solve_kernels).
-            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
-                                  moves, t, mask, w, user_mask, tolerance,
-                                  reach=not drag and len(p) == 1)
+            ends = begun.ends if begun is not None and begun.ends is not None \
+                else _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
+                                    moves, t, mask, w, user_mask, tolerance,
+                                    reach=not drag and len(p) == 1)
             out, errors, reach = ends.out, ends.errors, ends.reach
             if ends.left.any():
                 out = _reach_rest(ends.rigid, ends.bent, out, p, (mask > 0) & (w >= 1.0), t,

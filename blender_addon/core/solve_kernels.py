@@ -158,6 +158,17 @@ class Request(NamedTuple):
 _REQUEST_SIZE = 11 * NUM_JOINTS + 6  # npe_request's out
 
 
+class Begun(NamedTuple):
+    """What :meth:`SolveRequest.begin` leaves: the request, the edited latents (1, L), the
+    model-space pose (1, 21, 3), the offset added to the decoded one, and the end (with
+    :meth:`SolveEnd.run`'s kernel in the same call) or None."""
+    request: Request
+    latent: np.ndarray
+    pose: np.ndarray
+    offset: np.ndarray
+    ends: Ends | None
+
+
 class SolveRequest:
     """The request kernel with the pipeline's and the refinement's constants (given by the
     pipeline, which owns them)."""
@@ -189,30 +200,39 @@ class SolveRequest:
 
     def begin(self, kernels: native.Kernels, networks: Any, start: Any, p: np.ndarray,
               mask: np.ndarray, targets: np.ndarray, weights: np.ndarray, plant: bool,
-              refined: bool, body_follow: float, keep_details: bool
-              ) -> tuple[Request, np.ndarray, np.ndarray, np.ndarray] | None:
+              refined: bool, body_follow: float, keep_details: bool,
+              end: SolveEnd | None = None, user_mask: np.ndarray | None = None,
+              reach: bool = False) -> Begun | None:
         """:meth:`run`, then the universal solver's fused edit on its answer (``networks``,
         a :class:`.compiled_networks.CompiledUniversal`) and the decoded change on the input
-        (``keep_details``; else the decoded pose alone), in one call: the request, the
-        edited latents (1, L), the model-space pose (1, 21, 3) and the offset added to the
-        decoded one. None where no effector is left (nothing else run)."""
+        (``keep_details``; else the decoded pose alone), in one call; with ``end`` (not
+        ``refined``), the end of the solve too (:meth:`SolveEnd.run`, ``user_mask`` the
+        user's effectors, ``reach`` the notes' bound). None where no effector is left
+        (nothing else run)."""
         j = NUM_JOINTS
         block = np.empty(_REQUEST_SIZE + 6 * j)  # the request, then the pose and offset
         decoded = np.empty(2 * 3 * j + networks.latent_size, dtype=np.float32)
         arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, mask, targets, weights)]
         base, at = native.address(block), native.address(decoded)
-        status = kernels.begin(self._at, *networks.addresses, networks.cache_address, start.record,
-                               start.feet_at, *map(native.address, arrays), int(plant),
-                               int(refined), body_follow, int(keep_details), base,
-                               at, at + 6 * j * 4, base + _REQUEST_SIZE * 8,
-                               base + (_REQUEST_SIZE + 3 * j) * 8)
+        head = (*networks.addresses, networks.cache_address, start.record, start.feet_at,
+                *map(native.address, arrays), int(plant))
+        tail = (body_follow, int(keep_details), base, at, at + 6 * j * 4,
+                base + _REQUEST_SIZE * 8, base + (_REQUEST_SIZE + 3 * j) * 8)
+        ends = None
+        if end is None:
+            status = kernels.begin(self._at, *head, int(refined), *tail)
+        else:
+            ends = end.block(1)
+            user = np.ascontiguousarray(user_mask, dtype=np.float64)
+            status = kernels.begin_finish(self._at, *head, *tail, end._at,
+                                          native.address(user), *end.outputs(ends, 1, reach))
         if status < 0:
             raise RuntimeError(f"npe_begin refused the networks ({status})")
         if status == 1:
             return None
         poses = block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
-        return (self._read(block[:_REQUEST_SIZE]), decoded[6 * j:].reshape(1, -1), poses[0],
-                poses[1])
+        return Begun(self._read(block[:_REQUEST_SIZE]), decoded[6 * j:].reshape(1, -1),
+                     poses[0], poses[1], None if ends is None else end.read(ends, 1, reach))
 
     @staticmethod
     def _read(out: np.ndarray) -> Request:
@@ -285,9 +305,8 @@ class SolveEnd:
         in rig units; ``reach``: the notes' reach bound too. (Each array passed costs a
         conversion and an address, a few microseconds with the caches cold after the
         networks: a single start's are read from its record.)"""
-        n, size, nj = len(pose), len(pose) * NUM_JOINTS * 3, NUM_JOINTS
-        # the poses, errors, left flags, then the reach bound's excess and goals
-        block = np.empty(3 * size + n * nj + n + 2 * n * nj)
+        n = len(pose)
+        block = self.block(n)
         arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (
             pose, p, shift, targets, mask, weights, user_mask, tolerance)]  # kept for the call
         fields = None if start.record is None or n != 1 \
@@ -299,15 +318,32 @@ class SolveEnd:
                 start.offset_scales)]
             fields = tuple(map(native.address, arrays[8:]))
         at = list(map(native.address, arrays[:8]))
-        base, step = native.address(block), size * block.itemsize
-        tail = 3 * size + n * nj + n  # (in float64s)
         status = kernels.finish(self._at, n, int(refined), at[0], *fields[:1], at[1],
-                                *fields[1:], at[2], int(moves), *at[3:], base, base + step,
-                                base + 2 * step, base + 3 * step, base + (tail - n) * 8,
-                                base + tail * 8 if reach else None,
-                                base + (tail + n * nj) * 8 if reach else None)
+                                *fields[1:], at[2], int(moves), *at[3:],
+                                *self.outputs(block, n, reach))
         if status != 0:
             raise RuntimeError(f"npe_finish refused a skeleton of {NUM_JOINTS} joints")
+        return self.read(block, n, reach)
+
+    @staticmethod
+    def block(n: int) -> np.ndarray:
+        """npe_finish's outputs for ``n`` poses: the three poses, the errors, the left flags,
+        then the reach bound's excess and goals."""
+        return np.empty(n * (9 * NUM_JOINTS + NUM_JOINTS + 1 + 2 * NUM_JOINTS))
+
+    @staticmethod
+    def outputs(block: np.ndarray, n: int, reach: bool) -> tuple[int | None, ...]:
+        """The addresses npe_finish writes its outputs to in ``block``."""
+        base, nj = native.address(block), NUM_JOINTS
+        size, tail = n * nj * 3 * 8, n * (9 * nj + nj + 1) * 8
+        return (base, base + size, base + 2 * size, base + 3 * size, tail - n * 8 + base,
+                base + tail if reach else None, base + tail + n * nj * 8 if reach else None)
+
+    @staticmethod
+    def read(block: np.ndarray, n: int, reach: bool) -> Ends:
+        """:class:`Ends` out of the block npe_finish wrote."""
+        nj = NUM_JOINTS
+        size, tail = 3 * n * nj, n * (9 * nj + nj + 1)
         poses = block[:3 * size].reshape(3 * n, nj, 3)
         return Ends(poses[:n], poses[n:2 * n], poses[2 * n:],
                     block[3 * size:tail - n].reshape(n, nj),

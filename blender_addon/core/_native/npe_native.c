@@ -2176,3 +2176,30 @@ NPE_API int64_t npe_begin(const RequestShape *s, const NpeMlp *encoder, const Np
     }
     return 0;
 }
+
+/* A single solve without refinement in one call: npe_begin (refined = 0), then npe_finish of
+ * its answer (the networks', re-aimed) from the same start record, with the end's outputs as
+ * npe_finish takes them for one pose. Returns npe_begin's status (1: no effector left,
+ * nothing run after the request). */
+NPE_API int64_t npe_begin_finish(
+    const RequestShape *s, const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d,
+    UnmovedCache *cache, const double *record, const uint8_t *feet_down, const double *p,
+    const double *mask_in, const double *t_in, const double *w_in, int64_t plant,
+    double body_follow, int64_t keep_details, double *req_out, float *edited, float *latent,
+    double *pose, double *offset, const FinishShape *fs, const double *user_mask,
+    double *rigid, double *bent, double *out, double *errors, int64_t *left, double *over,
+    int64_t *other) {
+    int64_t status = npe_begin(s, encoder, solver, d, cache, record, feet_down, p, mask_in,
+                               t_in, w_in, plant, 0, body_follow, keep_details, req_out, edited,
+                               latent, pose, offset);
+    if (status != 0) return status;
+    int64_t nj = s->nj;
+    const double *mask = req_out, *w = mask + nj, *t = w + nj, *shift = req_out + 11 * nj;
+    const double *tol = shift + 5;
+    int64_t moves = shift[0] != 0.0 || shift[1] != 0.0;
+    /* the start record's fields (solve_kernels._START_RECORD) */
+    return npe_finish(fs, 1, 0, pose, record, p, record + 3 * nj, record + 3 * nj + 4,
+                      record + 4 * nj + 4, record + 4 * nj + 5, record + 4 * nj + 14, shift,
+                      moves, t, mask, w, user_mask, tol, rigid, bent, out, errors, left, over,
+                      other);
+}
