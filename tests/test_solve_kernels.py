@@ -102,23 +102,28 @@ def test_the_request_with_the_compiled_networks_is_the_stages_answer(
         shipped_models, synthetic_clip, monkeypatch) -> None:
     """With the compiled networks, a single solve's request, edit and decoded change run in
     one kernel call (npe_begin, a drag's unmoved edit kept; without refinement the end too,
-    npe_begin_finish): the same poses, latents and notes as the numpy stages around the
-    same networks, over a drag's updates and fresh solves."""
+    npe_begin_finish; with it the refinement and the end, npe_refine_finish): the same
+    poses, latents and notes as the numpy stages around the same networks, over a drag's
+    updates and fresh solves."""
     from blender_addon.core.compiled_networks import compiled_universal
 
     assert compiled_universal(shipped_models) is not None
     editor = PoseEditor(shipped_models)
     rng = np.random.default_rng(2)
     poses = synthetic_clip[1::4]
-    begun = []
+    begun, refined = [], []
     run = pipeline._SOLVE_REQUEST.begin
     monkeypatch.setattr(pipeline._SOLVE_REQUEST, "begin",
                         lambda *a, **k: begun.append(1) or run(*a, **k))
+    fused = pipeline._SOLVE_END.refine_and_run
+    monkeypatch.setattr(pipeline._SOLVE_END, "refine_and_run",
+                        lambda *a, **k: refined.append(1) or fused(*a, **k))
     for p, effs in zip(poses, _drags(poses, rng), strict=True):
         for step in range(3):  # a drag: the same start and effectors, the targets moving
             moved = [Effector(e.joint, None if e.pin else e.target + 0.03 * step, pin=e.pin,
                               weight=e.weight) for e in effs]
-            for options, drag in ((SolveOptions(refine_steps=0), False), (SolveOptions(), True)):
+            for options, drag in ((SolveOptions(refine_steps=0), False),
+                                  (SolveOptions(), False), (SolveOptions(), True)):
                 fast = editor.solve(p, moved, options=options, drag=drag)
                 monkeypatch.setattr(pipeline, "SOLVE_KERNELS", False)
                 slow = PoseEditor(shipped_models).solve(p, moved, options=options, drag=drag)
@@ -127,4 +132,5 @@ def test_the_request_with_the_compiled_networks_is_the_stages_answer(
                                            atol=AGREE_M)
                 np.testing.assert_array_equal(fast.latent, slow.latent)
                 assert fast.notes == slow.notes
-    assert len(begun) == 6 * len(poses)
+    assert len(begun) == 9 * len(poses)
+    assert len(refined) >= 6 * len(poses) - 1  # (a session's first refinement is checked)

@@ -117,6 +117,9 @@ class Kernels:
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]
+        self.refine_finish = lib.npe_refine_finish
+        self.refine_finish.restype = _I
+        self.refine_finish.argtypes = [*self.refine_run.argtypes, *[_P] * 12]
         self.beyond_reach = lib.npe_beyond_reach
         self.beyond_reach.restype = None
         self.beyond_reach.argtypes = [_I, _I, _I, *[_P] * 7]

@@ -522,8 +522,9 @@ class PoseEditor:
         turns = {name for name in requests if refine.moves_shoulders(self._metrics[name].metric)}
         asked = {name: r for name, r in requests.items() if name not in turns} \
             if options.refine_steps else requests
+        ends = None  # the end's kernel's answer, where an earlier call gave it
         if begun is not None:  # (the networks ran in the request's kernel call)
-            z_new, pose, offset = begun.latent, begun.pose, begun.offset
+            z_new, pose, offset, ends = begun.latent, begun.pose, begun.offset, begun.ends
         else:
             z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options,
                                                     notes)
@@ -563,23 +564,33 @@ class PoseEditor:
             steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
                 else min(options.refine_steps, DRAG_REFINE_STEPS) if drag \
                 else options.refine_steps
-            z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig,
-                                               w, rows, follow, steps, shift, rig_lengths,
-                                               relinearize, effector_weight, least_change,
-                                               start.spans
-                                               if options.fix_lengths and rows is None
-                                               else None,
-                                               bool(turns), bool(turns) and not asked)
-            pose = pose - _shift3(shift)[:, None]
+            run = refine.compiled_run(self.models, z_new, offset, rig_model, t_rig, w, follow,
+                                      steps, shift, rig_lengths, effector_weight,
+                                      least_change, start.spans) \
+                if begun is not None and options.fix_lengths else None
+            if run is not None:  # the refinement and the end in one kernel call
+                ends = _SOLVE_END.refine_and_run(kernels, run[0], start, p, begun, user_mask,
+                                                 reach=not drag)
+                if ends is not None:
+                    z_new = run[1].arrays["latent"].copy()
+            if ends is None:
+                z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model,
+                                                   t_rig, w, rows, follow, steps, shift,
+                                                   rig_lengths, relinearize, effector_weight,
+                                                   least_change, start.spans
+                                                   if options.fix_lengths and rows is None
+                                                   else None,
+                                                   bool(turns), bool(turns) and not asked)
+                pose = pose - _shift3(shift)[:, None]
         moves = bool(options.refine_steps) or shifted  # the floor shift moves the answer
         tolerance = REACH_TOLERANCE / np.asarray(start.frame.scale) if request is None \
             else request.tolerance  # in the rig's units
         if options.fix_lengths and SOLVE_KERNELS and (kernels := native.kernels()) is not None:
             # The same steps as below in one kernel call (see solve_kernels).
-            ends = begun.ends if begun is not None and begun.ends is not None \
-                else _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
-                                    moves, t, mask, w, user_mask, tolerance,
-                                    reach=not drag and len(p) == 1)
+            if ends is None:
+                ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start,
+                                      shift, moves, t, mask, w, user_mask, tolerance,
+                                      reach=not drag and len(p) == 1)
             out, errors, reach = ends.out, ends.errors, ends.reach
             if ends.left.any():
                 out = _reach_rest(ends.rigid, ends.bent, out, p, (mask > 0) & (w >= 1.0), t,

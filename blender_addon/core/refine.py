@@ -595,28 +595,15 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
     same steps either way, in a few calls instead of a refinement graph's hundreds of small
     nodes. None where the set has no Jacobian graph or a pose has a bone without direction
     (numpy then)."""
-    point = _Point(models, z_net.astype(np.float64), offset, lengths)
-    if point.graph is None:
+    made = _native_inputs(models, z_net, offset, base, targets, weights, body_follow,
+                          shift, lengths, effector_weight, least_change, spans)
+    if made is None:
         return None
+    point, work = made
     b, rank, nj = len(z_net), point.rank, skeleton.NUM_JOINTS
-    work = _native_work(b, rank, models.latent_size)
     arr = work.arrays
-    arr["v_net"][:, :-2] = 0.0
-    arr["v_net"][:, -2:] = shift
-    arr["v"][:] = arr["v_net"]
-    for name, value in (("lengths", lengths), ("base", base), ("targets", targets),
-                        ("weights", weights), ("spans", spans)):
-        arr[name][:] = value.reshape(arr[name].shape)
-    arr["follow"][:] = _per_pose(body_follow, b)[:, 0]
-    arr["effector_weight"][:] = _per_pose(effector_weight, b)[:, 0]
-    arr["least_change"][:] = _per_pose(least_change, b)[:, 0]
-    arr["stale"][:] = 0
-    compiled = point.compiled
-    if compiled is not None:
-        arr["z_net"][:] = point.z_net
-        arr["offset"][:] = offset.reshape(b, -1)
-        if kernels.refine_run(compiled.address, compiled.work_address, b, nj, rank, steps,
-                              *work.run_head, compiled.basis_address, *work.run_tail) != 0:
+    if point.compiled is not None:
+        if kernels.refine_run(*_run_arguments(point, work, steps)) != 0:
             return None
         return (arr["latent"].copy(), arr["pose"].reshape(b, nj, 3).copy(),
                 arr["v"][:, -2:].copy())
@@ -636,6 +623,64 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
             break
     return (point.latent(arr["v"]).astype(np.float32), arr["pose"].reshape(b, nj, 3).copy(),
             arr["v"][:, -2:].copy())
+
+
+def _native_inputs(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
+                   targets: np.ndarray, weights: np.ndarray, body_follow: np.ndarray,
+                   shift: np.ndarray, lengths: np.ndarray, effector_weight: np.ndarray | float,
+                   least_change: np.ndarray | float, spans: np.ndarray
+                   ) -> tuple[_Point, _NativeWork] | None:
+    """The kernels' refinement point and arrays with its inputs copied in, or None where
+    the set has no Jacobian graph (:func:`_refine_native`'s arguments)."""
+    point = _Point(models, z_net.astype(np.float64), offset, lengths)
+    if point.graph is None:
+        return None
+    b = len(z_net)
+    work = _native_work(b, point.rank, models.latent_size)
+    arr = work.arrays
+    arr["v_net"][:, :-2] = 0.0
+    arr["v_net"][:, -2:] = shift
+    arr["v"][:] = arr["v_net"]
+    for name, value in (("lengths", lengths), ("base", base), ("targets", targets),
+                        ("weights", weights), ("spans", spans)):
+        arr[name][:] = value.reshape(arr[name].shape)
+    arr["follow"][:] = _per_pose(body_follow, b)[:, 0]
+    arr["effector_weight"][:] = _per_pose(effector_weight, b)[:, 0]
+    arr["least_change"][:] = _per_pose(least_change, b)[:, 0]
+    arr["stale"][:] = 0
+    if point.compiled is not None:
+        arr["z_net"][:] = point.z_net
+        arr["offset"][:] = offset.reshape(b, -1)
+    return point, work
+
+
+def _run_arguments(point: _Point, work: _NativeWork, steps: int) -> tuple:
+    """npe_refine_run's arguments for ``point`` (its decoder compiled) and ``work``."""
+    compiled = point.compiled
+    return (compiled.address, compiled.work_address, len(point.z_net),
+            skeleton.NUM_JOINTS, point.rank, steps, *work.run_head, compiled.basis_address,
+            *work.run_tail)
+
+
+def compiled_run(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
+                 targets: np.ndarray, weights: np.ndarray, body_follow: np.ndarray,
+                 steps: int, shift: np.ndarray, lengths: np.ndarray,
+                 effector_weight: np.ndarray | float, least_change: np.ndarray | float,
+                 spans: np.ndarray) -> tuple[tuple, _NativeWork] | None:
+    """What :func:`refine` runs for an effector request in one ``npe_refine_run`` call with
+    the compiled decoder, for a caller that runs that call itself (with the solve's end:
+    ``npe_refine_finish``): its arguments and arrays (the refined latents in ``latent``,
+    the variables in ``v``), or None where refine would run anything else (no compiled
+    decoder or Jacobian graph, the kernels off, or their first refinement not yet checked
+    against the numpy steps: :func:`refine` checks it)."""
+    if not _native_checked or native.kernels() is None:
+        return None
+    made = _native_inputs(models, z_net, offset, base, targets, weights, body_follow, shift,
+                          lengths, effector_weight, least_change, spans)
+    if made is None or made[0].compiled is None:
+        return None
+    point, work = made
+    return _run_arguments(point, work, steps), work
 
 
 _native_checked = False

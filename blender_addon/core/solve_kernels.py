@@ -160,13 +160,15 @@ _REQUEST_SIZE = 11 * NUM_JOINTS + 6  # npe_request's out
 
 class Begun(NamedTuple):
     """What :meth:`SolveRequest.begin` leaves: the request, the edited latents (1, L), the
-    model-space pose (1, 21, 3), the offset added to the decoded one, and the end (with
-    :meth:`SolveEnd.run`'s kernel in the same call) or None."""
+    model-space pose (1, 21, 3), the offset added to the decoded one, the end (with
+    :meth:`SolveEnd.run`'s kernel in the same call) or None, and where the request lies."""
     request: Request
     latent: np.ndarray
     pose: np.ndarray
     offset: np.ndarray
     ends: Ends | None
+    request_at: int  # the request's address (npe_refine_finish reads it)
+    kept: np.ndarray  # (its block, kept alive while the address is used)
 
 
 class SolveRequest:
@@ -232,7 +234,8 @@ class SolveRequest:
             return None
         poses = block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
         return Begun(self._read(block[:_REQUEST_SIZE]), decoded[6 * j:].reshape(1, -1),
-                     poses[0], poses[1], None if ends is None else end.read(ends, 1, reach))
+                     poses[0], poses[1], None if ends is None else end.read(ends, 1, reach),
+                     base, block)
 
     @staticmethod
     def _read(out: np.ndarray) -> Request:
@@ -324,6 +327,23 @@ class SolveEnd:
         if status != 0:
             raise RuntimeError(f"npe_finish refused a skeleton of {NUM_JOINTS} joints")
         return self.read(block, n, reach)
+
+    def refine_and_run(self, kernels: native.Kernels, run: tuple, start: Any, p: np.ndarray,
+                       begun: Begun, user_mask: np.ndarray, reach: bool) -> Ends | None:
+        """The refinement (``run``: :func:`.refine.compiled_run`'s npe_refine_run arguments)
+        and :meth:`run` of its answer in one call, for the single pose ``p`` whose ``start``
+        the start kernel made and whose request ``begun`` ran; None where the refinement
+        left it to numpy (a bone without direction)."""
+        block = self.block(1)
+        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, user_mask)]
+        status = kernels.refine_finish(*run, self._at, start.record, native.address(arrays[0]),
+                                       begun.request_at, native.address(arrays[1]),
+                                       *self.outputs(block, 1, reach))
+        if status == -1:
+            return None
+        if status != 0:
+            raise RuntimeError(f"npe_refine_finish refused the networks ({status})")
+        return self.read(block, 1, reach)
 
     @staticmethod
     def block(n: int) -> np.ndarray:

@@ -2203,3 +2203,42 @@ NPE_API int64_t npe_begin_finish(
                       moves, t, mask, w, user_mask, tol, rigid, bent, out, errors, left, over,
                       other);
 }
+
+/* A refined single solve's last two stages in one call: npe_refine_run (its arguments as
+ * it takes them, n = 1), then npe_finish of the refined pose less its floor shift, the
+ * request (npe_request's out, ``req_out``: the held mask, weights and targets, the
+ * tolerance) and the start record as npe_begin_finish reads them. Returns npe_refine_run's
+ * status where it is not 0 (nothing finished), else npe_finish's. */
+NPE_API int64_t npe_refine_finish(
+    const NpeDecoder *d, float *work, int64_t n, int64_t nj, int64_t rank, int64_t steps,
+    const int64_t *parents, const int64_t *rigid, const double *prior, double rigid_scale,
+    double lm_start, double lm_up, const double *z_net, const double *basis,
+    const double *offset, float *latent_out, float *decoded, float *jac_f, double *raw,
+    double *jac_latent, const double *lengths, double *v, const double *v_net, double *v_try,
+    const double *base, const double *targets, const double *weights, const double *follow,
+    const double *effector_weight, const double *least_change, const double *spans,
+    double *pose, double *jac, double *goal, double *row_w, double *rjac, double *rres,
+    double *hess, double *inverse, double *cost, double *damping, double *scale,
+    int64_t *stale, const FinishShape *fs, const double *record, const double *p,
+    const double *req_out, const double *user_mask, double *rigid_out, double *bent,
+    double *out, double *errors, int64_t *left, double *over, int64_t *other) {
+    if (n != 1 || nj != fs->nj) return -3;
+    int64_t status = npe_refine_run(
+        d, work, n, nj, rank, steps, parents, rigid, prior, rigid_scale, lm_start, lm_up,
+        z_net, basis, offset, latent_out, decoded, jac_f, raw, jac_latent, lengths, v, v_net,
+        v_try, base, targets, weights, follow, effector_weight, least_change, spans, pose, jac,
+        goal, row_w, rjac, rres, hess, inverse, cost, damping, scale, stale);
+    if (status != 0) return status;
+    const double *shift = v + rank;  /* the floor shift: v's last two entries */
+    double unshifted[POSE_DIM_MAX];
+    for (int64_t j = 0; j < nj; j++) {
+        unshifted[3 * j] = pose[3 * j] - shift[0];
+        unshifted[3 * j + 1] = pose[3 * j + 1] - 0.0;
+        unshifted[3 * j + 2] = pose[3 * j + 2] - shift[1];
+    }
+    const double *mask = req_out, *w = mask + nj, *t = w + nj, *tol = req_out + 11 * nj + 5;
+    return npe_finish(fs, 1, 1, unshifted, record, p, record + 3 * nj, record + 3 * nj + 4,
+                      record + 4 * nj + 4, record + 4 * nj + 5, record + 4 * nj + 14, shift,
+                      1, t, mask, w, user_mask, tol, rigid_out, bent, out, errors, left, over,
+                      other);
+}
