@@ -151,8 +151,8 @@ SOLVE_NUMPY = ("pipeline: numpy and kernels (start, request, rig-shaped answer, 
                "reach)")
 SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
 SOLVE_COMPILED = ("pipeline: compiled networks (the universal edit, in one call with the "
-                  "request, and the end where refinement is off; the refinement with its "
-                  "decodes)")
+                  "request; the refinement with its decodes; each with the end where it runs "
+                  "last)")
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (empties, "moved", "handler: moved check", False),
@@ -170,6 +170,7 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (core_models.Module, "run_all", SOLVE_ONNX, False),
     (compiled_networks.CompiledUniversal, "edit", SOLVE_COMPILED, False),
     (solve_kernels.SolveRequest, "begin", SOLVE_COMPILED, False),
+    (solve_kernels.SolveEnd, "refine_and_run", SOLVE_COMPILED, False),
     (core_refine, "_refine_native", SOLVE_COMPILED, False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),
