@@ -1652,22 +1652,31 @@ static void offset_poses(int64_t count, const double *offset, const float *decod
     for (int64_t i = 0; i < count; i++) raw[i] = offset[i] + (double)decoded[i];
 }
 
+/* npe_refine_run's parameters, and the same names as arguments (npe_refine_finish passes
+ * them on). */
+#define REFINE_RUN_PARAMS                                                                    \
+    const NpeDecoder *d, float *work, int64_t n, int64_t nj, int64_t rank, int64_t steps,   \
+    const int64_t *parents, const int64_t *rigid, const double *prior, double rigid_scale,  \
+    double lm_start, double lm_up, const double *z_net, const double *basis,                \
+    const double *offset, float *latent_out, float *decoded, float *jac_f, double *raw,     \
+    double *jac_latent, const double *lengths, double *v, const double *v_net,              \
+    double *v_try, const double *base, const double *targets, const double *weights,        \
+    const double *follow, const double *effector_weight, const double *least_change,        \
+    const double *spans, double *pose, double *jac, double *goal, double *row_w,            \
+    double *rjac, double *rres, double *hess, double *inverse, double *cost,                \
+    double *damping, double *scale, int64_t *stale
+#define REFINE_RUN_ARGS                                                                      \
+    d, work, n, nj, rank, steps, parents, rigid, prior, rigid_scale, lm_start, lm_up, z_net,  \
+    basis, offset, latent_out, decoded, jac_f, raw, jac_latent, lengths, v, v_net, v_try,    \
+    base, targets, weights, follow, effector_weight, least_change, spans, pose, jac, goal,   \
+    row_w, rjac, rres, hess, inverse, cost, damping, scale, stale
+
 /* The whole effector refinement in one call (refine._refine_native's loop): the Jacobian
  * and pose at the networks' latent, the start, then up to ``steps`` trial steps, each
  * decoded here, until no pose takes its trial. Returns 0, -1 where a bone has no direction
  * (numpy then), -2 for a decoder or body the buffers do not fit. Leaves the refined latents
  * (n x latent, float32) in latent_out and v, pose as npe_refine_accept does. */
-NPE_API int64_t npe_refine_run(
-    const NpeDecoder *d, float *work, int64_t n, int64_t nj, int64_t rank, int64_t steps,
-    const int64_t *parents, const int64_t *rigid, const double *prior, double rigid_scale,
-    double lm_start, double lm_up, const double *z_net, const double *basis,
-    const double *offset, float *latent_out, float *decoded, float *jac_f, double *raw,
-    double *jac_latent, const double *lengths, double *v, const double *v_net, double *v_try,
-    const double *base, const double *targets, const double *weights, const double *follow,
-    const double *effector_weight, const double *least_change, const double *spans,
-    double *pose, double *jac, double *goal, double *row_w, double *rjac, double *rres,
-    double *hess, double *inverse, double *cost, double *damping, double *scale,
-    int64_t *stale) {
+NPE_API int64_t npe_refine_run(REFINE_RUN_PARAMS) {
     int64_t nv = rank + 2, dim = 3 * nj, latent = d->mlp.n_in;
     if (!decoder_fits(d) || d->rank != rank || d->mlp.n_out != dim) return -2;
     basis_latents(n, latent, rank, nv, z_net, basis, v, latent_out);
@@ -2210,24 +2219,11 @@ NPE_API int64_t npe_begin_finish(
  * tolerance) and the start record as npe_begin_finish reads them. Returns npe_refine_run's
  * status where it is not 0 (nothing finished), else npe_finish's. */
 NPE_API int64_t npe_refine_finish(
-    const NpeDecoder *d, float *work, int64_t n, int64_t nj, int64_t rank, int64_t steps,
-    const int64_t *parents, const int64_t *rigid, const double *prior, double rigid_scale,
-    double lm_start, double lm_up, const double *z_net, const double *basis,
-    const double *offset, float *latent_out, float *decoded, float *jac_f, double *raw,
-    double *jac_latent, const double *lengths, double *v, const double *v_net, double *v_try,
-    const double *base, const double *targets, const double *weights, const double *follow,
-    const double *effector_weight, const double *least_change, const double *spans,
-    double *pose, double *jac, double *goal, double *row_w, double *rjac, double *rres,
-    double *hess, double *inverse, double *cost, double *damping, double *scale,
-    int64_t *stale, const FinishShape *fs, const double *record, const double *p,
+    REFINE_RUN_PARAMS, const FinishShape *fs, const double *record, const double *p,
     const double *req_out, const double *user_mask, double *rigid_out, double *bent,
     double *out, double *errors, int64_t *left, double *over, int64_t *other) {
     if (n != 1 || nj != fs->nj) return -3;
-    int64_t status = npe_refine_run(
-        d, work, n, nj, rank, steps, parents, rigid, prior, rigid_scale, lm_start, lm_up,
-        z_net, basis, offset, latent_out, decoded, jac_f, raw, jac_latent, lengths, v, v_net,
-        v_try, base, targets, weights, follow, effector_weight, least_change, spans, pose, jac,
-        goal, row_w, rjac, rres, hess, inverse, cost, damping, scale, stale);
+    int64_t status = npe_refine_run(REFINE_RUN_ARGS);
     if (status != 0) return status;
     const double *shift = v + rank;  /* the floor shift: v's last two entries */
     double unshifted[POSE_DIM_MAX];
