@@ -466,7 +466,7 @@ class PoseEditor:
         model = start.model  # (its frame and turn where numpy needs them: see RecordStart)
         user_mask = mask
         request = begun = None
-        if not metrics and start.record is not None and (
+        if SOLVE_KERNELS and not metrics and start.record is not None and (
                 kernels := native.kernels()) is not None:
             # A single pose's effector request as below in one kernel call, with the
             # universal solver's edit and the decoded change where it is compiled
