@@ -13,13 +13,15 @@ from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions, _Sta
 pytestmark = pytest.mark.usefixtures("with_kernels")
 AGREE_M = 1e-9  # the kernels' steps are numpy's, in another order of float operations
 J = skeleton.JOINT_INDEX
+# The start's properties numpy makes when first read (the start kernel, all at once).
+MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")
 
 
 def _numpy_start(p: np.ndarray, lengths: np.ndarray | None,
                  scale: np.ndarray | None) -> _Start:
     with native.switched_off():
         start = _Start.of(p, lengths, scale)
-        for name in _Start._MADE:  # made now, with numpy
+        for name in MADE:  # made now, with numpy
             getattr(start, name)
     return start
 
@@ -36,7 +38,7 @@ def test_the_start_kernel_prepares_a_pose_as_numpy(synthetic_clip: np.ndarray) -
         for lengths in (None, rig[:len(batch)]):
             scale = None if lengths is None else leg_scale(lengths)
             fast, slow = _Start.of(batch, lengths, scale), _numpy_start(batch, lengths, scale)
-            for name in ("model", "turn", *_Start._MADE):
+            for name in ("model", "turn", *MADE):
                 np.testing.assert_allclose(getattr(fast, name), getattr(slow, name),
                                            rtol=0, atol=AGREE_M, err_msg=name)
             np.testing.assert_array_equal(fast.feet_down, slow.feet_down)

@@ -258,7 +258,6 @@ class _Start:
         """(B, 6) :func:`refine.rigid_spans` of :attr:`rig_model`."""
         return _read_only(refine.rigid_spans(self.rig_model))[0]
 
-    _MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")
     record = feet_at = None  # made by numpy: the later kernels read no record
 
 
@@ -592,13 +591,14 @@ class PoseEditor:
                                       shift, moves, t, mask, w, user_mask, tolerance,
                                       reach=not drag and len(p) == 1)
             out, errors, reach = ends.out, ends.errors, ends.reach
+            held = (mask > 0) & (w >= 1.0)  # the full-weight goals, planted feet included
             if ends.left.any():
-                out = _reach_rest(ends.rigid, ends.bent, out, p, (mask > 0) & (w >= 1.0), t,
-                                  start.frame.lengths, tolerance, fallback=not drag)
+                out = _reach_rest(ends.rigid, ends.bent, out, p, held, t, start.frame.lengths,
+                                  tolerance, fallback=not drag)
                 errors = self._errors(out, t, user_mask)
                 reach = None  # (the kernel's was for its own misses)
             if not drag:
-                notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
+                notes.extend(_reach_notes(p, held, t, errors, user_mask,
                                            refined=options.refine_steps > 0, reach=reach))
             return EditResult(out, z_new, errors, notes)
         frame, turn, move = start.frame, start.turn, 0.0

@@ -167,8 +167,8 @@ class Begun(NamedTuple):
     pose: np.ndarray
     offset: np.ndarray
     ends: Ends | None
-    request_at: int  # the request's address (npe_refine_finish reads it)
-    kept: np.ndarray  # (its block, kept alive while the address is used)
+    request_at: int  # the request's address (npe_refine_finish reads it; ``request``'s
+    # views keep its block alive)
 
 
 class SolveRequest:
@@ -235,7 +235,7 @@ class SolveRequest:
         poses = block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
         return Begun(self._read(block[:_REQUEST_SIZE]), decoded[6 * j:].reshape(1, -1),
                      poses[0], poses[1], None if ends is None else end.read(ends, 1, reach),
-                     base, block)
+                     base)
 
     @staticmethod
     def _read(out: np.ndarray) -> Request:

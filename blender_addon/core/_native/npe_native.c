@@ -1910,6 +1910,52 @@ NPE_API int64_t npe_finish(
 
 /* ------------------------------------------------------------------ a solve's start */
 
+/* One pose's start record (npe_start writes it, the later calls and solve_kernels'
+ * _START_RECORD read it): its fields in order, 9 nj + 21 values. */
+typedef struct {
+    double *model, *root, *yaw, *lengths, *scale, *turn, *offset_scales, *rig_lengths,
+        *rig_model, *familiarity, *spans;
+} StartRecord;
+
+static StartRecord start_record(int64_t nj, const double *record) {
+    StartRecord r;
+    r.model = (double *)record;
+    r.root = r.model + 3 * nj;
+    r.yaw = r.root + 3;
+    r.lengths = r.yaw + 1;
+    r.scale = r.lengths + nj;
+    r.turn = r.scale + 1;
+    r.offset_scales = r.turn + 9;
+    r.rig_lengths = r.offset_scales + nj;
+    r.rig_model = r.rig_lengths + nj;
+    r.familiarity = r.rig_model + 3 * nj;
+    r.spans = r.familiarity + 1;
+    return r;
+}
+
+/* npe_request's answer (solve_kernels.SolveRequest._read reads it): the held mask and
+ * weights (nj each), targets, network targets and rig targets (3 nj each), the floor shift
+ * (2), then body follow, effector weight, least change and tolerance: 11 nj + 6 values. */
+typedef struct {
+    double *mask, *weights, *targets, *network_targets, *rig_targets, *shift, *follow,
+        *effector_weight, *least_change, *tolerance;
+} RequestOut;
+
+static RequestOut request_out(int64_t nj, const double *out) {
+    RequestOut r;
+    r.mask = (double *)out;
+    r.weights = r.mask + nj;
+    r.targets = r.weights + nj;
+    r.network_targets = r.targets + 3 * nj;
+    r.rig_targets = r.network_targets + 3 * nj;
+    r.shift = r.rig_targets + 3 * nj;
+    r.follow = r.shift + 2;
+    r.effector_weight = r.follow + 1;
+    r.least_change = r.effector_weight + 1;
+    r.tolerance = r.least_change + 1;
+    return r;
+}
+
 /* What npe_start reads besides the poses: the skeleton and normalize's and the pipeline's
  * tables and constants. */
 typedef struct {
@@ -1935,7 +1981,7 @@ typedef struct {
  * the rig's where given, else NULL: measured), pipeline._feet_down (feet, n x 2, 0 or 1), the
  * start's cached properties: normalize.offset_scales, the rig's lengths in model units, the
  * model pose with them, pipeline.familiarity and refine.rigid_spans. One record of
- * 9 nj + 21 values per pose in ``out``, in that order (solve_kernels._START_PARTS). */
+ * 9 nj + 21 values per pose in ``out`` (StartRecord). */
 NPE_API int64_t npe_start(const StartShape *s, int64_t n, const double *p_all,
                           const double *lengths_in, const double *scale_in, double *out,
                           uint8_t *feet_all) {
@@ -1943,10 +1989,11 @@ NPE_API int64_t npe_start(const StartShape *s, int64_t n, const double *p_all,
     if (nj > RIG_IK_MAX_JOINTS || k > 8) return -1;
     for (int64_t f = 0; f < n; f++) {
         const double *p = p_all + f * nj * 3;
-        double *model = out + f * (9 * nj + 21), *root = model + 3 * nj, *yaw_out = root + 3;
-        double *lengths = yaw_out + 1, *scale_out = lengths + nj, *turn = scale_out + 1;
-        double *offset = turn + 9, *rig_lengths = offset + nj, *rig_model = rig_lengths + nj;
-        double *familiar_out = rig_model + 3 * nj, *spans = familiar_out + 1;
+        StartRecord r = start_record(nj, out + f * (9 * nj + 21));
+        double *model = r.model, *root = r.root, *yaw_out = r.yaw, *lengths = r.lengths;
+        double *scale_out = r.scale, *turn = r.turn, *offset = r.offset_scales;
+        double *rig_lengths = r.rig_lengths, *rig_model = r.rig_model;
+        double *familiar_out = r.familiarity, *spans = r.spans;
         double rel[3 * RIG_IK_MAX_JOINTS];
         if (lengths_in) {
             memcpy(lengths, lengths_in + f * nj, (size_t)nj * sizeof(double));
@@ -2079,12 +2126,13 @@ NPE_API void npe_request(const RequestShape *s, const double *record, const uint
                          const double *w_in, int64_t plant, int64_t refined,
                          double body_follow, double *out) {
     int64_t nj = s->nj;
-    const double *model = record, *scale_at = record + 3 * nj + 3 + 1 + nj;
-    const double *turn = scale_at + 1, *per = turn + 9, *rig_model = per + 2 * nj;
-    const double familiarity = rig_model[3 * nj];
-    double scale = *scale_at;
-    double *mask = out, *w = mask + nj, *t = w + nj, *t_net = t + 3 * nj, *t_rig = t_net + 3 * nj;
-    double *shift = t_rig + 3 * nj, *tail = shift + 2;
+    StartRecord start = start_record(nj, record);
+    RequestOut o = request_out(nj, out);
+    const double *model = start.model, *turn = start.turn, *per = start.offset_scales;
+    const double *rig_model = start.rig_model, familiarity = *start.familiarity;
+    double scale = *start.scale;
+    double *mask = o.mask, *w = o.weights, *t = o.targets, *t_net = o.network_targets;
+    double *t_rig = o.rig_targets, *shift = o.shift;
     memcpy(mask, mask_in, (size_t)nj * sizeof(double));
     memcpy(w, w_in, (size_t)nj * sizeof(double));
     memcpy(t, t_in, 3 * (size_t)nj * sizeof(double));
@@ -2151,10 +2199,11 @@ NPE_API void npe_request(const RequestShape *s, const double *record, const uint
         if (body_follow != 0.0 && moving && whole < 1.0) body_follow *= familiarity;
         follow = moving ? body_follow + (1.0 - body_follow) * whole : 0.0;
     }
-    tail[0] = follow;
-    tail[1] = s->effector_weight * pow(s->full_body_effector_weight / s->effector_weight, share);
-    tail[2] = s->least_change * pow(s->full_body_least_change / s->least_change, share);
-    tail[3] = tolerance;
+    *o.follow = follow;
+    *o.effector_weight = s->effector_weight *
+                         pow(s->full_body_effector_weight / s->effector_weight, share);
+    *o.least_change = s->least_change * pow(s->full_body_least_change / s->least_change, share);
+    *o.tolerance = tolerance;
 }
 
 /* PoseEditor._solve up to the refinement for one start pose's effector request, in one call:
@@ -2174,7 +2223,8 @@ NPE_API int64_t npe_begin(const RequestShape *s, const NpeMlp *encoder, const Np
     if (!universal_fits(encoder, solver, d) || d->mlp.n_out != nd) return -2;
     npe_request(s, record, feet_down, p, mask_in, t_in, w_in, plant, refined, body_follow,
                 req_out);
-    const double *mask = req_out, *w = mask + nj, *t_net = w + 4 * nj;
+    RequestOut o = request_out(nj, req_out);
+    const double *mask = o.mask, *w = o.weights, *t_net = o.network_targets;
     int any = 0;
     for (int64_t j = 0; j < nj; j++) any |= mask[j] != 0.0;
     if (!any) return 1;
@@ -2184,6 +2234,20 @@ NPE_API int64_t npe_begin(const RequestShape *s, const NpeMlp *encoder, const Np
         pose[i] = offset[i] + (double)edited[i];
     }
     return 0;
+}
+
+/* npe_finish of one pose from its start record and its request (npe_request's answer), the
+ * floor shift given (moved by it where ``moves``). */
+static int64_t finish_one(const FinishShape *fs, int64_t refined, const double *pose,
+                          const double *record, const double *p, const double *req_out,
+                          const double *shift, int64_t moves, const double *user_mask,
+                          double *rigid, double *bent, double *out, double *errors,
+                          int64_t *left, double *over, int64_t *other) {
+    StartRecord r = start_record(fs->nj, record);
+    RequestOut o = request_out(fs->nj, req_out);
+    return npe_finish(fs, 1, refined, pose, r.model, p, r.root, r.lengths, r.scale, r.turn,
+                      r.offset_scales, shift, moves, o.targets, o.mask, o.weights, user_mask,
+                      o.tolerance, rigid, bent, out, errors, left, over, other);
 }
 
 /* A single solve without refinement in one call: npe_begin (refined = 0), then npe_finish of
@@ -2202,15 +2266,9 @@ NPE_API int64_t npe_begin_finish(
                                t_in, w_in, plant, 0, body_follow, keep_details, req_out, edited,
                                latent, pose, offset);
     if (status != 0) return status;
-    int64_t nj = s->nj;
-    const double *mask = req_out, *w = mask + nj, *t = w + nj, *shift = req_out + 11 * nj;
-    const double *tol = shift + 5;
-    int64_t moves = shift[0] != 0.0 || shift[1] != 0.0;
-    /* the start record's fields (solve_kernels._START_RECORD) */
-    return npe_finish(fs, 1, 0, pose, record, p, record + 3 * nj, record + 3 * nj + 4,
-                      record + 4 * nj + 4, record + 4 * nj + 5, record + 4 * nj + 14, shift,
-                      moves, t, mask, w, user_mask, tol, rigid, bent, out, errors, left, over,
-                      other);
+    const double *shift = request_out(s->nj, req_out).shift;
+    return finish_one(fs, 0, pose, record, p, req_out, shift, shift[0] != 0.0 || shift[1] != 0.0,
+                      user_mask, rigid, bent, out, errors, left, over, other);
 }
 
 /* A refined single solve's last two stages in one call: npe_refine_run (its arguments as
@@ -2232,9 +2290,6 @@ NPE_API int64_t npe_refine_finish(
         unshifted[3 * j + 1] = pose[3 * j + 1] - 0.0;
         unshifted[3 * j + 2] = pose[3 * j + 2] - shift[1];
     }
-    const double *mask = req_out, *w = mask + nj, *t = w + nj, *tol = req_out + 11 * nj + 5;
-    return npe_finish(fs, 1, 1, unshifted, record, p, record + 3 * nj, record + 3 * nj + 4,
-                      record + 4 * nj + 4, record + 4 * nj + 5, record + 4 * nj + 14, shift,
-                      1, t, mask, w, user_mask, tol, rigid_out, bent, out, errors, left, over,
-                      other);
+    return finish_one(fs, 1, unshifted, record, p, req_out, shift, 1, user_mask, rigid_out,
+                      bent, out, errors, left, over, other);
 }
