@@ -102,24 +102,24 @@ def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthe
 
 def test_the_request_with_the_compiled_networks_is_the_stages_answer(
         shipped_models, synthetic_clip, monkeypatch) -> None:
-    """With the compiled networks, a single solve's request, edit and decoded change run in
-    one kernel call (npe_begin, a drag's unmoved edit kept; without refinement the end too,
-    npe_begin_finish; with it the refinement and the end, npe_refine_finish): the same
-    poses, latents and notes as the numpy stages around the same networks, over a drag's
-    updates and fresh solves."""
+    """With the compiled networks, a single solve runs in one kernel call (npe_solve_one: the
+    request, the edit with a drag's unmoved edit kept, the decoded change, the refinement
+    and the end; npe_begin, the first three, for the session's first refinement, which is
+    checked against the numpy steps): the same poses, latents and notes as the numpy stages
+    around the same networks, over a drag's updates and fresh solves."""
     from blender_addon.core.compiled_networks import compiled_universal
 
     assert compiled_universal(shipped_models) is not None
     editor = PoseEditor(shipped_models)
     rng = np.random.default_rng(2)
     poses = synthetic_clip[1::4]
-    begun, refined = [], []
+    begun, whole = [], []
     run = pipeline._SOLVE_REQUEST.begin
     monkeypatch.setattr(pipeline._SOLVE_REQUEST, "begin",
                         lambda *a, **k: begun.append(1) or run(*a, **k))
-    fused = pipeline._SOLVE_END.refine_and_run
-    monkeypatch.setattr(pipeline._SOLVE_END, "refine_and_run",
-                        lambda *a, **k: refined.append(1) or fused(*a, **k))
+    fused = pipeline._SOLVE_REQUEST.solve
+    monkeypatch.setattr(pipeline._SOLVE_REQUEST, "solve",
+                        lambda *a, **k: whole.append(a[2] is not None) or fused(*a, **k))
     for p, effs in zip(poses, _drags(poses, rng), strict=True):
         for step in range(3):  # a drag: the same start and effectors, the targets moving
             moved = [Effector(e.joint, None if e.pin else e.target + 0.03 * step, pin=e.pin,
@@ -134,5 +134,6 @@ def test_the_request_with_the_compiled_networks_is_the_stages_answer(
                                            atol=AGREE_M)
                 np.testing.assert_array_equal(fast.latent, slow.latent)
                 assert fast.notes == slow.notes
-    assert len(begun) == 9 * len(poses)
-    assert len(refined) >= 6 * len(poses) - 1  # (a session's first refinement is checked)
+    assert len(begun) + len(whole) == 9 * len(poses)
+    assert len(begun) <= 1  # (a session's first refinement is checked)
+    assert sum(whole) >= 6 * len(poses) - 1  # refined in the same call

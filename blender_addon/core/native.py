@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
 SOURCE = LIBRARY_DIR / "npe_native.c"
-ABI_VERSION = 4  # npe_native.c's NPE_ABI_VERSION
+ABI_VERSION = 5  # npe_native.c's NPE_ABI_VERSION
 SWITCH = "NPE_NATIVE"  # "0": numpy only
 # (sys.platform, machine) -> the build's platform name (as build_addon.py names them), file.
 PLATFORMS = {
@@ -111,15 +111,12 @@ class Kernels:
         self.begin = lib.npe_begin
         self.begin.restype = _I
         self.begin.argtypes = [*[_P] * 11, _I, _I, _D, _I, *[_P] * 5]
-        self.begin_finish = lib.npe_begin_finish
-        self.begin_finish.restype = _I
-        self.begin_finish.argtypes = [*[_P] * 11, _I, _D, _I, *[_P] * 14]
+        self.solve_one = lib.npe_solve_one
+        self.solve_one.restype = _I
+        self.solve_one.argtypes = [*[_P] * 11, _I, _D, _I, *[_P] * 6, _I, *[_P] * 9]
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]
-        self.refine_finish = lib.npe_refine_finish
-        self.refine_finish.restype = _I
-        self.refine_finish.argtypes = [*self.refine_run.argtypes, *[_P] * 12]
         self.beyond_reach = lib.npe_beyond_reach
         self.beyond_reach.restype = None
         self.beyond_reach.argtypes = [_I, _I, _I, *[_P] * 7]

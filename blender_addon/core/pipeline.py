@@ -48,7 +48,7 @@ from .normalize import (
     to_model_space_unchecked,
     yaw_matrix,
 )
-from .solve_kernels import RecordStart, SolveEnd, SolveRequest, SolveStart
+from .solve_kernels import Ends, RecordStart, SolveEnd, SolveRequest, SolveStart
 
 COMBINE_MODES = ("average", "sequence")
 SOLVERS = ("universal", "chained", "classic")
@@ -472,21 +472,34 @@ class PoseEditor:
             # (solve_kernels).
             networks = compiled_universal(self.models) if options.solver == "universal" \
                 else None
+            refinement = refine.compiled_refinement(self.models) \
+                if networks is not None and options.refine_steps else None
             if networks is None:
                 request = _SOLVE_REQUEST.run(kernels, start, p, mask, t, w,
                                              options.keep_planted_feet,
                                              options.refine_steps > 0, options.body_follow)
+            elif options.fix_lengths and (refinement is not None or not options.refine_steps):
+                # The whole solve in one call, the refinement and the end too.
+                begun = _SOLVE_REQUEST.solve(kernels, networks, refinement,
+                                             min(options.refine_steps, DRAG_REFINE_STEPS)
+                                             if drag else options.refine_steps, _SOLVE_END,
+                                             start, p, mask, t, w, user_mask,
+                                             options.keep_planted_feet, options.body_follow,
+                                             options.keep_details, not drag)
             else:
-                # (the networks' answer: the end of the solve in the same call)
-                ends_too = not options.refine_steps and options.fix_lengths
+                # (the networks' answer in the same call)
                 begun = _SOLVE_REQUEST.begin(kernels, networks, start, p, mask, t, w,
                                              options.keep_planted_feet,
                                              options.refine_steps > 0, options.body_follow,
-                                             options.keep_details,
-                                             _SOLVE_END if ends_too else None, mask,
-                                             reach=not drag)
+                                             options.keep_details)
+            if networks is not None:
                 if begun is None:  # no effector left, as below
                     return EditResult(p.copy(), None, np.zeros(mask.shape), [])
+                if begun.ends is not None:
+                    request = begun.request
+                    return self._ended(begun.ends, p, start, request.mask, request.targets,
+                                       request.weights, user_mask, request.tolerance,
+                                       begun.latent, options.refine_steps > 0, drag, [])
                 request = begun.request
             mask, t, w = request.mask, request.targets, request.weights
         elif self._plants_feet(options, metrics):
@@ -521,9 +534,8 @@ class PoseEditor:
         turns = {name for name in requests if refine.moves_shoulders(self._metrics[name].metric)}
         asked = {name: r for name, r in requests.items() if name not in turns} \
             if options.refine_steps else requests
-        ends = None  # the end's kernel's answer, where an earlier call gave it
         if begun is not None:  # (the networks ran in the request's kernel call)
-            z_new, pose, offset, ends = begun.latent, begun.pose, begun.offset, begun.ends
+            z_new, pose, offset = begun.latent, begun.pose, begun.offset
         else:
             z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options,
                                                     notes)
@@ -563,44 +575,23 @@ class PoseEditor:
             steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
                 else min(options.refine_steps, DRAG_REFINE_STEPS) if drag \
                 else options.refine_steps
-            run = refine.compiled_run(self.models, z_new, offset, rig_model, t_rig, w, follow,
-                                      steps, shift, rig_lengths, effector_weight,
-                                      least_change, start.spans) \
-                if begun is not None and options.fix_lengths else None
-            if run is not None:  # the refinement and the end in one kernel call
-                ends = _SOLVE_END.refine_and_run(kernels, run[0], start, p, begun, user_mask,
-                                                 reach=not drag)
-                if ends is not None:
-                    z_new = run[1].arrays["latent"].copy()
-            if ends is None:
-                z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model,
-                                                   t_rig, w, rows, follow, steps, shift,
-                                                   rig_lengths, relinearize, effector_weight,
-                                                   least_change, start.spans
-                                                   if options.fix_lengths and rows is None
-                                                   else None,
-                                                   bool(turns), bool(turns) and not asked)
-                pose = pose - _shift3(shift)[:, None]
+            z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig, w,
+                                               rows, follow, steps, shift, rig_lengths,
+                                               relinearize, effector_weight, least_change,
+                                               start.spans if options.fix_lengths
+                                               and rows is None else None,
+                                               bool(turns), bool(turns) and not asked)
+            pose = pose - _shift3(shift)[:, None]
         moves = bool(options.refine_steps) or shifted  # the floor shift moves the answer
         tolerance = REACH_TOLERANCE / np.asarray(start.frame.scale) if request is None \
             else request.tolerance  # in the rig's units
         if options.fix_lengths and SOLVE_KERNELS and (kernels := native.kernels()) is not None:
             # The same steps as below in one kernel call (see solve_kernels).
-            if ends is None:
-                ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start,
-                                      shift, moves, t, mask, w, user_mask, tolerance,
-                                      reach=not drag and len(p) == 1)
-            out, errors, reach = ends.out, ends.errors, ends.reach
-            held = (mask > 0) & (w >= 1.0)  # the full-weight goals, planted feet included
-            if ends.left.any():
-                out = _reach_rest(ends.rigid, ends.bent, out, p, held, t, start.frame.lengths,
-                                  tolerance, fallback=not drag)
-                errors = self._errors(out, t, user_mask)
-                reach = None  # (the kernel's was for its own misses)
-            if not drag:
-                notes.extend(_reach_notes(p, held, t, errors, user_mask,
-                                           refined=options.refine_steps > 0, reach=reach))
-            return EditResult(out, z_new, errors, notes)
+            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
+                                  moves, t, mask, w, user_mask, tolerance,
+                                  reach=not drag and len(p) == 1)
+            return self._ended(ends, p, start, mask, t, w, user_mask, tolerance, z_new,
+                               options.refine_steps > 0, drag, notes)
         frame, turn, move = start.frame, start.turn, 0.0
         if moves:
             move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
@@ -630,6 +621,26 @@ class PoseEditor:
             notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
                                        refined=options.refine_steps > 0))
         return EditResult(out, z_new, errors, notes)
+
+    def _ended(self, ends: Ends, p: np.ndarray, start: _Start | RecordStart, mask: np.ndarray,
+               t: np.ndarray, w: np.ndarray, user_mask: np.ndarray, tolerance: np.ndarray,
+               latent: np.ndarray | None, refined: bool, drag: bool, notes: list[str]
+               ) -> EditResult:
+        """The result of a solve whose end the kernels ran (``ends``, of the held ``mask``,
+        targets ``t`` and weights ``w``): rig IK where they left a pose to it, the notes.
+        Copies what it returns (the answer may lie in a kernel's buffers)."""
+        out, errors, reach = ends.out, ends.errors, ends.reach
+        held = (mask > 0) & (w >= 1.0)  # the full-weight goals, planted feet included
+        if ends.left.any():
+            out = _reach_rest(ends.rigid, ends.bent, out, p, held, t, start.frame.lengths,
+                              tolerance, fallback=not drag)
+            errors = self._errors(out, t, user_mask)
+            reach = None  # (the kernel's was for its own misses)
+        if not drag:
+            notes.extend(_reach_notes(p, held, t, errors, user_mask, refined=refined,
+                                       reach=reach))
+        return EditResult(out.copy(), None if latent is None else latent.copy(), errors.copy(),
+                          notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
                   w: np.ndarray, requests: dict[str, tuple[np.ndarray, np.ndarray]],

@@ -29,6 +29,7 @@ same formula the sliders use). Everything is batched over poses.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import weakref
@@ -662,25 +663,52 @@ def _run_arguments(point: _Point, work: _NativeWork, steps: int) -> tuple:
             *work.run_tail)
 
 
-def compiled_run(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
-                 targets: np.ndarray, weights: np.ndarray, body_follow: np.ndarray,
-                 steps: int, shift: np.ndarray, lengths: np.ndarray,
-                 effector_weight: np.ndarray | float, least_change: np.ndarray | float,
-                 spans: np.ndarray) -> tuple[tuple, _NativeWork] | None:
-    """What :func:`refine` runs for an effector request in one ``npe_refine_run`` call with
-    the compiled decoder, for a caller that runs that call itself (with the solve's end:
-    ``npe_refine_finish``): its arguments and arrays (the refined latents in ``latent``,
-    the variables in ``v``), or None where refine would run anything else (no compiled
-    decoder or Jacobian graph, the kernels off, or their first refinement not yet checked
-    against the numpy steps: :func:`refine` checks it)."""
+# npe_native.c's RefineRun's arrays after its constants, in order.
+_RUN_ARRAYS = ("basis", "z_net", "v_net", "latent", "decoded", "jac_f", "raw", "jac_latent",
+               "v", "v_try", "pose", "jac", "goal", "row_w", "rjac", "rres", "hess",
+               "inverse", "cost", "damping", "scale", "stale")
+
+
+class _RefineRunStruct(ctypes.Structure):
+    """npe_native.c's ``RefineRun``."""
+    _fields_ = [("d", ctypes.c_void_p), ("work", ctypes.c_void_p), ("rank", ctypes.c_int64),
+                ("parents", ctypes.c_void_p), ("rigid", ctypes.c_void_p),
+                ("prior", ctypes.c_void_p)] + [
+        (name, ctypes.c_double) for name in ("rigid_scale", "lm_start", "lm_up")] + [
+        (name, ctypes.c_void_p) for name in _RUN_ARRAYS]
+
+
+class RefineRun:
+    """One pose's effector refinement for the solve kernel (``npe_solve_one``, which fills its
+    inputs from the start and the request as :func:`_native_inputs` does): the compiled
+    decoder, the constants and the kernel's arrays, made once per set. The refined latent
+    is left in ``latent`` (1, L)."""
+
+    def __init__(self, compiled: CompiledDecoder, rank: int, latent: int) -> None:
+        self.work = _NativeWork(1, rank, latent)  # its own: kept as long as the struct
+        at, shape = self.work.at, self.work.shape
+        self.struct = _RefineRunStruct(compiled.address, compiled.work_address, rank,
+                                       *shape, LM_START, LM_UP, compiled.basis_address,
+                                       *(at[name] for name in _RUN_ARRAYS[1:]))
+        self.address = ctypes.addressof(self.struct)
+        self.latent = self.work.arrays["latent"]
+
+
+_RUNS: weakref.WeakKeyDictionary[ModelSet, RefineRun | None] = weakref.WeakKeyDictionary()
+
+
+def compiled_refinement(models: ModelSet) -> RefineRun | None:
+    """The set's :class:`RefineRun`, or None where :func:`refine` would run anything else for
+    an effector request: no compiled decoder (nor Jacobian graph), the kernels off, or
+    their first refinement not yet checked against the numpy steps (:func:`refine` checks
+    it)."""
     if not _native_checked or native.kernels() is None:
         return None
-    made = _native_inputs(models, z_net, offset, base, targets, weights, body_follow, shift,
-                          lengths, effector_weight, least_change, spans)
-    if made is None or made[0].compiled is None:
-        return None
-    point, work = made
-    return _run_arguments(point, work, steps), work
+    if models not in _RUNS:
+        compiled = compiled_decoder(models)
+        _RUNS[models] = None if compiled is None else RefineRun(
+            compiled, len(models.jacobian_basis), models.latent_size)
+    return _RUNS[models]
 
 
 _native_checked = False

@@ -16,7 +16,9 @@ in the same order (:func:`.normalize.to_model_space_unchecked`,
 :func:`.refine.full_body_share`, :func:`.normalize.from_model_space_unchecked`,
 :func:`.rigid_branches.keep_rigid`, :func:`.exact_reach.solve` as ``_solve`` and
 ``_reach_exactly`` call it, :func:`.reach_bounds.beyond_reach`); the start writes one
-record per pose that the later calls read by its address. The numpy code stays the
+record per pose that the later calls read by its address. With the compiled networks and
+refinement, ``npe_solve_one`` runs everything after the start in one call (the request,
+the edit, the refinement, the end) into buffers made once. The numpy code stays the
 specification and runs wherever the kernels are off (or ``pipeline.SOLVE_KERNELS`` is).
 """
 
@@ -159,16 +161,15 @@ _REQUEST_SIZE = 11 * NUM_JOINTS + 6  # npe_request's out
 
 
 class Begun(NamedTuple):
-    """What :meth:`SolveRequest.begin` leaves: the request, the edited latents (1, L), the
-    model-space pose (1, 21, 3), the offset added to the decoded one, the end (with
-    :meth:`SolveEnd.run`'s kernel in the same call) or None, and where the request lies."""
+    """What :meth:`SolveRequest.begin` and :meth:`~SolveRequest.solve` leave: the request,
+    the edited (or refined) latents (1, L), the networks' model-space pose (1, 21, 3), the
+    offset added to the decoded one, and the end (:meth:`SolveEnd.run`'s, where the same
+    call ran it) or None."""
     request: Request
     latent: np.ndarray
     pose: np.ndarray
     offset: np.ndarray
     ends: Ends | None
-    request_at: int  # the request's address (npe_refine_finish reads it; ``request``'s
-    # views keep its block alive)
 
 
 class SolveRequest:
@@ -186,6 +187,7 @@ class SolveRequest:
             refine.EFFECTOR_WEIGHT, refine.FULL_BODY_EFFECTOR_WEIGHT, refine.LEAST_CHANGE,
             refine.FULL_BODY_LEAST_CHANGE)
         self._at = ctypes.addressof(self._shape)
+        self._buffers: dict[int, _SolveBuffers] = {}  # by the networks' latent size
 
     def run(self, kernels: native.Kernels, start: Any, p: np.ndarray, mask: np.ndarray,
             targets: np.ndarray, weights: np.ndarray, plant: bool, refined: bool,
@@ -195,47 +197,71 @@ class SolveRequest:
         ``weights`` the user's; ``plant``: hold the planted feet; ``refined``: the
         refinement's targets and weights too."""
         out = np.empty(_REQUEST_SIZE)
-        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, mask, targets, weights)]
+        arrays = _float64(p, mask, targets, weights)
         kernels.request(self._at, start.record, start.feet_at, *map(native.address, arrays),
                         int(plant), int(refined), body_follow, native.address(out))
         return self._read(out)
 
     def begin(self, kernels: native.Kernels, networks: Any, start: Any, p: np.ndarray,
               mask: np.ndarray, targets: np.ndarray, weights: np.ndarray, plant: bool,
-              refined: bool, body_follow: float, keep_details: bool,
-              end: SolveEnd | None = None, user_mask: np.ndarray | None = None,
-              reach: bool = False) -> Begun | None:
+              refined: bool, body_follow: float, keep_details: bool) -> Begun | None:
         """:meth:`run`, then the universal solver's fused edit on its answer (``networks``,
         a :class:`.compiled_networks.CompiledUniversal`) and the decoded change on the input
-        (``keep_details``; else the decoded pose alone), in one call; with ``end`` (not
-        ``refined``), the end of the solve too (:meth:`SolveEnd.run`, ``user_mask`` the
-        user's effectors, ``reach`` the notes' bound). None where no effector is left
-        (nothing else run)."""
+        (``keep_details``; else the decoded pose alone), in one call. None where no effector
+        is left (nothing else run)."""
         j = NUM_JOINTS
         block = np.empty(_REQUEST_SIZE + 6 * j)  # the request, then the pose and offset
         decoded = np.empty(2 * 3 * j + networks.latent_size, dtype=np.float32)
-        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, mask, targets, weights)]
         base, at = native.address(block), native.address(decoded)
-        head = (*networks.addresses, networks.cache_address, start.record, start.feet_at,
-                *map(native.address, arrays), int(plant))
-        tail = (body_follow, int(keep_details), base, at, at + 6 * j * 4,
-                base + _REQUEST_SIZE * 8, base + (_REQUEST_SIZE + 3 * j) * 8)
-        ends = None
-        if end is None:
-            status = kernels.begin(self._at, *head, int(refined), *tail)
-        else:
-            ends = end.block(1)
-            user = np.ascontiguousarray(user_mask, dtype=np.float64)
-            status = kernels.begin_finish(self._at, *head, *tail, end._at,
-                                          native.address(user), *end.outputs(ends, 1, reach))
+        arrays = _float64(p, mask, targets, weights)
+        status = kernels.begin(self._at, *self._head(networks, start, arrays, plant),
+                               int(refined), body_follow, int(keep_details),
+                               *_begin_outputs(base, at))
         if status < 0:
             raise RuntimeError(f"npe_begin refused the networks ({status})")
         if status == 1:
             return None
         poses = block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
         return Begun(self._read(block[:_REQUEST_SIZE]), decoded[6 * j:].reshape(1, -1),
-                     poses[0], poses[1], None if ends is None else end.read(ends, 1, reach),
-                     base)
+                     poses[0], poses[1], None)
+
+    def solve(self, kernels: native.Kernels, networks: Any, refinement: Any, steps: int,
+              end: SolveEnd, start: Any, p: np.ndarray, mask: np.ndarray, targets: np.ndarray,
+              weights: np.ndarray, user_mask: np.ndarray, plant: bool, body_follow: float,
+              keep_details: bool, reach: bool) -> Begun | None:
+        """A single solve in one call (``npe_solve_one``): :meth:`begin`, then the
+        refinement (``refinement``, a :class:`.refine.RefineRun`, at most ``steps``; None:
+        unrefined) and ``end``'s (:meth:`SolveEnd.run`: ``user_mask`` the user's effectors,
+        ``reach`` the notes' bound), into buffers made once: the answer's views hold until
+        the next call (the caller copies what it keeps). Its ``ends`` are None where the
+        refinement left the pose to numpy (a bone without direction): the request and the
+        networks' answer are there. None where no effector is left."""
+        buffers = self._buffers.get(networks.latent_size)
+        if buffers is None:
+            buffers = self._buffers[networks.latent_size] = _SolveBuffers(
+                networks.latent_size)
+        arrays = _float64(p, mask, targets, weights, user_mask)
+        status = kernels.solve_one(
+            self._at, *self._head(networks, start, arrays[:4], plant), body_follow,
+            int(keep_details), *buffers.begun_at,
+            None if refinement is None else refinement.address, steps, end._at,
+            native.address(arrays[4]), *buffers.end_at[reach])
+        if status == 1:
+            return None
+        if status < 0 and not (status == -1 and refinement is not None):
+            raise RuntimeError(f"npe_solve_one refused the networks ({status})")
+        done = status == 0
+        return Begun(buffers.request, refinement.latent if done and refinement is not None
+                     else buffers.latent, buffers.pose, buffers.offset,
+                     buffers.ends[reach] if done else None)
+
+    @staticmethod
+    def _head(networks: Any, start: Any, arrays: list[np.ndarray], plant: bool) -> tuple:
+        """npe_begin's and npe_solve_one's arguments after the shape, up to ``plant``
+        (``arrays``: the pose, mask, targets and weights, contiguous float64, kept by the
+        caller through the call)."""
+        return (*networks.addresses, networks.cache_address, start.record, start.feet_at,
+                *map(native.address, arrays), int(plant))
 
     @staticmethod
     def _read(out: np.ndarray) -> Request:
@@ -261,8 +287,8 @@ class _FinishShape(ctypes.Structure):
 class Ends(NamedTuple):
     """What :meth:`SolveEnd.run` leaves: the rig pose made rigid before any re-aim, the
     hands' bent re-aim (refined only), the answer, its effectors' misses (B, 21), which
-    poses still need :func:`.pipeline._reach_exactly`'s rig IK stage (B,), and the reach
-    bound the notes read (:func:`.reach_bounds.beyond_reach` of the start pose towards the
+    poses still need :func:`.pipeline._reach_exactly`'s rig IK stage (B,: 1, else 0), and
+    the reach bound the notes read (:func:`.reach_bounds.beyond_reach` of the start pose towards the
     full-weight goals, where an effector misses by over ``miss_note``; zero elsewhere)."""
     rigid: np.ndarray
     bent: np.ndarray
@@ -328,23 +354,6 @@ class SolveEnd:
             raise RuntimeError(f"npe_finish refused a skeleton of {NUM_JOINTS} joints")
         return self.read(block, n, reach)
 
-    def refine_and_run(self, kernels: native.Kernels, run: tuple, start: Any, p: np.ndarray,
-                       begun: Begun, user_mask: np.ndarray, reach: bool) -> Ends | None:
-        """The refinement (``run``: :func:`.refine.compiled_run`'s npe_refine_run arguments)
-        and :meth:`run` of its answer in one call, for the single pose ``p`` whose ``start``
-        the start kernel made and whose request ``begun`` ran; None where the refinement
-        left it to numpy (a bone without direction)."""
-        block = self.block(1)
-        arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in (p, user_mask)]
-        status = kernels.refine_finish(*run, self._at, start.record, native.address(arrays[0]),
-                                       begun.request_at, native.address(arrays[1]),
-                                       *self.outputs(block, 1, reach))
-        if status == -1:
-            return None
-        if status != 0:
-            raise RuntimeError(f"npe_refine_finish refused the networks ({status})")
-        return self.read(block, 1, reach)
-
     @staticmethod
     def block(n: int) -> np.ndarray:
         """npe_finish's outputs for ``n`` poses: the three poses, the errors, the left flags,
@@ -367,6 +376,37 @@ class SolveEnd:
         poses = block[:3 * size].reshape(3 * n, nj, 3)
         return Ends(poses[:n], poses[n:2 * n], poses[2 * n:],
                     block[3 * size:tail - n].reshape(n, nj),
-                    block[tail - n:tail].view(np.int64).astype(bool),
+                    block[tail - n:tail].view(np.int64),
                     (block[tail:tail + n * nj].reshape(n, nj),
                      block[tail + n * nj:].view(np.int64).reshape(n, nj)) if reach else None)
+
+
+def _float64(*arrays: np.ndarray) -> list[np.ndarray]:
+    """The arrays as a kernel reads them (contiguous float64; copies only where they are
+    not), in a list the caller keeps through the call."""
+    return [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]
+
+
+def _begin_outputs(base: int, at: int) -> tuple[int, ...]:
+    """npe_begin's outputs' addresses: the request, the edited poses, the latent, the pose
+    and its offset, from the request block's (``base``) and the float32 block's (``at``)."""
+    j = NUM_JOINTS
+    return (base, at, at + 6 * j * 4, base + _REQUEST_SIZE * 8,
+            base + (_REQUEST_SIZE + 3 * j) * 8)
+
+
+class _SolveBuffers:
+    """npe_solve_one's outputs for one pose and a latent size, made once with their
+    addresses and views (a few dozen microseconds of a single solve were making them)."""
+
+    def __init__(self, latent_size: int) -> None:
+        j = NUM_JOINTS
+        self.block = np.empty(_REQUEST_SIZE + 6 * j)  # the request, then the pose and offset
+        self.decoded = np.empty(2 * 3 * j + latent_size, dtype=np.float32)
+        self.begun_at = _begin_outputs(native.address(self.block), native.address(self.decoded))
+        self.request = SolveRequest._read(self.block[:_REQUEST_SIZE])
+        self.pose, self.offset = self.block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
+        self.latent = self.decoded[6 * j:].reshape(1, -1)
+        self.end = SolveEnd.block(1)
+        self.end_at = {reach: SolveEnd.outputs(self.end, 1, reach) for reach in (False, True)}
+        self.ends = {reach: SolveEnd.read(self.end, 1, reach) for reach in (False, True)}

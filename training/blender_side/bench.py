@@ -150,9 +150,8 @@ class StageTimer:
 SOLVE_NUMPY = ("pipeline: numpy and kernels (start, request, rig-shaped answer, exact "
                "reach)")
 SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
-SOLVE_COMPILED = ("pipeline: compiled networks (the universal edit, in one call with the "
-                  "request; the refinement with its decodes; each with the end where it runs "
-                  "last)")
+SOLVE_COMPILED = ("pipeline: compiled networks (the whole solve in one call: the request, "
+                  "the universal edit, the refinement with its decodes, the end)")
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (empties, "moved", "handler: moved check", False),
@@ -170,7 +169,7 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (core_models.Module, "run_all", SOLVE_ONNX, False),
     (compiled_networks.CompiledUniversal, "edit", SOLVE_COMPILED, False),
     (solve_kernels.SolveRequest, "begin", SOLVE_COMPILED, False),
-    (solve_kernels.SolveEnd, "refine_and_run", SOLVE_COMPILED, False),
+    (solve_kernels.SolveRequest, "solve", SOLVE_COMPILED, False),
     (core_refine, "_refine_native", SOLVE_COMPILED, False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),

@@ -22,7 +22,7 @@
 #endif
 
 /* Bumped whenever a signature changes: the loader refuses a library of another version. */
-#define NPE_ABI_VERSION 4
+#define NPE_ABI_VERSION 5
 /* quaternions.EPS: vectors shorter than this have no direction (the loader checks it). */
 #define EPS 1e-12
 
@@ -1652,31 +1652,22 @@ static void offset_poses(int64_t count, const double *offset, const float *decod
     for (int64_t i = 0; i < count; i++) raw[i] = offset[i] + (double)decoded[i];
 }
 
-/* npe_refine_run's parameters, and the same names as arguments (npe_refine_finish passes
- * them on). */
-#define REFINE_RUN_PARAMS                                                                    \
-    const NpeDecoder *d, float *work, int64_t n, int64_t nj, int64_t rank, int64_t steps,   \
-    const int64_t *parents, const int64_t *rigid, const double *prior, double rigid_scale,  \
-    double lm_start, double lm_up, const double *z_net, const double *basis,                \
-    const double *offset, float *latent_out, float *decoded, float *jac_f, double *raw,     \
-    double *jac_latent, const double *lengths, double *v, const double *v_net,              \
-    double *v_try, const double *base, const double *targets, const double *weights,        \
-    const double *follow, const double *effector_weight, const double *least_change,        \
-    const double *spans, double *pose, double *jac, double *goal, double *row_w,            \
-    double *rjac, double *rres, double *hess, double *inverse, double *cost,                \
-    double *damping, double *scale, int64_t *stale
-#define REFINE_RUN_ARGS                                                                      \
-    d, work, n, nj, rank, steps, parents, rigid, prior, rigid_scale, lm_start, lm_up, z_net,  \
-    basis, offset, latent_out, decoded, jac_f, raw, jac_latent, lengths, v, v_net, v_try,    \
-    base, targets, weights, follow, effector_weight, least_change, spans, pose, jac, goal,   \
-    row_w, rjac, rres, hess, inverse, cost, damping, scale, stale
-
 /* The whole effector refinement in one call (refine._refine_native's loop): the Jacobian
  * and pose at the networks' latent, the start, then up to ``steps`` trial steps, each
  * decoded here, until no pose takes its trial. Returns 0, -1 where a bone has no direction
  * (numpy then), -2 for a decoder or body the buffers do not fit. Leaves the refined latents
  * (n x latent, float32) in latent_out and v, pose as npe_refine_accept does. */
-NPE_API int64_t npe_refine_run(REFINE_RUN_PARAMS) {
+NPE_API int64_t npe_refine_run(
+    const NpeDecoder *d, float *work, int64_t n, int64_t nj, int64_t rank, int64_t steps,
+    const int64_t *parents, const int64_t *rigid, const double *prior, double rigid_scale,
+    double lm_start, double lm_up, const double *z_net, const double *basis,
+    const double *offset, float *latent_out, float *decoded, float *jac_f, double *raw,
+    double *jac_latent, const double *lengths, double *v, const double *v_net,
+    double *v_try, const double *base, const double *targets, const double *weights,
+    const double *follow, const double *effector_weight, const double *least_change,
+    const double *spans, double *pose, double *jac, double *goal, double *row_w,
+    double *rjac, double *rres, double *hess, double *inverse, double *cost,
+    double *damping, double *scale, int64_t *stale) {
     int64_t nv = rank + 2, dim = 3 * nj, latent = d->mlp.n_in;
     if (!decoder_fits(d) || d->rank != rank || d->mlp.n_out != dim) return -2;
     basis_latents(n, latent, rank, nv, z_net, basis, v, latent_out);
@@ -2250,46 +2241,78 @@ static int64_t finish_one(const FinishShape *fs, int64_t refined, const double *
                       o.tolerance, rigid, bent, out, errors, left, over, other);
 }
 
-/* A single solve without refinement in one call: npe_begin (refined = 0), then npe_finish of
- * its answer (the networks', re-aimed) from the same start record, with the end's outputs as
- * npe_finish takes them for one pose. Returns npe_begin's status (1: no effector left,
- * nothing run after the request). */
-NPE_API int64_t npe_begin_finish(
+/* The refinement's arrays and constants for one pose (refine.RefineRun makes it once per
+ * model set): the compiled decoder and its work, npe_refine_run's constants, the networks'
+ * latent and the variables' start (filled per solve), its state and outputs. */
+typedef struct {
+    const NpeDecoder *d;
+    float *work;
+    int64_t rank;
+    const int64_t *parents, *rigid;
+    const double *prior;
+    double rigid_scale, lm_start, lm_up;
+    const double *basis;
+    double *z_net, *v_net;
+    float *latent_out, *decoded, *jac_f;
+    double *raw, *jac_latent, *v, *v_try, *pose, *jac, *goal, *row_w, *rjac, *rres, *hess,
+        *inverse, *cost, *damping, *scale;
+    int64_t *stale;
+} RefineRun;
+
+/* A single solve in one call, PoseEditor._solve's steps for one start pose (its start record,
+ * npe_start's) and an effector request: npe_begin (the request, the universal edit, the
+ * decoded change), then
+ * - rr NULL: npe_finish of the networks' answer (re-aimed), shifted by the floor shift where
+ *   there is one;
+ * - else the refinement (npe_refine_run, ``steps`` at most, from the networks' latent and
+ *   the floor shift, on the rig's proportions: refine.refine's inputs as _solve gives them,
+ *   read from the record and the request), then npe_finish of the refined pose less its
+ *   floor shift; the refined latent is left in rr->latent_out and the variables in rr->v.
+ * The outputs as npe_begin and npe_finish (one pose) take them. Returns npe_begin's status
+ * (1: no effector left, nothing run after the request), npe_refine_run's where it is not 0
+ * (-1: a bone without direction, numpy then; nothing finished), else npe_finish's. */
+NPE_API int64_t npe_solve_one(
     const RequestShape *s, const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d,
     UnmovedCache *cache, const double *record, const uint8_t *feet_down, const double *p,
     const double *mask_in, const double *t_in, const double *w_in, int64_t plant,
     double body_follow, int64_t keep_details, double *req_out, float *edited, float *latent,
-    double *pose, double *offset, const FinishShape *fs, const double *user_mask,
-    double *rigid, double *bent, double *out, double *errors, int64_t *left, double *over,
-    int64_t *other) {
+    double *pose, double *offset, const RefineRun *rr, int64_t steps, const FinishShape *fs,
+    const double *user_mask, double *rigid, double *bent, double *out, double *errors,
+    int64_t *left, double *over, int64_t *other) {
+    int64_t nj = s->nj, refined = rr != NULL;
+    if (nj != fs->nj) return -3;
     int64_t status = npe_begin(s, encoder, solver, d, cache, record, feet_down, p, mask_in,
-                               t_in, w_in, plant, 0, body_follow, keep_details, req_out, edited,
-                               latent, pose, offset);
+                               t_in, w_in, plant, refined, body_follow, keep_details, req_out,
+                               edited, latent, pose, offset);
     if (status != 0) return status;
-    const double *shift = request_out(s->nj, req_out).shift;
-    return finish_one(fs, 0, pose, record, p, req_out, shift, shift[0] != 0.0 || shift[1] != 0.0,
-                      user_mask, rigid, bent, out, errors, left, over, other);
-}
-
-/* A refined single solve's last two stages in one call: npe_refine_run (its arguments as
- * it takes them, n = 1), then npe_finish of the refined pose less its floor shift, the
- * request (npe_request's out, ``req_out``: the held mask, weights and targets, the
- * tolerance) and the start record as npe_begin_finish reads them. Returns npe_refine_run's
- * status where it is not 0 (nothing finished), else npe_finish's. */
-NPE_API int64_t npe_refine_finish(
-    REFINE_RUN_PARAMS, const FinishShape *fs, const double *record, const double *p,
-    const double *req_out, const double *user_mask, double *rigid_out, double *bent,
-    double *out, double *errors, int64_t *left, double *over, int64_t *other) {
-    if (n != 1 || nj != fs->nj) return -3;
-    int64_t status = npe_refine_run(REFINE_RUN_ARGS);
+    RequestOut o = request_out(nj, req_out);
+    if (!refined)
+        return finish_one(fs, 0, pose, record, p, req_out, o.shift,
+                          o.shift[0] != 0.0 || o.shift[1] != 0.0, user_mask, rigid, bent, out,
+                          errors, left, over, other);
+    StartRecord r = start_record(nj, record);
+    int64_t rank = rr->rank, nv = rank + 2, n_latent = rr->d->mlp.n_in;
+    if (nv > REFINE_MAX_VARS) return -2;
+    for (int64_t l = 0; l < n_latent; l++) rr->z_net[l] = (double)latent[l];
+    for (int64_t k = 0; k < nv; k++) rr->v_net[k] = k < rank ? 0.0 : o.shift[k - rank];
+    memcpy(rr->v, rr->v_net, (size_t)nv * sizeof(double));
+    rr->stale[0] = 0;
+    status = npe_refine_run(rr->d, rr->work, 1, nj, rank, steps, rr->parents, rr->rigid,
+                            rr->prior, rr->rigid_scale, rr->lm_start, rr->lm_up, rr->z_net,
+                            rr->basis, offset, rr->latent_out, rr->decoded, rr->jac_f, rr->raw,
+                            rr->jac_latent, r.rig_lengths, rr->v, rr->v_net, rr->v_try,
+                            r.rig_model, o.rig_targets, o.weights, o.follow,
+                            o.effector_weight, o.least_change, r.spans, rr->pose, rr->jac,
+                            rr->goal, rr->row_w, rr->rjac, rr->rres, rr->hess, rr->inverse,
+                            rr->cost, rr->damping, rr->scale, rr->stale);
     if (status != 0) return status;
-    const double *shift = v + rank;  /* the floor shift: v's last two entries */
+    const double *shift = rr->v + rank;  /* the floor shift: v's last two entries */
     double unshifted[POSE_DIM_MAX];
     for (int64_t j = 0; j < nj; j++) {
-        unshifted[3 * j] = pose[3 * j] - shift[0];
-        unshifted[3 * j + 1] = pose[3 * j + 1] - 0.0;
-        unshifted[3 * j + 2] = pose[3 * j + 2] - shift[1];
+        unshifted[3 * j] = rr->pose[3 * j] - shift[0];
+        unshifted[3 * j + 1] = rr->pose[3 * j + 1] - 0.0;
+        unshifted[3 * j + 2] = rr->pose[3 * j + 2] - shift[1];
     }
-    return finish_one(fs, 1, unshifted, record, p, req_out, shift, 1, user_mask, rigid_out,
-                      bent, out, errors, left, over, other);
+    return finish_one(fs, 1, unshifted, record, p, req_out, shift, 1, user_mask, rigid, bent,
+                      out, errors, left, over, other);
 }
