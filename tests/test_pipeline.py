@@ -235,6 +235,9 @@ def test_bad_input_is_a_clear_error(editor: PoseEditor, manifold_clip: np.ndarra
     pose = manifold_clip[0]
     with pytest.raises(ValueError, match="l_hand"):
         editor.solve(pose, [Effector("l_hand", [np.nan, 0.0, 0.0])])
+    for target in (None, [0.0, 1.0], [[0.0, 1.0, 2.0]], "abc", [0.0, "x", 1.0]):
+        with pytest.raises(ValueError, match="'r_hand': target must be 3 finite numbers"):
+            editor.solve(pose, [Effector("l_hand", pose[10]), Effector("r_hand", target)])
     with pytest.raises(ValueError, match="elbow"):
         editor.solve(pose, [Effector("elbow", [0.0, 0.0, 0.0])])
     with pytest.raises(ValueError, match="shape"):

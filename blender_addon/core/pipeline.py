@@ -398,7 +398,6 @@ class PoseEditor:
         mask = np.zeros((1, skeleton.NUM_JOINTS))
         targets = np.array(positions, dtype=np.float64, copy=True)
         weights = np.zeros((1, skeleton.NUM_JOINTS))
-        moved, wanted = [], []
         for e in effectors:
             j = skeleton.JOINT_INDEX.get(e.joint)
             if j is None:
@@ -409,22 +408,16 @@ class PoseEditor:
                                  f"got {e.weight}")
             mask[0, j] = 1.0
             weights[0, j] = e.weight
-            if not e.pin:
-                moved.append(j)
-                wanted.append(e.target)
-        if moved:  # every target checked at once; the first bad one named
-            try:
-                values = np.array(wanted, dtype=np.float64)
-                ok = values.shape == (len(moved), 3) and bool(np.isfinite(values).all())
-            except (TypeError, ValueError):
-                ok = False
-            if not ok:
-                for j, target in zip(moved, wanted, strict=True):
-                    t = np.asarray(target, dtype=np.float64) if target is not None else None
-                    if t is None or t.shape != (3,) or not np.isfinite(t).all():
-                        raise ValueError(f"effector {skeleton.JOINTS[j]!r}: target must be 3 "
-                                         f"finite numbers, got {target!r}")
-            targets[0, moved] = values
+            if not e.pin:  # (scalar checks: a few targets' numpy reduces cost more)
+                try:
+                    t = np.asarray(e.target, dtype=np.float64)
+                    ok = t.shape == (3,) and all(map(math.isfinite, t.tolist()))
+                except (TypeError, ValueError):
+                    ok = False
+                if not ok:
+                    raise ValueError(f"effector {e.joint!r}: target must be 3 finite numbers, "
+                                     f"got {e.target!r}")
+                targets[0, j] = t
         return mask, targets, weights
 
     def solve_arrays(self, positions: np.ndarray, mask: np.ndarray, targets: np.ndarray,
@@ -462,7 +455,6 @@ class PoseEditor:
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
         start = self._start(p)
-        model = start.model  # (its frame and turn where numpy needs them: see RecordStart)
         user_mask = mask
         request = begun = None
         if SOLVE_KERNELS and not metrics and start.record is not None and (
@@ -505,6 +497,7 @@ class PoseEditor:
         elif self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(start.frame.scale))
+        model = start.model  # (its frame and turn where numpy needs them: see RecordStart)
         notes: list[str] = []
         requests = self._metric_requests(p, model, start.frame, metrics, notes) if metrics \
             else {}
@@ -630,15 +623,16 @@ class PoseEditor:
         targets ``t`` and weights ``w``): rig IK where they left a pose to it, the notes.
         Copies what it returns (the answer may lie in a kernel's buffers)."""
         out, errors, reach = ends.out, ends.errors, ends.reach
-        held = (mask > 0) & (w >= 1.0)  # the full-weight goals, planted feet included
-        if ends.left.any():
+        held = None  # the full-weight goals, planted feet included: made where read
+        if any(ends.left.tolist()):  # (a Python list: a small array's reduce costs more)
+            held = (mask > 0) & (w >= 1.0)
             out = _reach_rest(ends.rigid, ends.bent, out, p, held, t, start.frame.lengths,
                               tolerance, fallback=not drag)
             errors = self._errors(out, t, user_mask)
             reach = None  # (the kernel's was for its own misses)
-        if not drag:
-            notes.extend(_reach_notes(p, held, t, errors, user_mask, refined=refined,
-                                       reach=reach))
+        if not drag and len(p) == 1 and max(errors[0].tolist()) > MISS_NOTE_M:
+            notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0) if held is None else held,
+                                      t, errors, user_mask, refined=refined, reach=reach))
         return EditResult(out.copy(), None if latent is None else latent.copy(), errors.copy(),
                           notes)
 
@@ -853,14 +847,18 @@ def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndar
     for o, k in zip(over, other, strict=True):
         if o > MISS_NOTE_M:  # named, and the goal it is held against: said already
             short[k] = False
-    if not any(short):
-        return notes
+    shorts = [j for j, flag in enumerate(short) if flag]
+    heads = [f"{skeleton.JOINTS[j]}: {misses[j] * reach_bounds.CM:.1f} cm {SHORT_MARK}: "
+             for j in shorts]
+    if not refined:
+        return notes + [head + "with Refinement at 0 the networks' answer stands (raise it to "
+                        "reach the target)" for head in heads]
     feet = [h and u <= 0 for h, u in zip(holds, user_mask[0].tolist(), strict=True)] \
         if user_mask is not None else [False] * skeleton.NUM_JOINTS
     goals = [k for k, (h, f) in enumerate(zip(holds, feet, strict=True)) if h and not f]
     planted = any(feet)  # (the goals above: the held ones bar the planted feet)
     start, aims = p[0].tolist(), t[0].tolist()
-    for j in (j for j, flag in enumerate(short) if flag):
+    for j, head in zip(shorts, heads, strict=True):
         pins = [skeleton.JOINTS[k] for k in goals if k != j]
         holding = (["the planted feet"] if planted else []) + (
             [f"the {', '.join(pins)} goal{'s' if len(pins) > 1 else ''}"] if pins else [])
@@ -870,10 +868,7 @@ def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndar
             else "move the moved targets nearer"  # a held goal the others pulled off
         why = (f"while holding {' and '.join(holding)}: {nearer}, or {free}"
                if holding else f"from where the body stands: {nearer}")
-        notes.append(f"{skeleton.JOINTS[j]}: {misses[j] * reach_bounds.CM:.1f} cm "
-                     f"{SHORT_MARK}: " + (f"no pose was found that reaches it {why}" if refined
-                                          else "with Refinement at 0 the networks' answer "
-                                          "stands (raise it to reach the target)"))
+        notes.append(f"{head}no pose was found that reaches it {why}")
     return notes
 
 

@@ -47,30 +47,30 @@ class _StartShape(ctypes.Structure):
 
 class RecordStart:
     """A start pose's preparation as the start kernel made it, read-only, with the same
-    attributes as :class:`.pipeline._Start`: the model-space pose (B, 21, 3), which feet
-    are down (B, 2), and views of the record made when first read (the frame and turn of
+    attributes as :class:`.pipeline._Start`: which feet are down (B, 2), and views of the
+    record made when first read (the model-space pose (B, 21, 3), the frame and turn of
     :func:`.normalize.to_model_space_unchecked`, each joint's offset scale, the rig's lengths
     in model units, the model pose with them, how upright it is, the rigid branches' spans):
-    a single solve on the kernels reads the model alone, the later kernels read the rest by
+    a single solve on the kernels reads none of them, the later kernels read the record by
     ``record`` (one pose's record address; None for a batch, whose views are strided) and
     ``feet_at``. Each view costs microseconds with the caches cold after the networks."""
 
-    def __init__(self, made: np.ndarray, feet_down: np.ndarray, record: int | None,
+    def __init__(self, block: np.ndarray, feet_down: np.ndarray, record: int | None,
                  feet_at: int | None) -> None:
-        self._made, self.feet_down, self.record, self.feet_at = made, feet_down, record, feet_at
-        self.model = made["model"]
+        self._block, self.feet_down, self.record, self.feet_at = block, feet_down, record, \
+            feet_at
 
     def __getattr__(self, name: str) -> Any:
         if name not in _VIEWS:
             raise AttributeError(name)
-        made = self._made
+        made = self._block.view(_START_RECORD)
         value = BodyFrame(root=made["root"], yaw=made["yaw"], lengths=made["lengths"],
                           scale=made["scale"]) if name == "frame" else made[name]
         self.__dict__[name] = value
         return value
 
 
-_VIEWS = frozenset(("frame", "turn", "offset_scales", "rig_lengths", "rig_model",
+_VIEWS = frozenset(("model", "frame", "turn", "offset_scales", "rig_lengths", "rig_model",
                     "familiarity", "spans"))
 
 
@@ -127,8 +127,7 @@ class SolveStart:
             raise RuntimeError(f"npe_start refused a skeleton of {NUM_JOINTS} joints")
         block.flags.writeable = False  # and so every field's view: kept between solves
         feet.flags.writeable = False
-        return RecordStart(block.view(_START_RECORD), feet, base if n == 1 else None,
-                           feet_at if n == 1 else None)
+        return RecordStart(block, feet, base if n == 1 else None, feet_at if n == 1 else None)
 
 
 class _RequestShape(ctypes.Structure):
