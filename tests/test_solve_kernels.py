@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from blender_addon.core import native, pipeline, reach_bounds, refine, skeleton
-from blender_addon.core.normalize import leg_scale
+from blender_addon.core.normalize import leg_scale, set_bone_lengths_unchecked
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions, _Start
 
 pytestmark = pytest.mark.usefixtures("with_kernels")
@@ -100,19 +100,25 @@ def test_solves_with_the_kernels_start_and_end_are_numpys(shipped_models, synthe
     assert beyond  # and some notes named targets beyond reach (the end kernel's bound)
 
 
+@pytest.mark.parametrize("rig", [False, True], ids=["measured lengths", "a rig's lengths"])
 def test_the_request_with_the_compiled_networks_is_the_stages_answer(
-        shipped_models, synthetic_clip, monkeypatch) -> None:
+        shipped_models, synthetic_clip, monkeypatch, rig: bool) -> None:
     """With the compiled networks, a single solve runs in one kernel call (npe_solve_one: the
-    request, the edit with a drag's unmoved edit kept, the decoded change, the refinement
-    and the end; npe_begin, the first three, for the session's first refinement, which is
-    checked against the numpy steps): the same poses, latents and notes as the numpy stages
-    around the same networks, over a drag's updates and fresh solves."""
+    start where it is not kept, the request, the edit with a drag's unmoved edit kept, the
+    decoded change, the refinement and the end; npe_begin, the first three, for the
+    session's first refinement, which is checked against the numpy steps): the same poses,
+    latents and notes as the numpy stages around the same networks, over a drag's updates
+    and fresh solves, on each pose's measured lengths and on a rig's own (its poses fitted
+    to them, as the add-on's are)."""
     from blender_addon.core.compiled_networks import compiled_universal
 
     assert compiled_universal(shipped_models) is not None
-    editor = PoseEditor(shipped_models)
+    lengths = skeleton.bone_lengths(synthetic_clip[:1])[0] * 1.2 if rig else None
+    editor = PoseEditor(shipped_models, lengths)
     rng = np.random.default_rng(2)
     poses = synthetic_clip[1::4]
+    if rig:
+        poses = set_bone_lengths_unchecked(poses, lengths)
     begun, whole = [], []
     run = pipeline._SOLVE_REQUEST.begin
     monkeypatch.setattr(pipeline._SOLVE_REQUEST, "begin",
@@ -128,7 +134,8 @@ def test_the_request_with_the_compiled_networks_is_the_stages_answer(
                                   (SolveOptions(), False), (SolveOptions(), True)):
                 fast = editor.solve(p, moved, options=options, drag=drag)
                 monkeypatch.setattr(pipeline, "SOLVE_KERNELS", False)
-                slow = PoseEditor(shipped_models).solve(p, moved, options=options, drag=drag)
+                slow = PoseEditor(shipped_models, lengths).solve(p, moved, options=options,
+                                                                 drag=drag)
                 monkeypatch.setattr(pipeline, "SOLVE_KERNELS", True)
                 np.testing.assert_allclose(fast.positions, slow.positions, rtol=0,
                                            atol=AGREE_M)

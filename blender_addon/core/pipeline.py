@@ -312,7 +312,11 @@ class PoseEditor:
         self._lengths = value
         # As a batch of one with its pelvis-height scale, made once: every solve shares them.
         self._rig_lengths = None if value is None else value[None]
-        self._rig_scale = None if value is None else leg_scale(self._rig_lengths)
+        self._rig_scale = None if value is None else np.ascontiguousarray(
+            leg_scale(self._rig_lengths), dtype=np.float64)
+        # (their addresses, for the solve kernel that makes a start: read-only arrays' cost)
+        self._rig_at = (None, None) if value is None else (
+            native.address(self._rig_lengths), native.address(self._rig_scale))
         self._starts.clear()
 
     def _start(self, p: np.ndarray) -> _Start | RecordStart:
@@ -327,10 +331,13 @@ class PoseEditor:
         start = self._starts.get(key)
         if start is None:
             start = _Start.of(p, lengths, scale)
-            if len(self._starts) >= START_CACHE_SIZE:
-                self._starts.pop(next(iter(self._starts)))
-            self._starts[key] = start
+            self._keep_start(key, start)
         return start
+
+    def _keep_start(self, key: bytes, start: _Start | RecordStart) -> None:
+        if len(self._starts) >= START_CACHE_SIZE:
+            self._starts.pop(next(iter(self._starts)))
+        self._starts[key] = start
 
     def _plants_feet(self, options: SolveOptions, metric_names: Iterable[str]) -> bool:
         """Whether an edit holds the planted feet: asked to, and no metric request on the
@@ -454,47 +461,62 @@ class PoseEditor:
             return EditResult(out, None, errors, notes)
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
-        start = self._start(p)
         user_mask = mask
-        request = begun = None
-        if SOLVE_KERNELS and not metrics and start.record is not None and (
+        start = request = begun = None
+        if len(p) == 1 and SOLVE_KERNELS and not metrics and options.fix_lengths \
+                and options.solver == "universal" and (kernels := native.kernels()) is not None \
+                and (networks := compiled_universal(self.models)) is not None and (
+                    not options.refine_steps
+                    or (refinement := refine.compiled_refinement(self.models)) is not None):
+            # The whole solve in one kernel call (solve_kernels): its start where not kept,
+            # the request, the networks' edit and decoded change, the refinement, the end.
+            key = p.tobytes()
+            start = self._starts.get(key)
+            make = None
+            if start is None:
+                start = _SOLVE_START.unmade()
+                make = (_SOLVE_START.shape((FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG)),
+                        *self._rig_at)
+            begun = _SOLVE_REQUEST.solve(kernels, networks,
+                                         refinement if options.refine_steps else None,
+                                         min(options.refine_steps, DRAG_REFINE_STEPS) if drag
+                                         else options.refine_steps, _SOLVE_END, start, p, mask,
+                                         t, w, user_mask, options.keep_planted_feet,
+                                         options.body_follow, options.keep_details, not drag,
+                                         make)
+            if make is not None:
+                _SOLVE_START.made(start)
+                self._keep_start(key, start)
+            if begun is None:  # no effector left, as below
+                return EditResult(p.copy(), None, np.zeros(mask.shape), [])
+            request = begun.request
+            if begun.ends is not None:
+                return self._ended(begun.ends, p, start, request.mask, request.targets,
+                                   request.weights, user_mask, request.tolerance,
+                                   begun.latent, options.refine_steps > 0, drag, [])
+            mask, t, w = request.mask, request.targets, request.weights  # (numpy refines)
+        if start is None:
+            start = self._start(p)
+        if request is None and SOLVE_KERNELS and not metrics and start.record is not None and (
                 kernels := native.kernels()) is not None:
             # A single pose's effector request as below in one kernel call, with the
-            # universal solver's edit and the decoded change where it is compiled
-            # (solve_kernels).
+            # universal solver's edit and the decoded change where it is compiled.
             networks = compiled_universal(self.models) if options.solver == "universal" \
                 else None
-            refinement = refine.compiled_refinement(self.models) \
-                if networks is not None and options.refine_steps else None
             if networks is None:
                 request = _SOLVE_REQUEST.run(kernels, start, p, mask, t, w,
                                              options.keep_planted_feet,
                                              options.refine_steps > 0, options.body_follow)
-            elif options.fix_lengths and (refinement is not None or not options.refine_steps):
-                # The whole solve in one call, the refinement and the end too.
-                begun = _SOLVE_REQUEST.solve(kernels, networks, refinement,
-                                             min(options.refine_steps, DRAG_REFINE_STEPS)
-                                             if drag else options.refine_steps, _SOLVE_END,
-                                             start, p, mask, t, w, user_mask,
-                                             options.keep_planted_feet, options.body_follow,
-                                             options.keep_details, not drag)
-            else:
-                # (the networks' answer in the same call)
+            else:  # (the networks' answer in the same call)
                 begun = _SOLVE_REQUEST.begin(kernels, networks, start, p, mask, t, w,
                                              options.keep_planted_feet,
                                              options.refine_steps > 0, options.body_follow,
                                              options.keep_details)
-            if networks is not None:
                 if begun is None:  # no effector left, as below
                     return EditResult(p.copy(), None, np.zeros(mask.shape), [])
-                if begun.ends is not None:
-                    request = begun.request
-                    return self._ended(begun.ends, p, start, request.mask, request.targets,
-                                       request.weights, user_mask, request.tolerance,
-                                       begun.latent, options.refine_steps > 0, drag, [])
                 request = begun.request
             mask, t, w = request.mask, request.targets, request.weights
-        elif self._plants_feet(options, metrics):
+        elif request is None and self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(start.frame.scale))
         model = start.model  # (its frame and turn where numpy needs them: see RecordStart)

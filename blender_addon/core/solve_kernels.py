@@ -113,21 +113,40 @@ class SolveStart:
         """The start of a solve of float64 rig poses ``p`` (B, 21, 3); ``lengths`` (B, 21)
         and their ``scale`` (B,) the rig's, or None: each pose's own; ``tilts``: the
         familiar and unfamiliar tilts (degrees) of :func:`.pipeline.familiarity`."""
-        self._shape.familiar_deg, self._shape.unfamiliar_deg = tilts
         p, n = np.ascontiguousarray(p, dtype=np.float64), len(p)
         block = np.empty(n * _START_RECORD.itemsize // 8)  # (its address is quicker found)
         feet = np.empty((n, 2), dtype=np.bool_)  # (numpy's bools: bytes of 0 or 1, as in C)
         given = [None if a is None else np.ascontiguousarray(a, dtype=np.float64)
                  for a in (lengths, scale)]  # kept through the call
         base, feet_at = native.address(block), native.address(feet)
-        status = kernels.start(self._at, n, native.address(p),
+        status = kernels.start(self.shape(tilts), n, native.address(p),
                                *(None if a is None else native.address(a) for a in given),
                                base, feet_at)
         if status != 0:
             raise RuntimeError(f"npe_start refused a skeleton of {NUM_JOINTS} joints")
-        block.flags.writeable = False  # and so every field's view: kept between solves
-        feet.flags.writeable = False
-        return RecordStart(block, feet, base if n == 1 else None, feet_at if n == 1 else None)
+        start = RecordStart(block, feet, base if n == 1 else None, feet_at if n == 1 else None)
+        self.made(start)
+        return start
+
+    def shape(self, tilts: tuple[float, float]) -> int:
+        """The kernel's shape (its address) with ``tilts`` (as :meth:`run` takes them)."""
+        self._shape.familiar_deg, self._shape.unfamiliar_deg = tilts
+        return self._at
+
+    @staticmethod
+    def unmade() -> RecordStart:
+        """One pose's record, not made yet: :meth:`SolveRequest.solve` has the solve's
+        kernel make it (then :meth:`made`)."""
+        block = np.empty(_START_RECORD.itemsize // 8)
+        feet = np.empty((1, 2), dtype=np.bool_)
+        return RecordStart(block, feet, native.address(block), native.address(feet))
+
+    @staticmethod
+    def made(start: RecordStart) -> None:
+        """The record made, read-only from now on (and so every field's view: it is kept
+        between solves)."""
+        start._block.flags.writeable = False
+        start.feet_down.flags.writeable = False
 
 
 class _RequestShape(ctypes.Structure):
@@ -227,14 +246,18 @@ class SolveRequest:
     def solve(self, kernels: native.Kernels, networks: Any, refinement: Any, steps: int,
               end: SolveEnd, start: Any, p: np.ndarray, mask: np.ndarray, targets: np.ndarray,
               weights: np.ndarray, user_mask: np.ndarray, plant: bool, body_follow: float,
-              keep_details: bool, reach: bool) -> Begun | None:
+              keep_details: bool, reach: bool, make: tuple[int, int | None, int | None] | None
+              = None) -> Begun | None:
         """A single solve in one call (``npe_solve_one``): :meth:`begin`, then the
         refinement (``refinement``, a :class:`.refine.RefineRun`, at most ``steps``; None:
         unrefined) and ``end``'s (:meth:`SolveEnd.run`: ``user_mask`` the user's effectors,
         ``reach`` the notes' bound), into buffers made once: the answer's views hold until
         the next call (the caller copies what it keeps). Its ``ends`` are None where the
         refinement left the pose to numpy (a bone without direction): the request and the
-        networks' answer are there. None where no effector is left."""
+        networks' answer are there. None where no effector is left. ``make``: the start
+        record is made in the same call (``start`` from :meth:`SolveStart.unmade`): the
+        start kernel's shape and the rig's lengths and scale (addresses, or None: the
+        pose's own), as :meth:`SolveStart.run` takes them."""
         buffers = self._buffers.get(networks.latent_size)
         if buffers is None:
             buffers = self._buffers[networks.latent_size] = _SolveBuffers(
@@ -244,7 +267,7 @@ class SolveRequest:
             self._at, *self._head(networks, start, arrays[:4], plant), body_follow,
             int(keep_details), *buffers.begun_at,
             None if refinement is None else refinement.address, steps, end._at,
-            native.address(arrays[4]), *buffers.end_at[reach])
+            native.address(arrays[4]), *buffers.end_at[reach], *(make or (None,) * 3))
         if status == 1:
             return None
         if status < 0 and not (status == -1 and refinement is not None):

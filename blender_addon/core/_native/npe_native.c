@@ -2268,19 +2268,23 @@ typedef struct {
  *   the floor shift, on the rig's proportions: refine.refine's inputs as _solve gives them,
  *   read from the record and the request), then npe_finish of the refined pose less its
  *   floor shift; the refined latent is left in rr->latent_out and the variables in rr->v.
- * The outputs as npe_begin and npe_finish (one pose) take them. Returns npe_begin's status
- * (1: no effector left, nothing run after the request), npe_refine_run's where it is not 0
- * (-1: a bone without direction, numpy then; nothing finished), else npe_finish's. */
+ * The outputs as npe_begin and npe_finish (one pose) take them. With ``ss`` (else NULL),
+ * the start record and feet are made first (npe_start of p, with lengths_in and scale_in
+ * as it takes them). Returns npe_begin's status (1: no effector left, nothing run after
+ * the request), npe_refine_run's where it is not 0 (-1: a bone without direction, numpy
+ * then; nothing finished), else npe_finish's; -3 for shapes of another skeleton. */
 NPE_API int64_t npe_solve_one(
     const RequestShape *s, const NpeMlp *encoder, const NpeMlp *solver, const NpeDecoder *d,
-    UnmovedCache *cache, const double *record, const uint8_t *feet_down, const double *p,
+    UnmovedCache *cache, double *record, uint8_t *feet_down, const double *p,
     const double *mask_in, const double *t_in, const double *w_in, int64_t plant,
     double body_follow, int64_t keep_details, double *req_out, float *edited, float *latent,
     double *pose, double *offset, const RefineRun *rr, int64_t steps, const FinishShape *fs,
     const double *user_mask, double *rigid, double *bent, double *out, double *errors,
-    int64_t *left, double *over, int64_t *other) {
+    int64_t *left, double *over, int64_t *other, const StartShape *ss,
+    const double *lengths_in, const double *scale_in) {
     int64_t nj = s->nj, refined = rr != NULL;
-    if (nj != fs->nj) return -3;
+    if (nj != fs->nj || (ss && ss->nj != nj)) return -3;
+    if (ss && npe_start(ss, 1, p, lengths_in, scale_in, record, feet_down) != 0) return -3;
     int64_t status = npe_begin(s, encoder, solver, d, cache, record, feet_down, p, mask_in,
                                t_in, w_in, plant, refined, body_follow, keep_details, req_out,
                                edited, latent, pose, offset);
