@@ -113,7 +113,8 @@ class Kernels:
         self.begin.argtypes = [*[_P] * 11, _I, _I, _D, _I, *[_P] * 5]
         self.solve_one = lib.npe_solve_one
         self.solve_one.restype = _I
-        self.solve_one.argtypes = [*[_P] * 11, _I, _D, _I, *[_P] * 6, _I, *[_P] * 12]
+        self.solve_one.argtypes = [*[_P] * 11, _I, _D, _I, *[_P] * 6, _I, *[_P] * 9, _I,
+                                   *[_P] * 3]
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]

@@ -155,7 +155,7 @@ SOLVE_KERNELS = True
 _SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT)
 _SOLVE_REQUEST = SolveRequest(_ANKLES, _TOES, _TRUNK, REACH_TOLERANCE, MOVED_M)
 _SOLVE_END = SolveEnd(_NETWORK_STRAIGHTEST, _HAND_GOALS, _ARM_STRAIGHTEST, MOVED_M,
-                      REACH_TOLERANCE, MISS_NOTE_M)
+                      REACH_TOLERANCE, MISS_NOTE_M, _HAND_ARM_BONES, LEAST_CHANGE_STEPS)
 
 
 @dataclass
@@ -483,7 +483,7 @@ class PoseEditor:
                                          else options.refine_steps, _SOLVE_END, start, p, mask,
                                          t, w, user_mask, options.keep_planted_feet,
                                          options.body_follow, options.keep_details, not drag,
-                                         make)
+                                         not drag, make)
             if make is not None:
                 _SOLVE_START.made(start)
                 self._keep_start(key, start)
@@ -493,7 +493,8 @@ class PoseEditor:
             if begun.ends is not None:
                 return self._ended(begun.ends, p, start, request.mask, request.targets,
                                    request.weights, user_mask, request.tolerance,
-                                   begun.latent, options.refine_steps > 0, drag, [])
+                                   begun.latent, options.refine_steps > 0, drag, [],
+                                   least_changed=True)
             mask, t, w = request.mask, request.targets, request.weights  # (numpy refines)
         if start is None:
             start = self._start(p)
@@ -639,17 +640,21 @@ class PoseEditor:
 
     def _ended(self, ends: Ends, p: np.ndarray, start: _Start | RecordStart, mask: np.ndarray,
                t: np.ndarray, w: np.ndarray, user_mask: np.ndarray, tolerance: np.ndarray,
-               latent: np.ndarray | None, refined: bool, drag: bool, notes: list[str]
-               ) -> EditResult:
+               latent: np.ndarray | None, refined: bool, drag: bool, notes: list[str],
+               least_changed: bool = False) -> EditResult:
         """The result of a solve whose end the kernels ran (``ends``, of the held ``mask``,
-        targets ``t`` and weights ``w``): rig IK where they left a pose to it, the notes.
-        Copies what it returns (the answer may lie in a kernel's buffers)."""
+        targets ``t`` and weights ``w``): rig IK where they left a pose to it (or, where
+        they ran it too, ``least_changed``, FABRIK where they left a pose to that), the
+        notes. Copies what it returns (the answer may lie in a kernel's buffers)."""
         out, errors, reach = ends.out, ends.errors, ends.reach
         held = None  # the full-weight goals, planted feet included: made where read
-        if any(ends.left.tolist()):  # (a Python list: a small array's reduce costs more)
+        if any(left := ends.left.tolist()):  # (a list: a small array's reduce costs more)
             held = (mask > 0) & (w >= 1.0)
-            out = _reach_rest(ends.rigid, ends.bent, out, p, held, t, start.frame.lengths,
-                              tolerance, fallback=not drag)
+            lengths = start.frame.lengths
+            out = _fabrik_stage(ends.rigid, out, p, held, t, lengths, tolerance,
+                                np.flatnonzero(left)) if least_changed else \
+                _reach_rest(ends.rigid, ends.bent, out, p, held, t, lengths, tolerance,
+                            fallback=not drag)
             errors = self._errors(out, t, user_mask)
             reach = None  # (the kernel's was for its own misses)
         if not drag and len(p) == 1 and max(errors[0].tolist()) > MISS_NOTE_M:
@@ -1113,6 +1118,15 @@ def _reach_rest(out: np.ndarray, bent: np.ndarray, reaimed: np.ndarray, start: n
         left = left[(miss > near) & ~straightened[left] & ~beyond]
     if not left.size or not (fallback and use_fabrik):
         return reaimed
+    return _fabrik_stage(out, reaimed, start, full, t, lengths, tolerance, left)
+
+
+def _fabrik_stage(out: np.ndarray, reaimed: np.ndarray, start: np.ndarray, full: np.ndarray,
+                  t: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
+                  left: np.ndarray) -> np.ndarray:
+    """:func:`_reach_rest`'s last stage for the poses ``left`` (indices) its least change
+    leaves over the notes' threshold short: FABRIK's answers, then rig IK's last
+    millimetres (``reaimed`` written into)."""
     miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left)
     # Rig-shaped FABRIK converges slowly where the trunk must bend to reach with the feet
     # held: Gauss-Newton steps on the rig's bone turns take the last millimetres. Their

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from . import exact_reach, native, normalize, reach_bounds, refine, rigid_branches, skeleton
+from . import exact_reach, native, normalize, reach_bounds, refine, rig_ik, rigid_branches, skeleton
 from .normalize import BodyFrame
 from .skeleton import NUM_JOINTS
 
@@ -246,12 +246,15 @@ class SolveRequest:
     def solve(self, kernels: native.Kernels, networks: Any, refinement: Any, steps: int,
               end: SolveEnd, start: Any, p: np.ndarray, mask: np.ndarray, targets: np.ndarray,
               weights: np.ndarray, user_mask: np.ndarray, plant: bool, body_follow: float,
-              keep_details: bool, reach: bool, make: tuple[int, int | None, int | None] | None
-              = None) -> Begun | None:
+              keep_details: bool, reach: bool, fallback: bool,
+              make: tuple[int, int | None, int | None] | None = None) -> Begun | None:
         """A single solve in one call (``npe_solve_one``): :meth:`begin`, then the
         refinement (``refinement``, a :class:`.refine.RefineRun`, at most ``steps``; None:
         unrefined) and ``end``'s (:meth:`SolveEnd.run`: ``user_mask`` the user's effectors,
-        ``reach`` the notes' bound), into buffers made once: the answer's views hold until
+        ``reach`` the notes' bound), refined with the rig IK stage of
+        :func:`.pipeline._reach_rest` where the re-aims leave a goal short (``fallback``: a
+        solve, not a drag update; the ends' ``left`` then flags a pose that still needs its
+        FABRIK stage), into buffers made once: the answer's views hold until
         the next call (the caller copies what it keeps). Its ``ends`` are None where the
         refinement left the pose to numpy (a bone without direction): the request and the
         networks' answer are there. None where no effector is left. ``make``: the start
@@ -267,7 +270,8 @@ class SolveRequest:
             self._at, *self._head(networks, start, arrays[:4], plant), body_follow,
             int(keep_details), *buffers.begun_at,
             None if refinement is None else refinement.address, steps, end._at,
-            native.address(arrays[4]), *buffers.end_at[reach], *(make or (None,) * 3))
+            native.address(arrays[4]), *buffers.end_at[reach], int(fallback),
+            *(make or (None,) * 3))
         if status == 1:
             return None
         if status < 0 and not (status == -1 and refinement is not None):
@@ -303,7 +307,13 @@ class _FinishShape(ctypes.Structure):
                 ("settle_stall", _I), ("network_straightest", _P), ("hand_goals", _P),
                 ("arm_straightest", _D), ("moved_m", _D), ("moved_per_tolerance", _D),
                 ("reach_pairs", _P), ("reach_segments", _P), ("n_reach_pairs", _I),
-                ("reach_width", _I), ("miss_note", _D))
+                ("reach_width", _I), ("miss_note", _D), ("pivot_of", _P), ("pivots", _P),
+                ("carried", _P), ("hand_arm", _P), ("n_pivots", _I), ("steps", _I),
+                *((name, _D) for name in (
+                    "stay", "stay_decay", "stay_floor", "floor_near", "initial_damping",
+                    "damping_down", "damping_up", "min_damping", "max_damping", "min_scale",
+                    "miss_per_tolerance")),
+                ("pull_passes", _I))
 
 
 class Ends(NamedTuple):
@@ -326,9 +336,10 @@ class SolveEnd:
 
     def __init__(self, network_straightest: np.ndarray, hand_goals: np.ndarray,
                  arm_straightest: float, moved_m: float, reach_tolerance: float,
-                 miss_note: float) -> None:
-        self._keep = (np.ascontiguousarray(network_straightest, dtype=np.float64),
-                      np.ascontiguousarray(hand_goals, dtype=np.int64))
+                 miss_note: float, hand_arm: np.ndarray, least_change_steps: int) -> None:
+        self._keep = [np.ascontiguousarray(a, dtype=t) for a, t in (
+            (network_straightest, np.float64), (hand_goals, np.int64),
+            (rig_ik._PIVOTS, np.int64), (rig_ik._CARRIED, np.int64), (hand_arm, np.int64))]
         tables = rigid_branches._NATIVE_ARRAYS
         self._shape = _FinishShape(
             NUM_JOINTS, native.address(native.SKELETON_PARENTS), native.address(tables[0]),
@@ -340,7 +351,12 @@ class SolveEnd:
             native.address(self._keep[0]), native.address(self._keep[1]), arm_straightest,
             moved_m, moved_m / reach_tolerance, *reach_bounds._NATIVE_TABLES,
             len(reach_bounds._NATIVE_PAIRS), reach_bounds._NATIVE_SEGMENTS.shape[1],
-            miss_note)
+            miss_note, native.address(rig_ik._NATIVE_PIVOT_OF),
+            *(native.address(a) for a in self._keep[2:]), len(rig_ik._PIVOTS),
+            least_change_steps, rig_ik.STAY_WEIGHT, rig_ik.STAY_DECAY, rig_ik.STAY_FLOOR,
+            rig_ik.FLOOR_NEAR, rig_ik._INITIAL_DAMPING, rig_ik._DAMPING_DOWN,
+            rig_ik._DAMPING_UP, rig_ik._MIN_DAMPING, rig_ik._MAX_DAMPING, rig_ik._MIN_SCALE,
+            miss_note / reach_tolerance, reach_bounds.PULL_PASSES)
         self._at = ctypes.addressof(self._shape)
 
     def run(self, kernels: native.Kernels, refined: bool, pose: np.ndarray,

@@ -444,7 +444,6 @@ NPE_API int64_t npe_rig_ik(
     double stay_floor, double floor_near, double initial_damping, double damping_down,
     double damping_up, double min_damping, double max_damping, double min_scale) {
     if (nj > RIG_IK_MAX_JOINTS || n_pivots > RIG_IK_MAX_JOINTS) return -1;
-    int np_ = (int)(3 + 3 * n_pivots);
     double normal[RIG_IK_MAX_PARAMS * RIG_IK_MAX_PARAMS], rhs[RIG_IK_MAX_PARAMS];
     double aim[RIG_IK_MAX_JOINTS * 3], off2[RIG_IK_MAX_JOINTS], weight[RIG_IK_MAX_JOINTS];
     double trial[RIG_IK_MAX_JOINTS * 3], trial2[RIG_IK_MAX_JOINTS];
@@ -468,6 +467,14 @@ NPE_API int64_t npe_rig_ik(
             }
             off2[j] = d2;
         }
+        /* The system's unknowns: the pelvis's move, then the turning pivots' turns (those
+         * that may not turn are left out: zero, as numpy's zeroed rows and columns solve). */
+        int64_t at[RIG_IK_MAX_JOINTS];
+        int na = 3;
+        for (int64_t a = 0; a < n_pivots; a++) {
+            at[a] = turning[a] ? na : -1;
+            na += turning[a] ? 3 : 0;
+        }
         double stay_now = stay;  /* stay * stay_decay ** step */
         for (int64_t it = 0; it < iterations; it++, stay_now *= stay_decay) {
             double miss2 = 0.0;
@@ -479,62 +486,60 @@ NPE_API int64_t npe_rig_ik(
             for (int64_t j = 0; j < nj; j++) weight[j] = goal[j] ? 1.0 : other;
             /* The normal equations J^T W J and J^T W r, block by block: a joint moves
              * with the pelvis's move (I) and with each pivot a carrying it ([p_a - p_j]x). */
-            memset(normal, 0, sizeof(double) * np_ * np_);
-            memset(rhs, 0, sizeof(double) * np_);
+            memset(normal, 0, sizeof(double) * na * na);
+            memset(rhs, 0, sizeof(double) * na);
             for (int64_t j = 0; j < nj; j++) {
                 double w = weight[j], r[3], back[RIG_IK_MAX_JOINTS][3];
-                int64_t cols[RIG_IK_MAX_JOINTS];
+                int64_t cols[RIG_IK_MAX_JOINTS], nc = 0;
                 for (int i = 0; i < 3; i++) r[i] = aim[3 * j + i] - p[3 * j + i];
                 for (int i = 0; i < 3; i++) {
-                    normal[i * np_ + i] += w;
+                    normal[i * na + i] += w;
                     rhs[i] += w * r[i];
                 }
                 for (int64_t c = 0; c < depth[j]; c++) {
                     int64_t a = chain[j][c];
-                    cols[c] = 3 + 3 * pivot_of[a];
-                    for (int i = 0; i < 3; i++) back[c][i] = p[3 * a + i] - p[3 * j + i];
+                    if (at[pivot_of[a]] < 0) continue;
+                    cols[nc] = at[pivot_of[a]];
+                    for (int i = 0; i < 3; i++) back[nc][i] = p[3 * a + i] - p[3 * j + i];
                     /* [b]x^T r = r x b; I^T [b]x = [b]x */
                     double rb[3];
-                    cross3(r, back[c], rb);
-                    for (int i = 0; i < 3; i++) rhs[cols[c] + i] += w * rb[i];
-                    const double *b = back[c];
+                    cross3(r, back[nc], rb);
+                    for (int i = 0; i < 3; i++) rhs[cols[nc] + i] += w * rb[i];
+                    const double *b = back[nc];
                     double bx[9] = {0, -b[2], b[1], b[2], 0, -b[0], -b[1], b[0], 0};
                     for (int i = 0; i < 3; i++)
                         for (int k = 0; k < 3; k++) {
-                            normal[i * np_ + cols[c] + k] += w * bx[3 * i + k];
-                            normal[(cols[c] + k) * np_ + i] += w * bx[3 * i + k];
+                            normal[i * na + cols[nc] + k] += w * bx[3 * i + k];
+                            normal[(cols[nc] + k) * na + i] += w * bx[3 * i + k];
                         }
+                    nc++;
                 }
                 /* [a]x^T [b]x = (a . b) I - b a^T */
-                for (int64_t c = 0; c < depth[j]; c++)
-                    for (int64_t e = 0; e < depth[j]; e++) {
+                for (int64_t c = 0; c < nc; c++)
+                    for (int64_t e = 0; e < nc; e++) {
                         const double *a = back[c], *b = back[e];
                         double ab = dot3(a, b);
                         for (int i = 0; i < 3; i++)
                             for (int k = 0; k < 3; k++)
-                                normal[(cols[c] + i) * np_ + cols[e] + k] +=
+                                normal[(cols[c] + i) * na + cols[e] + k] +=
                                     w * ((i == k ? ab : 0.0) - b[i] * a[k]);
                     }
             }
-            /* The pivots that may not turn: their columns and rows are zero. */
-            for (int64_t a = 0; a < n_pivots; a++) {
-                if (turning[a]) continue;
-                for (int i = 3 + 3 * (int)a; i < 6 + 3 * (int)a; i++) {
-                    rhs[i] = 0.0;
-                    for (int k = 0; k < np_; k++) normal[i * np_ + k] = normal[k * np_ + i] = 0.0;
-                }
-            }
             double largest = 0.0;
-            for (int i = 0; i < np_; i++)
-                if (normal[i * np_ + i] > largest) largest = normal[i * np_ + i];
-            for (int i = 0; i < np_; i++) {
-                double d = normal[i * np_ + i], scale = d > min_scale * largest ? d : min_scale * largest;
-                normal[i * np_ + i] = d + damping * scale;
+            for (int i = 0; i < na; i++)
+                if (normal[i * na + i] > largest) largest = normal[i * na + i];
+            for (int i = 0; i < na; i++) {
+                double d = normal[i * na + i], scale = d > min_scale * largest ? d : min_scale * largest;
+                normal[i * na + i] = d + damping * scale;
             }
-            if (lu_solve(np_, normal, rhs) != 0) {
+            if (lu_solve(na, normal, rhs) != 0) {
                 damping *= damping_up;  /* as a step that did not help */
                 continue;
             }
+            /* back to every pivot's turn */
+            for (int64_t a = n_pivots - 1; a >= 0; a--)
+                for (int i = 2; i >= 0; i--)
+                    rhs[3 + 3 * a + i] = at[a] < 0 ? 0.0 : rhs[at[a] + i];
             rig_ik_apply(nj, parents, pivot_of, p, rhs, trial);
             double now = 0.0, was = 0.0;
             for (int64_t j = 0; j < nj; j++) {
@@ -1737,6 +1742,16 @@ typedef struct {
     const int64_t *reach_pairs, *reach_segments;  /* npe_beyond_reach's tables */
     int64_t n_reach_pairs, reach_width;
     double miss_note;  /* pipeline.MISS_NOTE_M: the notes look at no pose missing by less */
+    /* The least-change stage (pipeline._reach_rest): rig IK's tables and constants. */
+    const int64_t *pivot_of;  /* (nj) rig_ik._PIVOT_OF */
+    const int64_t *pivots;  /* (n_pivots) rig_ik._PIVOTS */
+    const int64_t *carried;  /* (n_pivots x nj) rig_ik._CARRIED */
+    const int64_t *hand_arm;  /* (nj x nj) pipeline._HAND_ARM_BONES */
+    int64_t n_pivots, steps;  /* pipeline.LEAST_CHANGE_STEPS */
+    double stay, stay_decay, stay_floor, floor_near, initial_damping, damping_down,
+        damping_up, min_damping, max_damping, min_scale;
+    double miss_per_tolerance;  /* MISS_NOTE_M / REACH_TOLERANCE */
+    int64_t pull_passes;  /* reach_bounds.PULL_PASSES */
 } FinishShape;
 
 NPE_API void npe_beyond_reach(int64_t nj, int64_t s, int64_t width, const int64_t *pairs,
@@ -1776,6 +1791,148 @@ static double largest_error(int64_t nj, const double *p, const int64_t *goals, c
     goal_errors(nj, p, goals, t, err);
     for (int64_t j = 0; j < nj; j++) worst = err[j] > worst ? err[j] : worst;
     return worst;
+}
+
+/* pipeline._reaim_both: the pose in ``bent`` re-aimed with each hand goal's elbow bent
+ * (left there), then the answer into ``out``. */
+static void reaim_both(const FinishShape *s, double *bent, double *out, const int64_t *goals,
+                       const double *t, const double *lengths, double tol) {
+    int64_t nj = s->nj, hands = 0;
+    double straight[RIG_IK_MAX_JOINTS];
+    for (int64_t j = 0; j < nj; j++) {
+        straight[j] = goals[j] && s->hand_goals[j] ? s->arm_straightest : 1.0;
+        hands |= goals[j] && s->hand_goals[j];
+    }
+    reach_once(s, bent, goals, t, lengths, tol, straight, 1.0, s->arm_straightest, 1);
+    memcpy(out, bent, 3 * (size_t)nj * sizeof(double));
+    if (hands) {
+        for (int64_t j = 0; j < nj; j++) straight[j] = 1.0;
+        reach_once(s, out, goals, t, lengths, tol, straight, 1.0, 1.0, 1);
+    }
+}
+
+/* pipeline._moved of the goals (rig units): a target off its joint's start by over
+ * ``moved_tol`` along an axis. */
+static void moved_goals(int64_t nj, const int64_t *goals, const double *t, const double *start,
+                        double moved_tol, int64_t *moved) {
+    for (int64_t j = 0; j < nj; j++) {
+        double off = 0.0;
+        for (int i = 0; i < 3; i++) {
+            double gap = fabs(t[3 * j + i] - start[3 * j + i]);
+            off = gap > off ? gap : off;
+        }
+        moved[j] = goals[j] && off > moved_tol;
+    }
+}
+
+/* pipeline._reach_rest's least change for one pose whose re-aims (npe_finish's: ``bent``,
+ * the elbows bent, and ``out``, the answer) leave a goal short, or a dragged hand reached
+ * only with its elbow straightened: rig IK from the bent re-aim (a dragged hand's elbow
+ * kept) towards the targets, those beyond the rig's reach pulled back onto its bound
+ * (reach_bounds.pulled_within), re-aimed again, taken into ``out`` as _reach_rest takes
+ * it (``fallback``: not a drag update). Returns 1 where the pose still needs _reach_rest's
+ * FABRIK stage (with ``fallback`` only), else 0. */
+static int64_t least_change(const FinishShape *s, const double *start, const int64_t *goals,
+                            const double *t, const double *lengths, double tol,
+                            const double *bent, double *out, int64_t fallback) {
+    int64_t nj = s->nj, moved[RIG_IK_MAX_JOINTS], other[RIG_IK_MAX_JOINTS];
+    int64_t frozen[RIG_IK_MAX_JOINTS], turning[RIG_IK_MAX_JOINTS];
+    double reaim_err[RIG_IK_MAX_JOINTS], err[RIG_IK_MAX_JOINTS], over[RIG_IK_MAX_JOINTS];
+    double aims[3 * RIG_IK_MAX_JOINTS], polished[3 * RIG_IK_MAX_JOINTS];
+    double answer[3 * RIG_IK_MAX_JOINTS];
+    if (s->n_pivots > RIG_IK_MAX_JOINTS) return fallback;
+    double reaim_miss = largest_error(nj, out, goals, t, reaim_err);
+    double near = tol * s->miss_per_tolerance;
+    moved_goals(nj, goals, t, start, tol * s->moved_per_tolerance, moved);
+    int64_t straightened = 0;
+    if (reaim_miss <= tol) {
+        goal_errors(nj, bent, goals, t, err);
+        for (int64_t j = 0; j < nj; j++)
+            straightened |= moved[j] && s->hand_goals[j] && err[j] > tol;
+    }
+    if (!(reaim_miss > tol || straightened)) return 0;
+    npe_beyond_reach(nj, s->n_reach_pairs, s->reach_width, s->reach_pairs, s->reach_segments,
+                     start, goals, t, over, other);
+    double most = 0.0;
+    for (int64_t j = 0; j < nj; j++) most = over[j] > most ? over[j] : most;
+    int64_t beyond = most > near;
+    memcpy(aims, t, 3 * (size_t)nj * sizeof(double));
+    for (int64_t k = 0; beyond && k < s->pull_passes; k++) {  /* pulled_within */
+        if (k > 0)
+            npe_beyond_reach(nj, s->n_reach_pairs, s->reach_width, s->reach_pairs,
+                             s->reach_segments, start, goals, aims, over, other);
+        int64_t worst = 0;
+        for (int64_t j = 1; j < nj; j++) worst = over[j] > over[worst] ? j : worst;
+        double excess = over[worst];
+        if (!(excess > 0.0)) break;
+        double anchor[3], away[3];
+        for (int i = 0; i < 3; i++) {
+            anchor[i] = aims[3 * other[worst] + i];
+            away[i] = aims[3 * worst + i] - anchor[i];
+        }
+        double apart = sqrt(dot3(away, away)), room = apart - excess - tol;
+        double keep = (room > 0.0 ? room : 0.0) / (apart > 1e-12 ? apart : 1e-12);
+        for (int i = 0; i < 3; i++) aims[3 * worst + i] = anchor[i] + away[i] * keep;
+    }
+    /* rig IK from the bent re-aim, a dragged hand's arm keeping its bend */
+    for (int64_t j = 0; j < nj; j++) frozen[j] = 0;
+    for (int64_t h = 0; h < nj; h++)
+        if (moved[h] && s->hand_goals[h])
+            for (int64_t j = 0; j < nj; j++) frozen[j] |= s->hand_arm[h * nj + j] != 0;
+    for (int64_t a = 0; a < s->n_pivots; a++) {
+        int64_t carries = 0;
+        for (int64_t j = 0; j < nj; j++) carries |= goals[j] && s->carried[a * nj + j];
+        turning[a] = carries && !frozen[s->pivots[a]];
+    }
+    memcpy(polished, bent, 3 * (size_t)nj * sizeof(double));
+    double tol2 = tol * tol;
+    if (npe_rig_ik(1, nj, s->parents, s->pivot_of, s->n_pivots, polished, goals, aims, &tol2,
+                   turning, s->steps, s->stay, s->stay_decay, s->stay_floor, s->floor_near,
+                   s->initial_damping, s->damping_down, s->damping_up, s->min_damping,
+                   s->max_damping, s->min_scale) != 0)
+        return fallback;
+    reaim_both(s, polished, answer, goals, t, lengths, tol);
+    double miss = largest_error(nj, answer, goals, t, err);
+    double held_worst = 0.0, moved_now = 0.0, moved_was = 0.0;
+    for (int64_t j = 0; j < nj; j++) {
+        if (goals[j] && !moved[j]) held_worst = err[j] > held_worst ? err[j] : held_worst;
+        if (moved[j]) {
+            moved_now = err[j] > moved_now ? err[j] : moved_now;
+            moved_was = reaim_err[j] > moved_was ? reaim_err[j] : moved_was;
+        }
+    }
+    int64_t taken = beyond ? held_worst <= tol && moved_now < moved_was
+                    : fallback ? miss <= near : miss < reaim_miss || miss <= near;
+    if (taken) memcpy(out, answer, 3 * (size_t)nj * sizeof(double));
+    return fallback && miss > near && !straightened && !beyond;
+}
+
+/* One pose's misses of its user's effectors (off user_mask: 0), and with ``over`` (else
+ * NULL) the notes' reach bound: reach_bounds.beyond_reach of the start pose towards the
+ * full-weight goals where an effector misses by over miss_note (0 and -1 elsewhere). */
+static void finish_errors(const FinishShape *s, const double *out, const double *start,
+                          const double *t, const double *mask, const double *w,
+                          const double *user_mask, double *errors, double *over,
+                          int64_t *other) {
+    int64_t nj = s->nj, missed = 0;
+    for (int64_t j = 0; j < nj; j++) {
+        double d[3];
+        for (int i = 0; i < 3; i++) d[i] = out[3 * j + i] - t[3 * j + i];
+        double e = user_mask[j] > 0.0 ? sqrt(dot3(d, d)) : 0.0;
+        errors[j] = e;
+        missed |= e > s->miss_note;
+    }
+    if (!over) return;
+    int64_t held[RIG_IK_MAX_JOINTS];
+    for (int64_t j = 0; j < nj; j++) held[j] = mask[j] > 0.0 && w[j] >= 1.0;
+    if (missed)
+        npe_beyond_reach(nj, s->n_reach_pairs, s->reach_width, s->reach_pairs,
+                         s->reach_segments, start, held, t, over, other);
+    else
+        for (int64_t j = 0; j < nj; j++) {
+            over[j] = 0.0;
+            other[j] = -1;
+        }
 }
 
 /* PoseEditor._solve's end, pose by pose, from the model-space answer ``pose_model``: back to
@@ -1841,60 +1998,28 @@ NPE_API int64_t npe_finish(
             }
             reach_once(s, out, goals, aims, lengths, tol, straight, 1.0, 1.0, 0);
         } else {
-            int64_t hands = 0, any = 0;
+            int64_t any = 0, moved[RIG_IK_MAX_JOINTS];
             for (int64_t j = 0; j < nj; j++) {
                 goals[j] = mask[j] > 0.0 && w[j] >= 1.0;
-                straight[j] = goals[j] && s->hand_goals[j] ? s->arm_straightest : 1.0;
-                hands |= goals[j] && s->hand_goals[j];
                 any |= goals[j];
             }
             memcpy(bent, rigid, 3 * nj * sizeof(double));
             if (any) {
-                reach_once(s, bent, goals, t, lengths, tol, straight, 1.0, s->arm_straightest, 1);
-                memcpy(out, bent, 3 * nj * sizeof(double));
-                if (hands) {
-                    for (int64_t j = 0; j < nj; j++) straight[j] = 1.0;
-                    reach_once(s, out, goals, t, lengths, tol, straight, 1.0, 1.0, 1);
-                }
+                reaim_both(s, bent, out, goals, t, lengths, tol);
                 double miss = largest_error(nj, out, goals, t, err);
-                double moved_tol = tol * s->moved_per_tolerance;
                 int64_t straightened = 0;
                 if (miss <= tol) {
                     goal_errors(nj, bent, goals, t, err);
-                    for (int64_t j = 0; j < nj; j++) {
-                        if (!(goals[j] && s->hand_goals[j])) continue;
-                        double off = 0.0;
-                        for (int i = 0; i < 3; i++) {
-                            double gap = fabs(t[3 * j + i] - start[3 * j + i]);
-                            off = gap > off ? gap : off;
-                        }
-                        straightened |= off > moved_tol && err[j] > tol;
-                    }
+                    moved_goals(nj, goals, t, start, tol * s->moved_per_tolerance, moved);
+                    for (int64_t j = 0; j < nj; j++)
+                        straightened |= moved[j] && s->hand_goals[j] && err[j] > tol;
                 }
                 left[f] = miss > tol || straightened;
             }
         }
-        int missed = 0;
-        for (int64_t j = 0; j < nj; j++) {
-            double d[3];
-            for (int i = 0; i < 3; i++) d[i] = out[3 * j + i] - t[3 * j + i];
-            double e = user_mask_all[f * nj + j] > 0.0 ? sqrt(dot3(d, d)) : 0.0;
-            errors_all[f * nj + j] = e;
-            missed |= e > s->miss_note;
-        }
-        if (over_all) {  /* the notes' reach bound, where an effector misses (a single pose) */
-            int64_t held[RIG_IK_MAX_JOINTS];
-            for (int64_t j = 0; j < nj; j++) held[j] = mask[j] > 0.0 && w[j] >= 1.0;
-            if (missed)
-                npe_beyond_reach(nj, s->n_reach_pairs, s->reach_width, s->reach_pairs,
-                                 s->reach_segments, start, held, t, over_all + f * nj,
-                                 other_all + f * nj);
-            else
-                for (int64_t j = 0; j < nj; j++) {
-                    over_all[f * nj + j] = 0.0;
-                    other_all[f * nj + j] = -1;
-                }
-        }
+        finish_errors(s, out, start, t, mask, w, user_mask_all + f * nj, errors_all + f * nj,
+                      over_all ? over_all + f * nj : NULL,
+                      other_all ? other_all + f * nj : NULL);
     }
     return 0;
 }
@@ -2267,7 +2392,10 @@ typedef struct {
  * - else the refinement (npe_refine_run, ``steps`` at most, from the networks' latent and
  *   the floor shift, on the rig's proportions: refine.refine's inputs as _solve gives them,
  *   read from the record and the request), then npe_finish of the refined pose less its
- *   floor shift; the refined latent is left in rr->latent_out and the variables in rr->v.
+ *   floor shift, and where the re-aims leave a goal short, the least change
+ *   (pipeline._reach_rest's rig IK stage; ``fallback``: not a drag update); left[0] = 1
+ *   where the pose still needs its FABRIK stage; the refined latent is left in
+ *   rr->latent_out and the variables in rr->v.
  * The outputs as npe_begin and npe_finish (one pose) take them. With ``ss`` (else NULL),
  * the start record and feet are made first (npe_start of p, with lengths_in and scale_in
  * as it takes them). Returns npe_begin's status (1: no effector left, nothing run after
@@ -2280,7 +2408,7 @@ NPE_API int64_t npe_solve_one(
     double body_follow, int64_t keep_details, double *req_out, float *edited, float *latent,
     double *pose, double *offset, const RefineRun *rr, int64_t steps, const FinishShape *fs,
     const double *user_mask, double *rigid, double *bent, double *out, double *errors,
-    int64_t *left, double *over, int64_t *other, const StartShape *ss,
+    int64_t *left, double *over, int64_t *other, int64_t fallback, const StartShape *ss,
     const double *lengths_in, const double *scale_in) {
     int64_t nj = s->nj, refined = rr != NULL;
     if (nj != fs->nj || (ss && ss->nj != nj)) return -3;
@@ -2317,6 +2445,13 @@ NPE_API int64_t npe_solve_one(
         unshifted[3 * j + 1] = rr->pose[3 * j + 1] - 0.0;
         unshifted[3 * j + 2] = rr->pose[3 * j + 2] - shift[1];
     }
-    return finish_one(fs, 1, unshifted, record, p, req_out, shift, 1, user_mask, rigid, bent,
-                      out, errors, left, over, other);
+    status = finish_one(fs, 1, unshifted, record, p, req_out, shift, 1, user_mask, rigid, bent,
+                        out, errors, left, over, other);
+    if (status != 0 || !left[0]) return status;
+    int64_t goals[RIG_IK_MAX_JOINTS];
+    for (int64_t j = 0; j < nj; j++) goals[j] = o.mask[j] > 0.0 && o.weights[j] >= 1.0;
+    left[0] = least_change(fs, p, goals, o.targets, r.lengths, *o.tolerance, bent, out,
+                           fallback);
+    finish_errors(fs, out, p, o.targets, o.mask, o.weights, user_mask, errors, over, other);
+    return 0;
 }
