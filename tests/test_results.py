@@ -145,6 +145,25 @@ def test_propagation_suite_runs_end_to_end(tiny_set, tmp_path: Path) -> None:
             assert row["frames"] > 0 and row["goals"] >= row["frames"]
 
 
+def test_bvh_drags_judge_angles_against_the_ranges_given(tiny_set, tmp_path: Path) -> None:
+    """``--ranges``: BVH clips' joint angles judged against a prepared dataset's train split
+    (the models' training data), else against the clips' own."""
+    from tests.synth import synthetic_bvh
+
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i in range(2):
+        (clips / f"clip_{i}.bvh").write_text(synthetic_bvh(frames=40, seed=i))
+    for ranges in ((), ("--ranges", str(tiny_set.data))):
+        out = tmp_path / ("given" if ranges else "own")
+        assert main(["benchmark", "--suite", "drags", "--bvh", str(clips), *ranges,
+                     "--models", str(tiny_set.models), "--pairs", "12", "--out",
+                     str(out)]) == 0
+        result = json.loads((out / "drags.json").read_text())
+        assert result["angle_ranges"] == (f"train split of {tiny_set.data}" if ranges
+                                          else "the clips themselves")
+
+
 def test_propagation_figures_come_out_again(cmu_dataset: Path, tmp_path: Path) -> None:
     committed, fresh = _committed_and_again("propagation-cmu", cmu_dataset, tmp_path)
     for case, methods in committed["cases"].items():

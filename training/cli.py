@@ -471,6 +471,10 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--units", default="auto", help="units for --bvh")
     p.add_argument("--up", default="auto", choices=("auto", "y", "z"),
                    help="up axis for --bvh (y, z or auto, as for prepare)")
+    p.add_argument("--ranges", default=None, metavar="NPZ",
+                   help="prepared dataset whose train split fits the joint-angle ranges the "
+                   "drags and propagation suites judge (the models' training data; default: "
+                   "--data's, with --bvh the clips' own)")
     p.add_argument("--models", default="models", help="model folder (default %(default)s)")
     p.add_argument("--pairs", type=int, default=1000,
                    help="pairs per effector set (drags, sliders: start poses; propagation: "
@@ -516,15 +520,16 @@ def _benchmark(args: argparse.Namespace) -> int:
     if args.suite in ("drags", "sliders", "propagation"):
         clips, description = benchmark.load_clips(data, args.bvh, args.map_spec, args.units,
                                                   args.max_clips, args.up)
+    ranges_data = args.ranges or data
     if args.suite == "drags":
-        ranges = drags_ranges(data, clips)
+        ranges = drags_ranges(ranges_data, clips)
         result = drags.run(args.models, clips, description, ranges, n=args.pairs,
                            seed=args.seed, figure=figure)
         text = drags.markdown(result)
         short = drags.summary(result)
     elif args.suite == "propagation":
         result = propagation_quality.run(args.models, clips, description,
-                                         drags_ranges(data, clips), n=args.pairs,
+                                         drags_ranges(ranges_data, clips), n=args.pairs,
                                          seed=args.seed, figure=figure)
         text = short = propagation_quality.markdown(result)
     elif args.suite == "sliders":
@@ -542,6 +547,9 @@ def _benchmark(args: argparse.Namespace) -> int:
                                seed=args.seed, figure=figure, max_clips=args.max_clips,
                                up=args.up)
         text = short = benchmark.markdown(result)
+    if args.suite in ("drags", "propagation"):  # where its joint-angle ranges came from
+        result["angle_ranges"] = f"train split of {ranges_data}" if ranges_data \
+            else "the clips themselves"
     print(text)
     _write_report(json_path, args.command_line, result, text)
     with atomic_open(Path(json_path).with_suffix(".summary.md"), "w") as fh:

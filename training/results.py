@@ -46,6 +46,8 @@ SOURCES: dict[str, tuple[str, ...]] = {
 DATA_FILES = {data: f"runs/{data}.npz" for data in SOURCES}
 BENCHMARKED = ("cmu", "bandai")  # the datasets the engine, drags and evaluate run on
 SETS = {"": "models", "-cmu-bandai": "models/cmu-bandai"}
+SET_DATA = "cmu"  # the default set's training data
+RANGED_SUITES = ("drags", "propagation")  # they judge joint angles against its ranges
 BVH_CLIPS = "20"  # clips timed by benchmark-bvh
 BVH_SUITE_CLIPS = "60"
 PROPAGATION_CLIPS = "20"  # test clips of 120 frames or more, one propagated edit each
@@ -99,11 +101,14 @@ def _evaluate(suffix: str, models: str, data: str) -> Result:
 
 
 def _bvh_suite(suite: str, data: str) -> Result:
+    """The default set on a source's BVH clips; joint angles judged against its training
+    data's ranges, as on the test splits."""
     name = f"{suite}-bvh-{data}"
+    ranges = ("--ranges", DATA_FILES[SET_DATA]) if suite in RANGED_SUITES else ()
     return Result(name, ("benchmark", "--suite", suite, "--bvh", f"{SHARED}/{SOURCES[data][0]}",
                          "--max-clips", BVH_SUITE_CLIPS, "--pairs", BVH_SUITES[suite],
-                         "--models", SETS[""], "--out", "runs/results", "--json", _json(name)),
-                  ())
+                         *ranges, "--models", SETS[""], "--out", "runs/results", "--json",
+                         _json(name)), (SET_DATA,) if ranges else ())
 
 
 def _described() -> tuple[Result, ...]:
