@@ -254,10 +254,10 @@ class SolveRequest:
         ``reach`` the notes' bound), refined with the rig IK stage of
         :func:`.pipeline._reach_rest` where the re-aims leave a goal short (``fallback``: a
         solve, not a drag update; the ends' ``left`` then flags a pose that still needs its
-        FABRIK stage), into buffers made once: the answer's views hold until
-        the next call (the caller copies what it keeps). Its ``ends`` are None where the
-        refinement left the pose to numpy (a bone without direction): the request and the
-        networks' answer are there. None where no effector is left. ``make``: the start
+        FABRIK stage), into buffers made once: the answer's views hold until the next call
+        (the caller copies what it keeps). Its ``ends`` are None where the refinement left
+        the pose to numpy (a bone without direction): the request and the networks' answer
+        are there. None where no effector is left. ``make``: the start
         record is made in the same call (``start`` from :meth:`SolveStart.unmade`): the
         start kernel's shape and the rig's lengths and scale (addresses, or None: the
         pose's own), as :meth:`SolveStart.run` takes them."""
