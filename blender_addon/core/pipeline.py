@@ -283,7 +283,9 @@ def _read_only(*values: object) -> tuple:
 
 
 class PoseEditor:
-    """Edits poses of one rig (its bone lengths) with one model set."""
+    """Edits poses of one rig (its bone lengths) with one model set. One thread at a time:
+    the solves share the kernels' buffers (made once; the add-on solves on Blender's main
+    thread)."""
 
     def __init__(self, models: ModelSet | None, lengths: np.ndarray | None = None) -> None:
         self.models = models
