@@ -191,10 +191,10 @@ _COMPILED: weakref.WeakKeyDictionary[ModelSet, CompiledDecoder | None] = \
 def compiled_decoder(models: ModelSet) -> CompiledDecoder | None:
     """The set's compiled decoder, or None (onnxruntime decodes): made and checked against
     onnxruntime once per set; None while the kernels are off."""
-    return _per_set(_COMPILED, models, _make)
+    return per_set(_COMPILED, models, _make)
 
 
-def _per_set(cache: weakref.WeakKeyDictionary, models: ModelSet,
+def per_set(cache: weakref.WeakKeyDictionary, models: ModelSet,
              make: Callable[[ModelSet, native.Kernels], Any]) -> Any:
     """``make(models, kernels)``, once per set (None too), or None while the kernels are
     off."""
@@ -330,7 +330,7 @@ _UNIVERSAL: weakref.WeakKeyDictionary[ModelSet, CompiledUniversal | None] = \
 def compiled_universal(models: ModelSet) -> CompiledUniversal | None:
     """The set's compiled fused edit, or None (onnxruntime runs ``ik_universal_fused``):
     made and checked against onnxruntime once per set; None while the kernels are off."""
-    return _per_set(_UNIVERSAL, models, _make_universal)
+    return per_set(_UNIVERSAL, models, _make_universal)
 
 
 def _make_universal(models: ModelSet, kernels: native.Kernels) -> CompiledUniversal | None:

@@ -148,10 +148,11 @@ for _side in "lr":
 # Start poses whose preparation (:class:`_Start`) a single-pose solve keeps: a drag solves
 # the same start pose on every update, a few of them while the user switches characters.
 START_CACHE_SIZE = 4
-# A solve's start, request and end in the kernels (where they load), with this module's
-# constants; SOLVE_KERNELS False runs the numpy stages they replace (with the other kernels).
+# False: a solve's start, request and end run the numpy stages the kernels below replace
+# (the other kernels still on: the A/B and the tests).
 SOLVE_KERNELS = True
-# A solve's start, request and end in the kernels, with this module's constants.
+# A solve's start, request and end in the kernels (where they load), with this module's
+# constants.
 _SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT)
 _SOLVE_REQUEST = SolveRequest(_ANKLES, _TOES, _TRUNK, REACH_TOLERANCE, MOVED_M)
 _SOLVE_END = SolveEnd(_NETWORK_STRAIGHTEST, _HAND_GOALS, _ARM_STRAIGHTEST, MOVED_M,
@@ -484,8 +485,8 @@ class PoseEditor:
                                          min(options.refine_steps, DRAG_REFINE_STEPS) if drag
                                          else options.refine_steps, _SOLVE_END, start, p, mask,
                                          t, w, user_mask, options.keep_planted_feet,
-                                         options.body_follow, options.keep_details, not drag,
-                                         not drag, make)
+                                         options.body_follow, options.keep_details, drag,
+                                         make)
             if make is not None:
                 _SOLVE_START.made(start)
                 self._keep_start(key, start)
@@ -659,7 +660,7 @@ class PoseEditor:
                             fallback=not drag)
             errors = self._errors(out, t, user_mask)
             reach = None  # (the kernel's was for its own misses)
-        if not drag and len(p) == 1 and max(errors[0].tolist()) > MISS_NOTE_M:
+        if not drag and _notes_due(p, errors):  # (the held goals made only then)
             notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0) if held is None else held,
                                       t, errors, user_mask, refined=refined, reach=reach))
         return EditResult(out.copy(), None if latent is None else latent.copy(), errors.copy(),
@@ -850,6 +851,13 @@ class PoseEditor:
         return np.sqrt((diff * diff) @ _XYZ_SUM) * (mask > 0)
 
 
+def _notes_due(p: np.ndarray, errors: np.ndarray) -> bool:
+    """Whether :func:`_reach_notes` has anything to say: a single pose that misses an
+    effector by more than :data:`MISS_NOTE_M` (on a list: a small array's reduce costs
+    more)."""
+    return len(p) == 1 and max(errors[0].tolist()) > MISS_NOTE_M
+
+
 def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndarray,
                  user_mask: np.ndarray | None = None, refined: bool = True,
                  reach: tuple[np.ndarray, np.ndarray] | None = None) -> list[str]:
@@ -865,7 +873,7 @@ def _reach_notes(p: np.ndarray, held: np.ndarray, t: np.ndarray, errors: np.ndar
     clip: 46 of 400 solves missed by over 1 mm unsaid). Not ``refined``: the networks'
     answer stands, and the note says that instead. ``reach``: the bound's answer where the
     caller has it (the end kernel's)."""
-    if len(p) != 1 or not (errors > MISS_NOTE_M).any():
+    if not _notes_due(p, errors):
         return []
     # One pose's few notes in scalar math (a solve without refinement writes some each time).
     over, other = (a[0].tolist() for a in reach or reach_bounds.beyond_reach(p, held, t))

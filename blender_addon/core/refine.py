@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import native, skeleton
-from .compiled_networks import CompiledDecoder, compiled_decoder
+from .compiled_networks import CompiledDecoder, compiled_decoder, per_set
 from .conversions import axis_angle_to_matrix
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
@@ -596,15 +596,28 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
     same steps either way, in a few calls instead of a refinement graph's hundreds of small
     nodes. None where the set has no Jacobian graph or a pose has a bone without direction
     (numpy then)."""
-    made = _native_inputs(models, z_net, offset, base, targets, weights, body_follow,
-                          shift, lengths, effector_weight, least_change, spans)
-    if made is None:
+    point = _Point(models, z_net.astype(np.float64), offset, lengths)
+    if point.graph is None:
         return None
-    point, work = made
     b, rank, nj = len(z_net), point.rank, skeleton.NUM_JOINTS
+    work = _native_work(b, rank, models.latent_size)
     arr = work.arrays
-    if point.compiled is not None:
-        if kernels.refine_run(*_run_arguments(point, work, steps)) != 0:
+    arr["v_net"][:, :-2] = 0.0
+    arr["v_net"][:, -2:] = shift
+    arr["v"][:] = arr["v_net"]
+    for name, value in (("lengths", lengths), ("base", base), ("targets", targets),
+                        ("weights", weights), ("spans", spans)):
+        arr[name][:] = value.reshape(arr[name].shape)
+    arr["follow"][:] = _per_pose(body_follow, b)[:, 0]
+    arr["effector_weight"][:] = _per_pose(effector_weight, b)[:, 0]
+    arr["least_change"][:] = _per_pose(least_change, b)[:, 0]
+    arr["stale"][:] = 0
+    compiled = point.compiled
+    if compiled is not None:
+        arr["z_net"][:] = point.z_net
+        arr["offset"][:] = offset.reshape(b, -1)
+        if kernels.refine_run(compiled.address, compiled.work_address, b, nj, rank, steps,
+                              *work.run_head, compiled.basis_address, *work.run_tail) != 0:
             return None
         return (arr["latent"].copy(), arr["pose"].reshape(b, nj, 3).copy(),
                 arr["v"][:, -2:].copy())
@@ -626,43 +639,6 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
             arr["v"][:, -2:].copy())
 
 
-def _native_inputs(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
-                   targets: np.ndarray, weights: np.ndarray, body_follow: np.ndarray,
-                   shift: np.ndarray, lengths: np.ndarray, effector_weight: np.ndarray | float,
-                   least_change: np.ndarray | float, spans: np.ndarray
-                   ) -> tuple[_Point, _NativeWork] | None:
-    """The kernels' refinement point and arrays with its inputs copied in, or None where
-    the set has no Jacobian graph (:func:`_refine_native`'s arguments)."""
-    point = _Point(models, z_net.astype(np.float64), offset, lengths)
-    if point.graph is None:
-        return None
-    b = len(z_net)
-    work = _native_work(b, point.rank, models.latent_size)
-    arr = work.arrays
-    arr["v_net"][:, :-2] = 0.0
-    arr["v_net"][:, -2:] = shift
-    arr["v"][:] = arr["v_net"]
-    for name, value in (("lengths", lengths), ("base", base), ("targets", targets),
-                        ("weights", weights), ("spans", spans)):
-        arr[name][:] = value.reshape(arr[name].shape)
-    arr["follow"][:] = _per_pose(body_follow, b)[:, 0]
-    arr["effector_weight"][:] = _per_pose(effector_weight, b)[:, 0]
-    arr["least_change"][:] = _per_pose(least_change, b)[:, 0]
-    arr["stale"][:] = 0
-    if point.compiled is not None:
-        arr["z_net"][:] = point.z_net
-        arr["offset"][:] = offset.reshape(b, -1)
-    return point, work
-
-
-def _run_arguments(point: _Point, work: _NativeWork, steps: int) -> tuple:
-    """npe_refine_run's arguments for ``point`` (its decoder compiled) and ``work``."""
-    compiled = point.compiled
-    return (compiled.address, compiled.work_address, len(point.z_net),
-            skeleton.NUM_JOINTS, point.rank, steps, *work.run_head, compiled.basis_address,
-            *work.run_tail)
-
-
 # npe_native.c's RefineRun's arrays after its constants, in order.
 _RUN_ARRAYS = ("basis", "z_net", "v_net", "latent", "decoded", "jac_f", "raw", "jac_latent",
                "v", "v_try", "pose", "jac", "goal", "row_w", "rjac", "rres", "hess",
@@ -680,7 +656,7 @@ class _RefineRunStruct(ctypes.Structure):
 
 class RefineRun:
     """One pose's effector refinement for the solve kernel (``npe_solve_one``, which fills its
-    inputs from the start and the request as :func:`_native_inputs` does): the compiled
+    inputs from the start and the request as :func:`_refine_native` does): the compiled
     decoder, the constants and the kernel's arrays, made once per set. The refined latent
     is left in ``latent`` (1, L)."""
 
@@ -702,13 +678,13 @@ def compiled_refinement(models: ModelSet) -> RefineRun | None:
     an effector request: no compiled decoder (nor Jacobian graph), the kernels off, or
     their first refinement not yet checked against the numpy steps (:func:`refine` checks
     it)."""
-    if not _native_checked or native.kernels() is None:
-        return None
-    if models not in _RUNS:
-        compiled = compiled_decoder(models)
-        _RUNS[models] = None if compiled is None else RefineRun(
-            compiled, len(models.jacobian_basis), models.latent_size)
-    return _RUNS[models]
+    return per_set(_RUNS, models, _make_run) if _native_checked else None
+
+
+def _make_run(models: ModelSet, kernels: native.Kernels) -> RefineRun | None:
+    compiled = compiled_decoder(models)
+    return None if compiled is None else RefineRun(compiled, len(models.jacobian_basis),
+                                                   models.latent_size)
 
 
 _native_checked = False

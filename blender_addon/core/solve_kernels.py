@@ -227,34 +227,28 @@ class SolveRequest:
         a :class:`.compiled_networks.CompiledUniversal`) and the decoded change on the input
         (``keep_details``; else the decoded pose alone), in one call. None where no effector
         is left (nothing else run)."""
-        j = NUM_JOINTS
-        block = np.empty(_REQUEST_SIZE + 6 * j)  # the request, then the pose and offset
-        decoded = np.empty(2 * 3 * j + networks.latent_size, dtype=np.float32)
-        base, at = native.address(block), native.address(decoded)
+        out = _SolveBuffers(networks.latent_size, end=False)  # its own: the caller keeps it
         arrays = _float64(p, mask, targets, weights)
         status = kernels.begin(self._at, *self._head(networks, start, arrays, plant),
-                               int(refined), body_follow, int(keep_details),
-                               *_begin_outputs(base, at))
+                               int(refined), body_follow, int(keep_details), *out.begun_at)
         if status < 0:
             raise RuntimeError(f"npe_begin refused the networks ({status})")
         if status == 1:
             return None
-        poses = block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
-        return Begun(self._read(block[:_REQUEST_SIZE]), decoded[6 * j:].reshape(1, -1),
-                     poses[0], poses[1], None)
+        return Begun(out.request, out.latent, out.pose, out.offset, None)
 
     def solve(self, kernels: native.Kernels, networks: Any, refinement: Any, steps: int,
               end: SolveEnd, start: Any, p: np.ndarray, mask: np.ndarray, targets: np.ndarray,
               weights: np.ndarray, user_mask: np.ndarray, plant: bool, body_follow: float,
-              keep_details: bool, reach: bool, fallback: bool,
+              keep_details: bool, drag: bool,
               make: tuple[int, int | None, int | None] | None = None) -> Begun | None:
         """A single solve in one call (``npe_solve_one``): :meth:`begin`, then the
         refinement (``refinement``, a :class:`.refine.RefineRun`, at most ``steps``; None:
-        unrefined) and ``end``'s (:meth:`SolveEnd.run`: ``user_mask`` the user's effectors,
-        ``reach`` the notes' bound), refined with the rig IK stage of
-        :func:`.pipeline._reach_rest` where the re-aims leave a goal short (``fallback``: a
-        solve, not a drag update; the ends' ``left`` then flags a pose that still needs its
-        FABRIK stage), into buffers made once: the answer's views hold until the next call
+        unrefined) and ``end``'s (:meth:`SolveEnd.run`: ``user_mask`` the user's effectors;
+        the notes' reach bound unless a ``drag`` update), refined with the rig IK stage of
+        :func:`.pipeline._reach_rest` where the re-aims leave a goal short (not a ``drag``
+        update: the ends' ``left`` then flags a pose that still needs its FABRIK stage), into
+        buffers made once: the answer's views hold until the next call
         (the caller copies what it keeps). Its ``ends`` are None where the refinement left
         the pose to numpy (a bone without direction): the request and the networks' answer
         are there. None where no effector is left. ``make``: the start
@@ -270,7 +264,7 @@ class SolveRequest:
             self._at, *self._head(networks, start, arrays[:4], plant), body_follow,
             int(keep_details), *buffers.begun_at,
             None if refinement is None else refinement.address, steps, end._at,
-            native.address(arrays[4]), *buffers.end_at[reach], int(fallback),
+            native.address(arrays[4]), *buffers.end_at[not drag], int(not drag),
             *(make or (None,) * 3))
         if status == 1:
             return None
@@ -279,7 +273,7 @@ class SolveRequest:
         done = status == 0
         return Begun(buffers.request, refinement.latent if done and refinement is not None
                      else buffers.latent, buffers.pose, buffers.offset,
-                     buffers.ends[reach] if done else None)
+                     buffers.ends[not drag] if done else None)
 
     @staticmethod
     def _head(networks: Any, start: Any, arrays: list[np.ndarray], plant: bool) -> tuple:
@@ -425,26 +419,25 @@ def _float64(*arrays: np.ndarray) -> list[np.ndarray]:
     return [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]
 
 
-def _begin_outputs(base: int, at: int) -> tuple[int, ...]:
-    """npe_begin's outputs' addresses: the request, the edited poses, the latent, the pose
-    and its offset, from the request block's (``base``) and the float32 block's (``at``)."""
-    j = NUM_JOINTS
-    return (base, at, at + 6 * j * 4, base + _REQUEST_SIZE * 8,
-            base + (_REQUEST_SIZE + 3 * j) * 8)
-
-
 class _SolveBuffers:
-    """npe_solve_one's outputs for one pose and a latent size, made once with their
-    addresses and views (a few dozen microseconds of a single solve were making them)."""
+    """npe_begin's outputs for one pose and a latent size (the request, the edited poses,
+    the latent, the pose and its offset) with their addresses and views, and with ``end``
+    npe_finish's (:meth:`SolveEnd.block`, its addresses and views with the reach bound and
+    without): npe_solve_one's, made once (a few dozen microseconds of a single solve were
+    making them)."""
 
-    def __init__(self, latent_size: int) -> None:
+    def __init__(self, latent_size: int, end: bool = True) -> None:
         j = NUM_JOINTS
         self.block = np.empty(_REQUEST_SIZE + 6 * j)  # the request, then the pose and offset
         self.decoded = np.empty(2 * 3 * j + latent_size, dtype=np.float32)
-        self.begun_at = _begin_outputs(native.address(self.block), native.address(self.decoded))
+        base, at = native.address(self.block), native.address(self.decoded)
+        self.begun_at = (base, at, at + 6 * j * 4, base + _REQUEST_SIZE * 8,
+                         base + (_REQUEST_SIZE + 3 * j) * 8)
         self.request = SolveRequest._read(self.block[:_REQUEST_SIZE])
         self.pose, self.offset = self.block[_REQUEST_SIZE:].reshape(2, 1, j, 3)
         self.latent = self.decoded[6 * j:].reshape(1, -1)
-        self.end = SolveEnd.block(1)
-        self.end_at = {reach: SolveEnd.outputs(self.end, 1, reach) for reach in (False, True)}
-        self.ends = {reach: SolveEnd.read(self.end, 1, reach) for reach in (False, True)}
+        if end:
+            self.end = SolveEnd.block(1)
+            self.end_at = {reach: SolveEnd.outputs(self.end, 1, reach)
+                           for reach in (False, True)}
+            self.ends = {reach: SolveEnd.read(self.end, 1, reach) for reach in (False, True)}

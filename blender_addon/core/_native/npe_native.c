@@ -1811,18 +1811,23 @@ static void reaim_both(const FinishShape *s, double *bent, double *out, const in
     }
 }
 
+/* The largest of |a - b| along the three axes (pipeline._moved's measure of a target off
+ * its joint). */
+static double axis_gap(const double *a, const double *b) {
+    double off = 0.0;
+    for (int i = 0; i < 3; i++) {
+        double gap = fabs(a[i] - b[i]);
+        off = gap > off ? gap : off;
+    }
+    return off;
+}
+
 /* pipeline._moved of the goals (rig units): a target off its joint's start by over
  * ``moved_tol`` along an axis. */
 static void moved_goals(int64_t nj, const int64_t *goals, const double *t, const double *start,
                         double moved_tol, int64_t *moved) {
-    for (int64_t j = 0; j < nj; j++) {
-        double off = 0.0;
-        for (int i = 0; i < 3; i++) {
-            double gap = fabs(t[3 * j + i] - start[3 * j + i]);
-            off = gap > off ? gap : off;
-        }
-        moved[j] = goals[j] && off > moved_tol;
-    }
+    for (int64_t j = 0; j < nj; j++)
+        moved[j] = goals[j] && axis_gap(t + 3 * j, start + 3 * j) > moved_tol;
 }
 
 /* pipeline._reach_rest's least change for one pose whose re-aims (npe_finish's: ``bent``,
@@ -1982,12 +1987,8 @@ NPE_API int64_t npe_finish(
             const double *base = model + at, *per = offset_scales_all + f * nj;
             double moved_tol = s->moved_m / scale;
             for (int64_t j = 0; j < nj; j++) {
-                double off = 0.0, d[3];
-                for (int i = 0; i < 3; i++) {
-                    double gap = fabs(t[3 * j + i] - start[3 * j + i]);
-                    off = gap > off ? gap : off;
-                }
-                int64_t moved = mask[j] > 0.0 && off > moved_tol;
+                double d[3];
+                int64_t moved = mask[j] > 0.0 && axis_gap(t + 3 * j, start + 3 * j) > moved_tol;
                 goals[j] = moved || (mask[j] > 0.0 && w[j] >= 1.0);
                 straight[j] = moved ? s->network_straightest[j] : 1.0;
                 for (int i = 0; i < 3; i++) d[i] = (m[3 * j + i] - base[3 * j + i]) / per[j];
@@ -2290,12 +2291,7 @@ NPE_API void npe_request(const RequestShape *s, const double *record, const uint
     if (refined) {
         int moving = 0, trunk = 0;
         for (int64_t j = 0; j < nj; j++) {
-            double off = 0.0;
-            for (int i = 0; i < 3; i++) {
-                double gap = fabs(t_rig[3 * j + i] - rig_model[3 * j + i]);
-                off = gap > off ? gap : off;
-            }
-            int moved = mask[j] > 0.0 && off > s->moved_m;
+            int moved = mask[j] > 0.0 && axis_gap(t_rig + 3 * j, rig_model + 3 * j) > s->moved_m;
             moving |= moved;
             for (int64_t k = 0; k < s->n_trunk; k++) trunk |= moved && s->trunk[k] == j;
         }
