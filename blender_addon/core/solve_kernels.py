@@ -7,19 +7,20 @@ the user's effectors into the networks' and the refinement's requests (planted f
 targets in model space, the floor shift, the refinement's weights), then takes the answer
 back to the rig's space and bone lengths, makes its pelvis and chest rigid, re-aims the
 limbs at their goals and measures the effectors' misses: some fifty numpy calls on one
-pose and three kernel calls wrapped in Python, half a single solve's time (each numpy call
-or array handed to a kernel costs microseconds, more with the caches cold after the
-networks). ``npe_start``, ``npe_request`` (or ``npe_begin``: the request, the compiled
-universal edit and the decoded change in one call) and ``npe_finish`` run the same steps
-in the same order (:func:`.normalize.to_model_space_unchecked`,
-:func:`.normalize.offset_scales`, :func:`.pipeline._hold_planted_feet`,
-:func:`.refine.full_body_share`, :func:`.normalize.from_model_space_unchecked`,
-:func:`.rigid_branches.keep_rigid`, :func:`.exact_reach.solve` as ``_solve`` and
-``_reach_exactly`` call it, :func:`.reach_bounds.beyond_reach`); the start writes one
-record per pose that the later calls read by its address. With the compiled networks and
-refinement, ``npe_solve_one`` runs everything after the start in one call (the request,
-the edit, the refinement, the end) into buffers made once. The numpy code stays the
-specification and runs wherever the kernels are off (or ``pipeline.SOLVE_KERNELS`` is).
+pose, half a single solve's time before these kernels (each numpy call or array handed to
+a kernel costs microseconds, more with the caches cold after the networks).
+``npe_start``, ``npe_request`` (or ``npe_begin``: the request, the compiled universal edit
+and the decoded change in one call) and ``npe_finish`` run the same steps in the same
+order (:func:`.normalize.to_model_space_unchecked`, :func:`.normalize.offset_scales`,
+:func:`.pipeline._hold_planted_feet`, :func:`.refine.full_body_share`,
+:func:`.normalize.from_model_space_unchecked`, :func:`.rigid_branches.keep_rigid`,
+:func:`.exact_reach.solve` as ``_solve`` and ``_reach_exactly`` call it,
+:func:`.reach_bounds.beyond_reach`); the start writes one record per pose that the later
+calls read by its address. With the compiled networks and refinement, ``npe_solve_one``
+runs a single solve in one call (its start where the editor keeps none, the request, the
+edit, the refinement, the end and the rig IK stage after it) into buffers made once. The
+numpy code stays the specification and runs wherever the kernels are off (or
+``pipeline.SOLVE_KERNELS`` is).
 """
 
 from __future__ import annotations
