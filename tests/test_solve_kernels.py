@@ -6,12 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blender_addon.core import native, pipeline, reach_bounds, refine, skeleton
+from blender_addon.core import native, pipeline, reach_bounds, refine, rig_ik, skeleton
 from blender_addon.core.normalize import leg_scale, set_bone_lengths_unchecked
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions, _Start
 
 pytestmark = pytest.mark.usefixtures("with_kernels")
 AGREE_M = 1e-9  # the kernels' steps are numpy's, in another order of float operations
+# ... except after the least change (rig IK holding the body towards the start pose), whose
+# damped steps take or refuse a step on differences that small: a start pose moved by 1e-12
+# m moved its answers by up to 1e-7 (ad hoc .dev/sens.py). Its poses agree to the reach
+# tolerance, measured 1e-5.
+LEAST_CHANGE_AGREE_M = pipeline.REACH_TOLERANCE
 J = skeleton.JOINT_INDEX
 # The start's properties numpy makes when first read (the start kernel, all at once).
 MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")
@@ -121,9 +126,8 @@ def test_the_request_with_the_compiled_networks_is_the_stages_answer(
     if rig:
         poses = set_bone_lengths_unchecked(poses, lengths)
     begun, whole, rested = [], [], []
-    rest = pipeline._reach_rest  # the numpy stages' rig IK stage: the kernel's least change
-    monkeypatch.setattr(pipeline, "_reach_rest",
-                        lambda *a, **k: rested.append(1) or rest(*a, **k))
+    least_change = rig_ik.solve  # the numpy stages' rig IK stage: the kernel's least change
+    monkeypatch.setattr(rig_ik, "solve", lambda *a, **k: rested.append(1) or least_change(*a, **k))
     run = pipeline._SOLVE_REQUEST.begin
     monkeypatch.setattr(pipeline._SOLVE_REQUEST, "begin",
                         lambda *a, **k: begun.append(1) or run(*a, **k))
@@ -138,11 +142,12 @@ def test_the_request_with_the_compiled_networks_is_the_stages_answer(
                                   (SolveOptions(), False), (SolveOptions(), True)):
                 fast = editor.solve(p, moved, options=options, drag=drag)
                 monkeypatch.setattr(pipeline, "SOLVE_KERNELS", False)
+                before = len(rested)
                 slow = PoseEditor(shipped_models, lengths).solve(p, moved, options=options,
                                                                  drag=drag)
                 monkeypatch.setattr(pipeline, "SOLVE_KERNELS", True)
-                np.testing.assert_allclose(fast.positions, slow.positions, rtol=0,
-                                           atol=AGREE_M)
+                np.testing.assert_allclose(fast.positions, slow.positions, rtol=0, atol=(
+                    LEAST_CHANGE_AGREE_M if len(rested) > before else AGREE_M))
                 np.testing.assert_array_equal(fast.latent, slow.latent)
                 assert fast.notes == slow.notes
     assert rested  # some solves went on to the least change (in the kernel on the fast side)

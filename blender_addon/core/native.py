@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
 SOURCE = LIBRARY_DIR / "npe_native.c"
-ABI_VERSION = 5  # npe_native.c's NPE_ABI_VERSION
+ABI_VERSION = 6  # npe_native.c's NPE_ABI_VERSION
 SWITCH = "NPE_NATIVE"  # "0": numpy only
 # (sys.platform, machine) -> the build's platform name (as build_addon.py names them), file.
 PLATFORMS = {
@@ -80,7 +80,7 @@ class Kernels:
         self.forward_kinematics.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P]
         self.rig_ik = lib.npe_rig_ik
         self.rig_ik.restype = _I
-        self.rig_ik.argtypes = [_I, _I, _P, _P, _I, _P, _P, _P, _P, _P, _I, *[_D] * 10]
+        self.rig_ik.argtypes = [_I, _I, _P, _P, _I, _P, _P, _P, _P, _P, _P, _P, _I, *[_D] * 10]
         self.keep_rigid = lib.npe_keep_rigid
         self.keep_rigid.restype = None
         self.keep_rigid.argtypes = [_I, _I, _P, _P, _D, _P, _P, _P, _P, _P]

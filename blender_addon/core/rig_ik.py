@@ -30,6 +30,8 @@ ITERATIONS = 100
 # joints off the goals moved 4.6 and 3.8 cm on average without it, 2.6 and 2.3 with it, the
 # goals reached as often (a decay of 0.8 then; at 0.6 a Live drag update's 20 steps reach
 # what 0.8 reached in 26-35, where at 0.8 no pose of the latency suite's got there in 20).
+# The engine's least change holds the body longer, towards the start pose, in more steps
+# (pipeline.LEAST_CHANGE_STAY_DECAY, LEAST_CHANGE_STEPS).
 STAY_WEIGHT, STAY_DECAY = 0.1, 0.6
 # ... down to this once a pose is near its goals: with none, a pose whose goals were all
 # but met drifted along turns that hardly move a goal (one pose of the units test, after
@@ -108,12 +110,14 @@ def _apply(p: np.ndarray, step: np.ndarray) -> np.ndarray:
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
           tolerance: float | np.ndarray, iterations: int = ITERATIONS,
           stay: float = STAY_WEIGHT, stay_decay: float = STAY_DECAY,
-          frozen: np.ndarray | None = None) -> np.ndarray:
+          frozen: np.ndarray | None = None, rest: np.ndarray | None = None,
+          stay_scale: np.ndarray | None = None) -> np.ndarray:
     """``pose`` (B, 21, 3) turned as a rig turns it (bone lengths and the pelvis's and
     chest's shapes kept) so its ``goals`` (B, 21) joints reach ``targets``, each pose
     stopping once every goal is within ``tolerance`` (or one per pose, (B,)) or its steps
-    stop helping; the other joints are held where they start with the weight ``stay``,
-    shrinking by ``stay_decay`` a step. Goals no rig pose reaches end as near as the steps
+    stop helping; the other joints are held where they start (or at ``rest`` (B, 21, 3))
+    with the weight ``stay`` (times ``stay_scale`` (21,) per joint), shrinking by
+    ``stay_decay`` a step. Goals no rig pose reaches end as near as the steps
     get (in the least-squares sense, the error shared among them).
     A joint that carries no goal never turns: what hangs below it goes along with what
     carries it (a free head with the chest, as a body carries it; held where it started,
@@ -128,16 +132,16 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     tol2 = np.broadcast_to(np.asarray(tolerance, dtype=np.float64), (len(p),)) ** 2
     if (kernels := native.kernels()) is not None:
         return _solve_native(kernels, p, goals, targets, tol2, turns, iterations, stay,
-                             stay_decay)
+                             stay_decay, rest, stay_scale)
     turning = np.ones((len(p), _PARAMS))
     turning[:, 3:] = np.repeat(turns, 3, axis=1)
     damping = np.full(len(p), _INITIAL_DAMPING)
     eye = np.eye(_PARAMS)
     # Where each joint is held (a goal's target, the others' start) and how firmly: the
     # goals at 1, the others at ``stay`` shrinking each step.
-    aim = np.where(goals[..., None], targets, p)
+    aim = np.where(goals[..., None], targets, p if rest is None else rest)
     held = goals.astype(np.float64)
-    other = 1.0 - held
+    other = 1.0 - held if stay_scale is None else (1.0 - held) * stay_scale
     off2 = np.add.reduce((aim - p) ** 2, axis=-1)  # (B, 21) squared distance to the aims
     for step_index in range(iterations):
         miss2 = (off2 * held).max(axis=1, initial=0.0)
@@ -171,17 +175,23 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 def _solve_native(kernels: native.Kernels, p: np.ndarray, goals: np.ndarray,
                   targets: np.ndarray, tol2: np.ndarray, turns: np.ndarray, iterations: int,
-                  stay: float, stay_decay: float) -> np.ndarray:
+                  stay: float, stay_decay: float, rest: np.ndarray | None,
+                  stay_scale: np.ndarray | None) -> np.ndarray:
     """:func:`solve`'s steps by the compiled kernel, pose by pose (the same algorithm; its
     normal equations summed block by block, as only the pivots above a joint move it)."""
     goal_flags = np.ascontiguousarray(goals, dtype=np.int64)
     aims = np.ascontiguousarray(np.broadcast_to(targets, p.shape), dtype=np.float64)
     tol2 = np.ascontiguousarray(tol2)
     turning = np.ascontiguousarray(turns, dtype=np.int64)
+    rests = None if rest is None else np.ascontiguousarray(
+        np.broadcast_to(rest, p.shape), dtype=np.float64)
+    scales = None if stay_scale is None else np.ascontiguousarray(stay_scale, dtype=np.float64)
     status = kernels.rig_ik(
         len(p), NUM_JOINTS, native.address(native.SKELETON_PARENTS),
         native.address(_NATIVE_PIVOT_OF), len(_PIVOTS), native.address(p),
-        native.address(goal_flags), native.address(aims), native.address(tol2),
+        native.address(goal_flags), native.address(aims),
+        None if rests is None else native.address(rests),
+        None if scales is None else native.address(scales), native.address(tol2),
         native.address(turning), iterations, stay, stay_decay,
         STAY_FLOOR, FLOOR_NEAR, _INITIAL_DAMPING, _DAMPING_DOWN, _DAMPING_UP, _MIN_DAMPING,
         _MAX_DAMPING, _MIN_SCALE)

@@ -22,7 +22,7 @@
 #endif
 
 /* Bumped whenever a signature changes: the loader refuses a library of another version. */
-#define NPE_ABI_VERSION 5
+#define NPE_ABI_VERSION 6
 /* quaternions.EPS: vectors shorter than this have no direction (the loader checks it). */
 #define EPS 1e-12
 
@@ -436,10 +436,13 @@ static int lu_solve(int n, double *a, double *b) {
 /* rig_ik.solve, pose by pose (each pose's steps are its own there too). Per joint:
  * parents (-1 the pelvis; parents first), pivot_of (its index among the turning pivots, -1
  * for an end joint). Per pose: pose (nj, 3) in place, goals (nj, 0/1), targets (nj, 3),
- * tol2 (1), turning (n_pivots, 0/1: the pivots that may turn). The constants are rig_ik's. */
+ * tol2 (1), turning (n_pivots, 0/1: the pivots that may turn); rests (nj, 3) per pose, or
+ * NULL: where the other joints are held (NULL: where they start), stay_scales (nj) or NULL:
+ * each joint's hold over ``stay`` (NULL: 1). The constants are rig_ik's. */
 NPE_API int64_t npe_rig_ik(
     int64_t n, int64_t nj, const int64_t *parents, const int64_t *pivot_of, int64_t n_pivots,
-    double *pose, const int64_t *goals, const double *targets, const double *tol2_all,
+    double *pose, const int64_t *goals, const double *targets, const double *rests,
+    const double *stay_scales, const double *tol2_all,
     const int64_t *turning_all, int64_t iterations, double stay, double stay_decay,
     double stay_floor, double floor_near, double initial_damping, double damping_down,
     double damping_up, double min_damping, double max_damping, double min_scale) {
@@ -457,11 +460,12 @@ NPE_API int64_t npe_rig_ik(
         double *p = pose + f * nj * 3;
         const int64_t *goal = goals + f * nj, *turning = turning_all + f * n_pivots;
         const double *target = targets + f * nj * 3;
+        const double *rest = rests ? rests + f * nj * 3 : p;
         double tol2 = tol2_all[f], damping = initial_damping;
         for (int64_t j = 0; j < nj; j++) {
             double d2 = 0.0;
             for (int i = 0; i < 3; i++) {
-                aim[3 * j + i] = goal[j] ? target[3 * j + i] : p[3 * j + i];
+                aim[3 * j + i] = goal[j] ? target[3 * j + i] : rest[3 * j + i];
                 double d = aim[3 * j + i] - p[3 * j + i];
                 d2 += d * d;
             }
@@ -483,7 +487,8 @@ NPE_API int64_t npe_rig_ik(
             if (!(miss2 > tol2 && damping < max_damping)) break;
             double floor = miss2 < floor_near * floor_near * tol2 ? stay_floor : 0.0;
             double other = stay_now > floor ? stay_now : floor;
-            for (int64_t j = 0; j < nj; j++) weight[j] = goal[j] ? 1.0 : other;
+            for (int64_t j = 0; j < nj; j++)
+                weight[j] = goal[j] ? 1.0 : stay_scales ? other * stay_scales[j] : other;
             /* The normal equations J^T W J and J^T W r, block by block: a joint moves
              * with the pelvis's move (I) and with each pivot a carrying it ([p_a - p_j]x). */
             memset(normal, 0, sizeof(double) * na * na);
@@ -1747,8 +1752,11 @@ typedef struct {
     const int64_t *pivots;  /* (n_pivots) rig_ik._PIVOTS */
     const int64_t *carried;  /* (n_pivots x nj) rig_ik._CARRIED */
     const int64_t *hand_arm;  /* (nj x nj) pipeline._HAND_ARM_BONES */
+    const int64_t *moved_limbs;  /* (nj x nj) pipeline._MOVED_LIMBS */
+    const double *stay_scales;  /* (nj) pipeline._LEAST_CHANGE_HOLD */
     int64_t n_pivots, steps;  /* pipeline.LEAST_CHANGE_STEPS */
-    double stay, stay_decay, stay_floor, floor_near, initial_damping, damping_down,
+    double stay, stay_decay;  /* pipeline.LEAST_CHANGE_STAY, LEAST_CHANGE_STAY_DECAY */
+    double stay_floor, floor_near, initial_damping, damping_down,
         damping_up, min_damping, max_damping, min_scale;
     double miss_per_tolerance;  /* MISS_NOTE_M / REACH_TOLERANCE */
     int64_t pull_passes;  /* reach_bounds.PULL_PASSES */
@@ -1834,8 +1842,9 @@ static void moved_goals(int64_t nj, const int64_t *goals, const double *t, const
  * the elbows bent, and ``out``, the answer) leave a goal short, or a dragged hand reached
  * only with its elbow straightened: rig IK from the bent re-aim (a dragged hand's elbow
  * kept) towards the targets, those beyond the rig's reach pulled back onto its bound
- * (reach_bounds.pulled_within), re-aimed again, taken into ``out`` as _reach_rest takes
- * it (``fallback``: not a drag update). Returns 1 where the pose still needs _reach_rest's
+ * (reach_bounds.pulled_within), the other joints held towards ``start`` (a moved goal's
+ * limb where the steps start; the stance harder), re-aimed again, taken into ``out`` as
+ * _reach_rest takes it (``fallback``: not a drag update). Returns 1 where the pose still needs _reach_rest's
  * FABRIK stage (with ``fallback`` only), else 0. */
 static int64_t least_change(const FinishShape *s, const double *start, const int64_t *goals,
                             const double *t, const double *lengths, double tol,
@@ -1844,7 +1853,7 @@ static int64_t least_change(const FinishShape *s, const double *start, const int
     int64_t frozen[RIG_IK_MAX_JOINTS], turning[RIG_IK_MAX_JOINTS];
     double reaim_err[RIG_IK_MAX_JOINTS], err[RIG_IK_MAX_JOINTS], over[RIG_IK_MAX_JOINTS];
     double aims[3 * RIG_IK_MAX_JOINTS], polished[3 * RIG_IK_MAX_JOINTS];
-    double answer[3 * RIG_IK_MAX_JOINTS];
+    double answer[3 * RIG_IK_MAX_JOINTS], rest[3 * RIG_IK_MAX_JOINTS];
     if (s->n_pivots > RIG_IK_MAX_JOINTS) return fallback;
     double reaim_miss = largest_error(nj, out, goals, t, reaim_err);
     double near = tol * s->miss_per_tolerance;
@@ -1890,11 +1899,16 @@ static int64_t least_change(const FinishShape *s, const double *start, const int
         turning[a] = carries && !frozen[s->pivots[a]];
     }
     memcpy(polished, bent, 3 * (size_t)nj * sizeof(double));
+    for (int64_t j = 0; j < nj; j++) {  /* the body held at the start, a moved limb where it is */
+        int64_t limb = 0;
+        for (int64_t h = 0; h < nj; h++) limb |= moved[h] && s->moved_limbs[h * nj + j];
+        memcpy(rest + 3 * j, (limb ? bent : start) + 3 * j, 3 * sizeof(double));
+    }
     double tol2 = tol * tol;
-    if (npe_rig_ik(1, nj, s->parents, s->pivot_of, s->n_pivots, polished, goals, aims, &tol2,
-                   turning, s->steps, s->stay, s->stay_decay, s->stay_floor, s->floor_near,
-                   s->initial_damping, s->damping_down, s->damping_up, s->min_damping,
-                   s->max_damping, s->min_scale) != 0)
+    if (npe_rig_ik(1, nj, s->parents, s->pivot_of, s->n_pivots, polished, goals, aims, rest,
+                   s->stay_scales, &tol2, turning, s->steps, s->stay, s->stay_decay,
+                   s->stay_floor, s->floor_near, s->initial_damping, s->damping_down,
+                   s->damping_up, s->min_damping, s->max_damping, s->min_scale) != 0)
         return fallback;
     reaim_both(s, polished, answer, goals, t, lengths, tol);
     double miss = largest_error(nj, answer, goals, t, err);
