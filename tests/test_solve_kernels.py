@@ -12,11 +12,11 @@ from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions, _Sta
 
 pytestmark = pytest.mark.usefixtures("with_kernels")
 AGREE_M = 1e-9  # the kernels' steps are numpy's, in another order of float operations
-# ... except after the least change (rig IK holding the body towards the start pose), whose
-# damped steps take or refuse a step on differences that small: a start pose moved by 1e-12
-# m moved its answers by up to 1e-7 (ad hoc .dev/sens.py). Its poses agree to the reach
-# tolerance, measured 1e-5.
-LEAST_CHANGE_AGREE_M = pipeline.REACH_TOLERANCE
+# ... except after the least change (rig IK holding the stance towards the start pose),
+# whose damped steps take or refuse a step on differences that small: the pelvis-and-hand
+# drag of these poses (a rig's lengths) moved by 1e-13 m came out up to 5e-5 m apart, by
+# 1e-11 m up to 1.6e-4 (ad hoc .dev/agree.py); the kernel and the stages 1.6e-4 apart there.
+LEAST_CHANGE_AGREE_M = 3e-4
 J = skeleton.JOINT_INDEX
 # The start's properties numpy makes when first read (the start kernel, all at once).
 MADE = ("offset_scales", "rig_lengths", "rig_model", "familiarity", "spans")

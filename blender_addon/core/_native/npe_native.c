@@ -1753,7 +1753,8 @@ typedef struct {
     const int64_t *carried;  /* (n_pivots x nj) rig_ik._CARRIED */
     const int64_t *hand_arm;  /* (nj x nj) pipeline._HAND_ARM_BONES */
     const int64_t *moved_limbs;  /* (nj x nj) pipeline._MOVED_LIMBS */
-    const double *stay_scales;  /* (nj) pipeline._LEAST_CHANGE_HOLD */
+    const int64_t *stance;  /* (nj) pipeline._STANCE */
+    double stance_hold;  /* pipeline.STANCE_HOLD */
     int64_t n_pivots, steps;  /* pipeline.LEAST_CHANGE_STEPS */
     double stay, stay_decay;  /* pipeline.LEAST_CHANGE_STAY, LEAST_CHANGE_STAY_DECAY */
     double stay_floor, floor_near, initial_damping, damping_down,
@@ -1842,9 +1843,9 @@ static void moved_goals(int64_t nj, const int64_t *goals, const double *t, const
  * the elbows bent, and ``out``, the answer) leave a goal short, or a dragged hand reached
  * only with its elbow straightened: rig IK from the bent re-aim (a dragged hand's elbow
  * kept) towards the targets, those beyond the rig's reach pulled back onto its bound
- * (reach_bounds.pulled_within), the other joints held towards ``start`` (a moved goal's
- * limb where the steps start; the stance harder), re-aimed again, taken into ``out`` as
- * _reach_rest takes it (``fallback``: not a drag update). Returns 1 where the pose still needs _reach_rest's
+ * (reach_bounds.pulled_within), the other joints held where the steps start but the
+ * stance, held harder at ``start`` (where a moved goal's limb is not), re-aimed again, taken
+ * into ``out`` as _reach_rest takes it (``fallback``: not a drag update). Returns 1 where the pose still needs _reach_rest's
  * FABRIK stage (with ``fallback`` only), else 0. */
 static int64_t least_change(const FinishShape *s, const double *start, const int64_t *goals,
                             const double *t, const double *lengths, double tol,
@@ -1854,6 +1855,7 @@ static int64_t least_change(const FinishShape *s, const double *start, const int
     double reaim_err[RIG_IK_MAX_JOINTS], err[RIG_IK_MAX_JOINTS], over[RIG_IK_MAX_JOINTS];
     double aims[3 * RIG_IK_MAX_JOINTS], polished[3 * RIG_IK_MAX_JOINTS];
     double answer[3 * RIG_IK_MAX_JOINTS], rest[3 * RIG_IK_MAX_JOINTS];
+    double hold[RIG_IK_MAX_JOINTS];
     if (s->n_pivots > RIG_IK_MAX_JOINTS) return fallback;
     double reaim_miss = largest_error(nj, out, goals, t, reaim_err);
     double near = tol * s->miss_per_tolerance;
@@ -1899,14 +1901,16 @@ static int64_t least_change(const FinishShape *s, const double *start, const int
         turning[a] = carries && !frozen[s->pivots[a]];
     }
     memcpy(polished, bent, 3 * (size_t)nj * sizeof(double));
-    for (int64_t j = 0; j < nj; j++) {  /* the body held at the start, a moved limb where it is */
+    for (int64_t j = 0; j < nj; j++) {  /* the stance held at the start, but a moved limb */
         int64_t limb = 0;
         for (int64_t h = 0; h < nj; h++) limb |= moved[h] && s->moved_limbs[h * nj + j];
-        memcpy(rest + 3 * j, (limb ? bent : start) + 3 * j, 3 * sizeof(double));
+        memcpy(rest + 3 * j, (s->stance[j] && !limb ? start : bent) + 3 * j,
+               3 * sizeof(double));
+        hold[j] = s->stance[j] ? s->stance_hold : 1.0;
     }
     double tol2 = tol * tol;
     if (npe_rig_ik(1, nj, s->parents, s->pivot_of, s->n_pivots, polished, goals, aims, rest,
-                   s->stay_scales, &tol2, turning, s->steps, s->stay, s->stay_decay,
+                   hold, &tol2, turning, s->steps, s->stay, s->stay_decay,
                    s->stay_floor, s->floor_near, s->initial_damping, s->damping_down,
                    s->damping_up, s->min_damping, s->max_damping, s->min_scale) != 0)
         return fallback;
