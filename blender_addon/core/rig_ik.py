@@ -30,8 +30,8 @@ ITERATIONS = 100
 # joints off the goals moved 4.6 and 3.8 cm on average without it, 2.6 and 2.3 with it, the
 # goals reached as often (a decay of 0.8 then; at 0.6 a Live drag update's 20 steps reach
 # what 0.8 reached in 26-35, where at 0.8 no pose of the latency suite's got there in 20).
-# The engine's least change holds the body longer, towards the start pose, in more steps
-# (pipeline.LEAST_CHANGE_STAY_DECAY, LEAST_CHANGE_STEPS).
+# The engine's least change holds the body longer, in more steps, and its stance harder and
+# at the start pose (pipeline.LEAST_CHANGE_STAY_DECAY, LEAST_CHANGE_STEPS, STANCE_HOLD).
 STAY_WEIGHT, STAY_DECAY = 0.1, 0.6
 # ... down to this once a pose is near its goals: with none, a pose whose goals were all
 # but met drifted along turns that hardly move a goal (one pose of the units test, after
