@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blender_addon.core import fabrik, rig_ik, skeleton
+from blender_addon.core import fabrik, pipeline, rig_ik, skeleton
 from tests.synth import rig_reachable_hand_drags
 from tests.test_rigid_branches import BRANCHES, EXACT, branch_shape
 
@@ -16,6 +16,7 @@ J = skeleton.JOINT_INDEX
 # can differ where both sides are equal to rounding; measured 3e-9 m at most on 200 CMU
 # poses (20 steps), 2e-14 median.
 AGREES_M = 1e-7
+REST_OFFSET_M = np.array([0.02, -0.01, 0.015])
 
 
 def _shapes(p: np.ndarray) -> list[np.ndarray]:
@@ -101,6 +102,29 @@ def test_frozen_joints_keep_their_bend_and_free_ends_go_along(poses: np.ndarray)
     assert (err <= TOLERANCE_M).all(), np.sort(err)[-3:]  # measured: all 60
 
 
+@pytest.mark.usefixtures("kernel")  # numpy, then the kernel
+def test_a_stance_held_harder_moves_less_and_the_goals_are_still_met(poses: np.ndarray
+                                                                      ) -> None:
+    """The engine's least change: the pelvis and legs held STANCE_HOLD times harder (and
+    longer, at its decay) move less to reach the same hand goals, every goal still met."""
+    x, mask, t = rig_reachable_hand_drags(poses, seeds=2)
+    goals = mask > 0
+    stance = pipeline._STANCE & ~goals
+    moved = {}
+    for name, scale in (("even", None), ("stance", pipeline._LEAST_CHANGE_HOLD)):
+        out = rig_ik.solve(x, goals, t, TOLERANCE_M, pipeline.LEAST_CHANGE_STEPS,
+                           pipeline.LEAST_CHANGE_STAY, pipeline.LEAST_CHANGE_STAY_DECAY,
+                           rest=x, stay_scale=scale)
+        err = np.where(goals, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
+        assert (err <= TOLERANCE_M).all(), np.sort(err)[-3:]  # measured: all 60
+        moved[name] = np.linalg.norm(out - x, axis=-1)[stance].mean()
+    # measured 0.78 -> 0.44 cm
+    assert moved["stance"] < STANCE_SHARE * moved["even"], moved
+
+
+STANCE_SHARE = 0.7
+
+
 @pytest.mark.usefixtures("with_kernels")
 def test_the_kernel_takes_the_numpy_steps(poses: np.ndarray) -> None:
     """The same poses, goals and options through the compiled kernel and the numpy code,
@@ -110,11 +134,16 @@ def test_the_kernel_takes_the_numpy_steps(poses: np.ndarray) -> None:
     starts, goals, targets = rig_reachable_hand_drags(poses, 6)
     frozen = np.zeros(goals.shape, dtype=bool)
     frozen[::2, J["l_forearm"]] = True
-    for iterations, stay in ((20, rig_ik.STAY_WEIGHT), (rig_ik.ITERATIONS, 0.0)):
+    # ... and as the least change holds the body: towards another pose (here the start moved
+    # by REST_OFFSET_M), the stance harder
+    rest, scale = starts + REST_OFFSET_M, pipeline._LEAST_CHANGE_HOLD
+    for iterations, stay, held in ((20, rig_ik.STAY_WEIGHT, {}), (rig_ik.ITERATIONS, 0.0, {}),
+                                   (pipeline.LEAST_CHANGE_STEPS, pipeline.LEAST_CHANGE_STAY,
+                                    {"rest": rest, "stay_scale": scale})):
         got = rig_ik.solve(starts, goals, targets, TOLERANCE_M, iterations, stay,
-                           frozen=frozen)
+                           frozen=frozen, **held)
         with native.switched_off():
             want = rig_ik.solve(starts, goals, targets, TOLERANCE_M, iterations, stay,
-                                frozen=frozen)
+                                frozen=frozen, **held)
         assert np.abs(got - starts).max() > 0.05  # they moved
         np.testing.assert_allclose(got, want, rtol=0, atol=AGREES_M)
