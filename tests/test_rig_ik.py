@@ -113,8 +113,8 @@ def test_a_stance_held_harder_moves_less_and_the_goals_are_still_met(poses: np.n
     moved = {}
     for name, scale in (("even", None), ("stance", pipeline._LEAST_CHANGE_HOLD)):
         out = rig_ik.solve(x, goals, t, TOLERANCE_M, pipeline.LEAST_CHANGE_STEPS,
-                           pipeline.LEAST_CHANGE_STAY, pipeline.LEAST_CHANGE_STAY_DECAY,
-                           rest=x, stay_scale=scale)
+                           stay_decay=pipeline.LEAST_CHANGE_STAY_DECAY, rest=x,
+                           stay_scale=scale)
         err = np.where(goals, np.linalg.norm(out - t, axis=-1), 0.0).max(axis=1)
         assert (err <= TOLERANCE_M).all(), np.sort(err)[-3:]  # measured: all 60
         moved[name] = np.linalg.norm(out - x, axis=-1)[stance].mean()
@@ -138,7 +138,7 @@ def test_the_kernel_takes_the_numpy_steps(poses: np.ndarray) -> None:
     # by REST_OFFSET_M), the stance harder
     rest, scale = starts + REST_OFFSET_M, pipeline._LEAST_CHANGE_HOLD
     for iterations, stay, held in ((20, rig_ik.STAY_WEIGHT, {}), (rig_ik.ITERATIONS, 0.0, {}),
-                                   (pipeline.LEAST_CHANGE_STEPS, pipeline.LEAST_CHANGE_STAY,
+                                   (pipeline.LEAST_CHANGE_STEPS, rig_ik.STAY_WEIGHT,
                                     {"rest": rest, "stay_scale": scale})):
         got = rig_ik.solve(starts, goals, targets, TOLERANCE_M, iterations, stay,
                            frozen=frozen, **held)

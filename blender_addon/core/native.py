@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
 SOURCE = LIBRARY_DIR / "npe_native.c"
-ABI_VERSION = 6  # npe_native.c's NPE_ABI_VERSION
+ABI_VERSION = 7  # npe_native.c's NPE_ABI_VERSION
 SWITCH = "NPE_NATIVE"  # "0": numpy only
 # (sys.platform, machine) -> the build's platform name (as build_addon.py names them), file.
 PLATFORMS = {

@@ -119,7 +119,7 @@ MISS_NOTE_M = 1e-3
 # rig pose reaches (other held ends pulling against them) run all of them, about 0.7 ms
 # each.
 LEAST_CHANGE_STEPS = 40
-# The least change holds the other joints where its steps start with LEAST_CHANGE_STAY,
+# The least change holds the other joints where its steps start with rig_ik.STAY_WEIGHT,
 # shrinking by LEAST_CHANGE_STAY_DECAY a step (longer than rig IK's own STAY_DECAY: while the
 # goals come near), and the stance, pelvis and legs, STANCE_HOLD times harder at the start
 # pose the user had (the hips and legs need not join a reach; classic FABRIK never moves the
@@ -133,7 +133,7 @@ LEAST_CHANGE_STEPS = 40
 # Bandai Namco poses: 5.50 -> 5.70 cm; 5.64 as built), and with the dragged arm held there
 # too, a hand dragged out past its reach with the other ends held swung its elbow back, the
 # shown pose jumping by up to 36x the hand's step between two drag updates (5.7x as built).
-LEAST_CHANGE_STAY, LEAST_CHANGE_STAY_DECAY = 0.1, 0.8
+LEAST_CHANGE_STAY_DECAY = 0.8
 STANCE_HOLD = 3.0
 SHORT_MARK = "short of its target"  # every note of a missed effector the bound did not name
 _FREE_FEET = "turn Keep Planted Feet off"  # what frees the planted feet, in the panel's words
@@ -173,7 +173,7 @@ _MOVED_LIMBS[exact_reach._END, exact_reach._START] = 1.0
 # The stance: the joints the least change holds at the start pose, STANCE_HOLD times harder.
 _STANCE = np.isin(np.arange(skeleton.NUM_JOINTS), skeleton.joint_indices(
     ["pelvis", *(f"{side}_{j}" for side in "lr" for j in ("thigh", "shin", "foot", "toe"))]))
-_LEAST_CHANGE_HOLD = np.where(_STANCE, STANCE_HOLD, 1.0)  # each joint's, over LEAST_CHANGE_STAY
+_LEAST_CHANGE_HOLD = np.where(_STANCE, STANCE_HOLD, 1.0)  # each joint's, over STAY_WEIGHT
 # Start poses whose preparation (:class:`_Start`) a single-pose solve keeps: a drag solves
 # the same start pose on every update, a few of them while the user switches characters.
 START_CACHE_SIZE = 4
@@ -186,7 +186,7 @@ _SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIG
 _SOLVE_REQUEST = SolveRequest(_ANKLES, _TOES, _TRUNK, REACH_TOLERANCE, MOVED_M)
 _SOLVE_END = SolveEnd(_NETWORK_STRAIGHTEST, _HAND_GOALS, _ARM_STRAIGHTEST, MOVED_M,
                       REACH_TOLERANCE, MISS_NOTE_M, _HAND_ARM_BONES, _MOVED_LIMBS,
-                      _STANCE, STANCE_HOLD, LEAST_CHANGE_STEPS, LEAST_CHANGE_STAY,
+                      _STANCE, _LEAST_CHANGE_HOLD, LEAST_CHANGE_STEPS,
                       LEAST_CHANGE_STAY_DECAY)
 
 
@@ -1135,7 +1135,7 @@ def _reach_rest(out: np.ndarray, bent: np.ndarray, reaimed: np.ndarray, start: n
         # (A dragged hand's arm bones: its elbow's bend kept; its wrist turns nothing.)
         polished = rig_ik.solve(bent[left], goals, aims, tol,
                                 LEAST_CHANGE_STEPS if use_fabrik else rig_ik.ITERATIONS,
-                                LEAST_CHANGE_STAY, LEAST_CHANGE_STAY_DECAY,
+                                stay_decay=LEAST_CHANGE_STAY_DECAY,
                                 frozen=dragged_hands[left] @ _HAND_ARM_BONES > 0,
                                 rest=np.where((_STANCE & (moved[left] @ _MOVED_LIMBS == 0))
                                               [..., None], start[left], bent[left]),

@@ -304,7 +304,7 @@ class _FinishShape(ctypes.Structure):
                 ("reach_pairs", _P), ("reach_segments", _P), ("n_reach_pairs", _I),
                 ("reach_width", _I), ("miss_note", _D), ("pivot_of", _P), ("pivots", _P),
                 ("carried", _P), ("hand_arm", _P), ("moved_limbs", _P), ("stance", _P),
-                ("stance_hold", _D), ("n_pivots", _I), ("steps", _I),
+                ("hold", _P), ("n_pivots", _I), ("steps", _I),
                 *((name, _D) for name in (
                     "stay", "stay_decay", "stay_floor", "floor_near", "initial_damping",
                     "damping_down", "damping_up", "min_damping", "max_damping", "min_scale",
@@ -333,12 +333,12 @@ class SolveEnd:
     def __init__(self, network_straightest: np.ndarray, hand_goals: np.ndarray,
                  arm_straightest: float, moved_m: float, reach_tolerance: float,
                  miss_note: float, hand_arm: np.ndarray, moved_limbs: np.ndarray,
-                 stance: np.ndarray, stance_hold: float, least_change_steps: int,
-                 least_change_stay: float, least_change_stay_decay: float) -> None:
+                 stance: np.ndarray, hold: np.ndarray, least_change_steps: int,
+                 least_change_stay_decay: float) -> None:
         self._keep = [np.ascontiguousarray(a, dtype=t) for a, t in (
             (network_straightest, np.float64), (hand_goals, np.int64),
             (rig_ik._PIVOTS, np.int64), (rig_ik._CARRIED, np.int64), (hand_arm, np.int64),
-            (moved_limbs, np.int64), (stance, np.int64))]
+            (moved_limbs, np.int64), (stance, np.int64), (hold, np.float64))]
         tables = rigid_branches._NATIVE_ARRAYS
         self._shape = _FinishShape(
             NUM_JOINTS, native.address(native.SKELETON_PARENTS), native.address(tables[0]),
@@ -351,8 +351,8 @@ class SolveEnd:
             moved_m, moved_m / reach_tolerance, *reach_bounds._NATIVE_TABLES,
             len(reach_bounds._NATIVE_PAIRS), reach_bounds._NATIVE_SEGMENTS.shape[1],
             miss_note, native.address(rig_ik._NATIVE_PIVOT_OF),
-            *(native.address(a) for a in self._keep[2:]), stance_hold, len(rig_ik._PIVOTS),
-            least_change_steps, least_change_stay, least_change_stay_decay,
+            *(native.address(a) for a in self._keep[2:]), len(rig_ik._PIVOTS),
+            least_change_steps, rig_ik.STAY_WEIGHT, least_change_stay_decay,
             rig_ik.STAY_FLOOR,
             rig_ik.FLOOR_NEAR, rig_ik._INITIAL_DAMPING, rig_ik._DAMPING_DOWN,
             rig_ik._DAMPING_UP, rig_ik._MIN_DAMPING, rig_ik._MAX_DAMPING, rig_ik._MIN_SCALE,

@@ -22,7 +22,7 @@
 #endif
 
 /* Bumped whenever a signature changes: the loader refuses a library of another version. */
-#define NPE_ABI_VERSION 6
+#define NPE_ABI_VERSION 7
 /* quaternions.EPS: vectors shorter than this have no direction (the loader checks it). */
 #define EPS 1e-12
 
@@ -1754,9 +1754,9 @@ typedef struct {
     const int64_t *hand_arm;  /* (nj x nj) pipeline._HAND_ARM_BONES */
     const int64_t *moved_limbs;  /* (nj x nj) pipeline._MOVED_LIMBS */
     const int64_t *stance;  /* (nj) pipeline._STANCE */
-    double stance_hold;  /* pipeline.STANCE_HOLD */
+    const double *hold;  /* (nj) pipeline._LEAST_CHANGE_HOLD */
     int64_t n_pivots, steps;  /* pipeline.LEAST_CHANGE_STEPS */
-    double stay, stay_decay;  /* pipeline.LEAST_CHANGE_STAY, LEAST_CHANGE_STAY_DECAY */
+    double stay, stay_decay;  /* rig_ik.STAY_WEIGHT, pipeline.LEAST_CHANGE_STAY_DECAY */
     double stay_floor, floor_near, initial_damping, damping_down,
         damping_up, min_damping, max_damping, min_scale;
     double miss_per_tolerance;  /* MISS_NOTE_M / REACH_TOLERANCE */
@@ -1855,7 +1855,6 @@ static int64_t least_change(const FinishShape *s, const double *start, const int
     double reaim_err[RIG_IK_MAX_JOINTS], err[RIG_IK_MAX_JOINTS], over[RIG_IK_MAX_JOINTS];
     double aims[3 * RIG_IK_MAX_JOINTS], polished[3 * RIG_IK_MAX_JOINTS];
     double answer[3 * RIG_IK_MAX_JOINTS], rest[3 * RIG_IK_MAX_JOINTS];
-    double hold[RIG_IK_MAX_JOINTS];
     if (s->n_pivots > RIG_IK_MAX_JOINTS) return fallback;
     double reaim_miss = largest_error(nj, out, goals, t, reaim_err);
     double near = tol * s->miss_per_tolerance;
@@ -1906,11 +1905,10 @@ static int64_t least_change(const FinishShape *s, const double *start, const int
         for (int64_t h = 0; h < nj; h++) limb |= moved[h] && s->moved_limbs[h * nj + j];
         memcpy(rest + 3 * j, (s->stance[j] && !limb ? start : bent) + 3 * j,
                3 * sizeof(double));
-        hold[j] = s->stance[j] ? s->stance_hold : 1.0;
     }
     double tol2 = tol * tol;
     if (npe_rig_ik(1, nj, s->parents, s->pivot_of, s->n_pivots, polished, goals, aims, rest,
-                   hold, &tol2, turning, s->steps, s->stay, s->stay_decay,
+                   s->hold, &tol2, turning, s->steps, s->stay, s->stay_decay,
                    s->stay_floor, s->floor_near, s->initial_damping, s->damping_down,
                    s->damping_up, s->min_damping, s->max_damping, s->min_scale) != 0)
         return fallback;
