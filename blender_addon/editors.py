@@ -44,9 +44,9 @@ def forget(obj_name: str | None = None) -> None:
         del _EDITORS[key]
 
 
-def solve_options(scene: bpy.types.Scene) -> SolveOptions:
-    """The panel's solve options (its defaults are :class:`SolveOptions`' own)."""
-    s = scene.npe
+def solve_options(obj: bpy.types.Object) -> SolveOptions:
+    """The character's solve options (their defaults are :class:`SolveOptions`' own)."""
+    s = obj.npe
     return SolveOptions(solver=s.solver, combine=s.combine, refine_steps=s.refine_steps,
                         fix_lengths=s.fix_lengths, keep_details=s.keep_details,
                         keep_planted_feet=s.keep_planted_feet, body_follow=s.body_follow)

@@ -80,7 +80,7 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     mw = rig_io.world_matrix(obj)
     targets = empties.targets(state.effectors, empty_matrices, mw)
     requests = state.requests
-    options = editors.solve_options(scene)
+    options = editors.solve_options(obj)
     skipped = not refine and options.refine_steps > 0 and options.solver != "classic"
     if skipped:
         options = replace(options, refine_steps=0)
@@ -134,7 +134,7 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     if models is not None:  # what the user sees
         metric_requests.measure_joints(scene, obj, info, seen)
         before = {k: float(v[0]) for k, v in editor.metric_values(start[None]).items()}
-        notes += metric_requests.shortfalls(scene, requests, before)
+        notes += metric_requests.shortfalls(obj, requests, before)
     parts = []
     if targets:
         parts.append(f"{len(targets)} effector(s), largest miss "
@@ -276,9 +276,7 @@ def reset_edits(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
         notes.append(f"{why}: the pose shown is kept as the new base, and the effectors are "
                      "back on their joints")
     empties.snap(obj, info)
-    with updates_suspended():
-        for item in scene.npe.metrics:
-            item.enabled = False
+    metric_requests.switch_off(obj)
     return Outcome(message, notes)
 
 
@@ -301,16 +299,14 @@ def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyG
     if is_suspended():
         return
     scene = context.scene
-    try:
-        obj = mapped_rig.armature_from_context(context)
-    except EditError as exc:
-        STATUS["metrics"] = str(exc)
+    obj = item.id_data  # the character whose request this is
+    if not isinstance(obj, bpy.types.Object) or obj.type != "ARMATURE" or obj.mode == "EDIT":
         return
     try:
         if enabled_changed and item.enabled:
             metric_requests.measure(scene, obj)
             with updates_suspended():  # start from the measured value: no jump
-                setattr(item, item.value_prop, item.measured)
+                item.set_requested(item.measured)
             STATUS.pop("metrics", None)
             return
         with busy():
@@ -327,14 +323,19 @@ def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyG
 
 def model_set_changed(context: bpy.types.Context) -> None:
     """A new model set: load it (this is where a bad folder is found) and list its
-    metrics, or clear the list and say why."""
+    metrics on every character that lists them, or clear those lists and say why."""
     scene = context.scene
     kept.invalidate()
+    characters = [o for o in scene.objects if o.type == "ARMATURE" and
+                  (o.npe.metrics or o.data.npe_mapping.joints)]
     try:
-        metric_requests.sync_metrics(scene, model_sets.load(scene))
+        models = model_sets.load(scene)
     except EditError as exc:
-        scene.npe.metrics.clear()
-        scene.npe.metrics_folder = ""
+        for obj in characters:
+            obj.npe.metrics.clear()
+            obj.npe.metrics_folder = ""
         STATUS["models"] = str(exc)
     else:
+        for obj in characters:
+            metric_requests.sync_metrics(obj, models)
         STATUS.pop("models", None)

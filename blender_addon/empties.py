@@ -214,11 +214,19 @@ def add(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
     return added, existing
 
 
-def snap(obj: bpy.types.Object, info: rig_io.RigInfo) -> None:
-    """Move every effector empty back onto its joint as shown (orientation too)."""
+def is_animated(empty: bpy.types.Object) -> bool:
+    """An empty with an action: the animator keyed where it goes."""
+    anim = empty.animation_data
+    return anim is not None and anim.action is not None
+
+
+def snap(obj: bpy.types.Object, info: rig_io.RigInfo, animated: bool = True) -> None:
+    """Move every effector empty back onto its joint as shown (orientation too);
+    ``animated`` False leaves the empties the animator keyed where their keys put them."""
     locs, rots = _joint_frames(obj, info)
     for item in obj.npe.effectors:
-        if item.empty is None or item.joint not in JOINT_INDEX:
+        if item.empty is None or item.joint not in JOINT_INDEX \
+                or (not animated and is_animated(item.empty)):
             continue
         j = JOINT_INDEX[item.joint]
         item.empty.matrix_world = _world_matrix(locs[j], rots[j])

@@ -74,7 +74,7 @@ def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
             return
         # Refine While Dragging off: a drag skips latent refinement, the pause adds it.
         outcome = edits.edit_with(scene, obj, state, empty_matrices, allow_nothing=True,
-                                  live=True, refine=not moved_only or scene.npe.live_refine)
+                                  live=True, refine=not moved_only or obj.npe.live_refine)
         if outcome.deferred:
             pause_later(scene, obj)
     except EditError as exc:

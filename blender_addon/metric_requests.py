@@ -15,9 +15,10 @@ from .errors import EditError
 from .guard import updates_suspended
 
 
-def sync_metrics(scene: bpy.types.Scene, models: ModelSet) -> None:
-    """One request item per metric of the model set (kept when the set is unchanged)."""
-    s = scene.npe
+def sync_metrics(obj: bpy.types.Object, models: ModelSet) -> None:
+    """The character's request items: one per metric of the model set (kept when the set
+    is unchanged)."""
+    s = obj.npe
     names = list(models.metrics)
     if s.metrics_folder == str(models.folder) and [m.name for m in s.metrics] == names:
         return
@@ -31,13 +32,23 @@ def sync_metrics(scene: bpy.types.Scene, models: ModelSet) -> None:
             item.description = spec.description
             item.unit = spec.unit
             lo, hi = module.value_range or (0.0, 0.0)
-            setattr(item, item.value_prop, 0.5 * (lo + hi))
+            item.set_requested(0.5 * (lo + hi))
         s.metrics_folder = str(models.folder)
 
 
-def requested_metrics(scene: bpy.types.Scene) -> dict[str, float]:
-    """The enabled metric requests: name -> requested value (rig units)."""
-    return {m.name: m.requested for m in scene.npe.metrics if m.enabled}
+def requested_metrics(obj: bpy.types.Object) -> dict[str, float]:
+    """The character's enabled metric requests: name -> requested value (rig units)."""
+    return {m.name: m.requested for m in obj.npe.metrics if m.enabled}
+
+
+def switch_off(obj: bpy.types.Object) -> int:
+    """Switch the character's requests off (their sliders' updates do not run); returns
+    how many were on."""
+    on = [m for m in obj.npe.metrics if m.enabled]
+    with updates_suspended():
+        for item in on:
+            item.enabled = False
+    return len(on)
 
 
 # A request the solved pose, as the rig shows it, misses (short of it or past it) by more
@@ -57,13 +68,13 @@ def off_tolerance(item: bpy.types.PropertyGroup, requested: float, before: float
     return min(OFF_REQUEST * span, max(OFF_SHARE * abs(requested - before), OFF_FLOOR * span))
 
 
-def shortfalls(scene: bpy.types.Scene, requests: dict[str, float],
+def shortfalls(obj: bpy.types.Object, requests: dict[str, float],
                before: dict[str, float]) -> list[str]:
     """A note for each request the measured pose (see :func:`store_measured`) misses;
     ``before``: each metric's value before the edit (rig units), so a small request is
     judged by the change it asked for."""
     notes = []
-    for item in scene.npe.metrics:
+    for item in obj.npe.metrics:
         if item.name not in requests or not item.has_measured:
             continue
         miss = requests[item.name] - item.measured
@@ -83,14 +94,14 @@ def check_requests(requests: dict[str, float], models: ModelSet) -> None:
                         "Reload Models in the Neural Pose panel")
 
 
-def store_measured(scene: bpy.types.Scene, models: ModelSet, editor: PoseEditor,
+def store_measured(obj: bpy.types.Object, models: ModelSet, editor: PoseEditor,
                    positions_core: np.ndarray) -> None:
     """Measure every metric on a pose (21, 3) in the rig's units and show it in the
-    panel, with the range the models know on this rig."""
-    sync_metrics(scene, models)
+    character's panel, with the range the models know on this rig."""
+    sync_metrics(obj, models)
     values = editor.metric_values(positions_core[None])
     ranges = editor.metric_ranges(positions_core[None])
-    for item in scene.npe.metrics:
+    for item in obj.npe.metrics:
         if item.name in values:
             item.measured = float(values[item.name][0])
             item.has_measured = True
@@ -114,7 +125,7 @@ def measure_joints(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     except EditError:
         return
     mw = rig_io.world_matrix(obj)
-    store_measured(scene, models, editors.editor_for(obj, info, models),
+    store_measured(obj, models, editors.editor_for(obj, info, models),
                    rig_io.armature_to_core(mw, joints))
 
 
@@ -123,5 +134,5 @@ def measure(scene: bpy.types.Scene, obj: bpy.types.Object) -> dict[str, float]:
     info = mapped_rig.rig_for(obj)
     model_sets.load(scene)  # a missing set is an error here
     measure_pose(scene, obj, info, rig_io.read_pose(obj, info))
-    return {m.name: m.measured for m in scene.npe.metrics}
+    return {m.name: m.measured for m in obj.npe.metrics}
 

@@ -1,12 +1,12 @@
 """The N-panel (View3D › Sidebar › Neural Pose): drawing only, nothing computed here
 beyond cheap lookups; measured metric values come from operators and the live handler."""
 
+import math
 import textwrap
 
 import bpy
 
 CATEGORY = "Neural Pose"
-UNITS = {"deg": "°", "m": " m"}
 CLOSED = {"DEFAULT_CLOSED"}  # bl_options of sub-panels folded at first
 # Wrapping a status message: the UI font's mean character width and an icon's, in pixels
 # at UI scale 1; the sidebar's default width where no region is drawn in; the fewest
@@ -128,6 +128,7 @@ class NPE_PT_rig_joints(_Panel, bpy.types.Panel):
         return _armature(context) is not None
 
     def draw(self, context: bpy.types.Context) -> None:
+        from .core.skeleton import JOINT_LABELS
         from .rig_io import TOE_FOOT
 
         layout = self.layout
@@ -141,8 +142,8 @@ class NPE_PT_rig_joints(_Panel, bpy.types.Panel):
             row = col.row(align=True)
             bad = item.bone not in obj.data.bones if item.bone else item.joint not in TOE_FOOT
             row.alert = bad
-            row.prop_search(item, "bone", obj.data, "bones", text=item.joint,
-                            icon="BONE_DATA")
+            row.prop_search(item, "bone", obj.data, "bones",
+                            text=JOINT_LABELS.get(item.joint, item.joint), icon="BONE_DATA")
 
 
 class NPE_UL_effectors(bpy.types.UIList):
@@ -152,10 +153,13 @@ class NPE_UL_effectors(bpy.types.UIList):
                   _data: bpy.types.AnyType, item: bpy.types.AnyType, _icon: int,
                   _active_data: bpy.types.AnyType, _active_prop: str, _index: int = 0,
                   _flt_flag: int = 0) -> None:
+        from .core.skeleton import JOINT_LABELS
+
         lost = item.empty is None or context.scene.objects.get(item.empty.name) is None
         row = layout.row(align=True)
         row.alert = lost
-        row.label(text=item.joint + ("  (empty deleted)" if lost else ""),
+        name = JOINT_LABELS.get(item.joint, item.joint)
+        row.label(text=name + ("  (empty deleted)" if lost else ""),
                   icon="ERROR" if lost else "EMPTY_AXIS")
         row.prop(item, "weight", text="", slider=True)
         row.prop(item, "pin", text="", icon="PINNED" if item.pin else "UNPINNED")
@@ -187,13 +191,44 @@ class NPE_PT_solve(_Panel, bpy.types.Panel):
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
-        settings = context.scene.npe
+        scene = context.scene.npe
         row = layout.row(align=True)
         row.scale_y = 1.3
-        row.prop(settings, "live", toggle=True, icon="PLAY" if not settings.live else "PAUSE",
-                 text="Live" if not settings.live else "Live (on)")
+        row.prop(scene, "live", toggle=True, icon="PLAY" if not scene.live else "PAUSE",
+                 text="Live" if not scene.live else "Live (on)")
         row.operator("npe.solve", icon="CON_KINEMATIC")
+        obj = _armature_or_hint(layout, context)
+        if obj is None:
+            return
+        settings = obj.npe
         col = layout.column()
+        col.use_property_split = True
+        col.use_property_decorate = False
+        sub = col.column()
+        sub.active = settings.solver != "classic"
+        sub.prop(settings, "body_follow", slider=True)
+        sub.prop(settings, "keep_planted_feet")
+        row = layout.row(align=True)
+        row.operator("npe.clean_pose", icon="BRUSH_DATA")
+        row.operator("npe.reset_edits", icon="LOOP_BACK")
+        layout.operator("npe.insert_keyframe", icon="KEY_HLT")
+        _status(layout, obj.name, context)
+
+
+class NPE_PT_solve_advanced(_Panel, bpy.types.Panel):
+    """The solver's expert options: most animators never need them."""
+
+    bl_label = "Advanced"
+    bl_parent_id = "NPE_PT_solve"
+    bl_options = CLOSED
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return _armature(context) is not None
+
+    def draw(self, context: bpy.types.Context) -> None:
+        settings = _armature(context).npe
+        col = self.layout.column()
         col.use_property_split = True
         col.use_property_decorate = False
         col.prop(settings, "solver")
@@ -202,17 +237,21 @@ class NPE_PT_solve(_Panel, bpy.types.Panel):
         sub.prop(settings, "combine")
         sub.prop(settings, "refine_steps")
         sub.prop(settings, "live_refine")
-        sub.prop(settings, "body_follow", slider=True)
-        sub.prop(settings, "keep_planted_feet")
         sub.prop(settings, "keep_details")
         col.prop(settings, "fix_lengths")
-        row = layout.row(align=True)
-        row.operator("npe.clean_pose", icon="BRUSH_DATA")
-        row.operator("npe.reset_edits", icon="LOOP_BACK")
-        layout.operator("npe.insert_keyframe", icon="KEY_HLT")
-        obj = _armature(context)
-        if obj is not None:
-            _status(layout, obj.name, context)
+
+
+def shown_value(context: bpy.types.Context, unit: str, value: float) -> str:
+    """A metric's value (degrees or world units) as the scene's unit settings show it."""
+    units = context.scene.unit_settings
+    if unit == "deg":
+        if units.system_rotation == "RADIANS":
+            return f"{math.radians(value):.3f} rad"
+        return f"{value:.1f}°"
+    if units.system == "NONE":
+        return f"{value:.3f}"
+    return bpy.utils.units.to_string(units.system, "LENGTH", value * units.scale_length,
+                                     precision=3)
 
 
 class NPE_PT_metrics(_Panel, bpy.types.Panel):
@@ -221,7 +260,10 @@ class NPE_PT_metrics(_Panel, bpy.types.Panel):
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
-        settings = context.scene.npe
+        obj = _armature_or_hint(layout, context)
+        if obj is None:
+            return
+        settings = obj.npe
         if not settings.metrics:
             layout.operator("npe.load_models", text="Load Models", icon="FILE_REFRESH")
             return
@@ -232,18 +274,18 @@ class NPE_PT_metrics(_Panel, bpy.types.Panel):
             sub = row.row(align=True)
             sub.active = item.enabled
             sub.prop(item, item.value_prop, text=item.label, slider=True)
-            unit = UNITS.get(item.unit, "")
-            shown = f"{item.measured:.1f}{unit}" if item.unit == "deg" else \
-                f"{item.measured:.2f}{unit}"
             value = row.row(align=True)
             value.ui_units_x = 3.5
-            value.label(text=shown if item.has_measured else "–")
-            if item.enabled and item.range_max > item.range_min:
-                digits = 0 if item.unit == "deg" else 2
-                hint = col.row()
+            value.label(text=shown_value(context, item.unit, item.measured)
+                        if item.has_measured else "–")
+            if item.enabled:
+                hint = col.column(align=True)
                 hint.active = False
-                hint.label(text=f"    models know {item.range_min:.{digits}f} to "
-                                f"{item.range_max:.{digits}f}{unit} on this rig")
+                hint.label(text=f"    {item.description}")
+                if item.range_max > item.range_min:
+                    lo, hi = (shown_value(context, item.unit, v)
+                              for v in (item.range_min, item.range_max))
+                    hint.label(text=f"    models know {lo} to {hi} on this rig")
         row = layout.row(align=True)
         row.operator("npe.apply_metrics", icon="CHECKMARK")
         row.operator("npe.measure", icon="DRIVER_DISTANCE")
@@ -289,6 +331,7 @@ CLASSES = (
     NPE_PT_rig_joints,
     NPE_PT_effectors,
     NPE_PT_solve,
+    NPE_PT_solve_advanced,
     NPE_PT_metrics,
     NPE_PT_propagate,
 )

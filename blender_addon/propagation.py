@@ -149,11 +149,11 @@ def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
                    progress: Callable[[int], None] = lambda _step: None) -> Outcome:
     """Edit the action around the current frame with the current effectors and requests."""
     info = mapped_rig.rig_for(obj)
-    options = editors.solve_options(scene)
+    options = editors.solve_options(obj)
     if options.solver == "classic":
         raise EditError("Propagation blends the models' pose codes: pick a Neural solver")
     targets = empties.read(scene, obj, info, depsgraph)
-    requests = metric_requests.requested_metrics(scene)
+    requests = metric_requests.requested_metrics(obj)
     if not targets and not requests:
         raise EditError("Nothing to propagate: add effectors or enable a metric request")
     if rig_keys.channelbag(obj) is None:

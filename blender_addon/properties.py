@@ -1,11 +1,18 @@
-"""Property groups: the rig mapping (armature data), the edit session (armature object),
-effector tags (empties) and the scene's solver, metric and propagation settings.
+"""Property groups: the rig mapping (armature data), each character's edit session, solve
+options and metric requests (armature object), effector tags (empties) and the scene's
+model set, Live toggle and propagation settings.
+
+Every property of an object or armature is library-overridable (:func:`_overridable`,
+applied to every class at registration), so a character linked from another file with a
+library override can be mapped, posed and keyed.
 
 Everything the add-on remembers lives here, in Blender data, so it is saved with the file
 and restored by undo; module-level state only caches what can be rebuilt from it.
 Update callbacks stay thin: they call :mod:`.state`, :mod:`.edits`, :mod:`.model_sets`
 and :mod:`.live`.
 """
+
+import math
 
 import bpy
 from bpy.props import (
@@ -196,24 +203,6 @@ class NPE_BoneValues(PropertyGroup):
         size=7)
 
 
-class NPE_ObjectSettings(PropertyGroup):
-    """Per object: an armature's effectors and edit session, or an empty's effector tag."""
-
-    effectors: CollectionProperty(type=NPE_Effector, description="Effectors of this armature")
-    active_effector: IntProperty(name="Active Effector", description="Selected effector row")
-    base_pose: CollectionProperty(
-        type=NPE_BoneValues,
-        description="The pose every edit starts from (mapped bones), taken when the edit "
-        "session starts",
-    )
-    base_frame: IntProperty(name="Base Frame", description="Frame the base pose was taken at")
-    effector_of: PointerProperty(
-        type=bpy.types.Object,
-        name="Effector Of",
-        description="For an effector empty: the armature it drives",
-    )
-
-
 # --------------------------------------------------------------------------- metrics
 
 
@@ -237,13 +226,16 @@ class NPE_MetricRequest(PropertyGroup):
         "the effectors and the other requests)",
         update=_request_toggled,
     )
+    # Shown in the scene's units: an angle is stored in radians (Blender's ANGLE subtype,
+    # degrees or radians as the scene says), a distance in world units (LENGTH).
     angle: FloatProperty(
-        name="Requested Angle", description="Requested value, in degrees",
-        soft_min=0.0, soft_max=ANGLE_SOFT_MAX, precision=1, update=_request_edited)
+        name="Requested Angle", description="The angle this metric should take",
+        subtype="ANGLE", unit="ROTATION", soft_min=0.0, soft_max=math.radians(ANGLE_SOFT_MAX),
+        precision=1, update=_request_edited)
     distance: FloatProperty(
-        name="Requested Distance", description="Requested value, in the rig's own metres "
-        "(world units, its proportions and scale)", soft_min=0.0,
-        soft_max=DISTANCE_SOFT_MAX, precision=3, update=_request_edited)
+        name="Requested Distance", description="The distance this metric should take, on "
+        "the rig as it is (its proportions and scale)", subtype="DISTANCE", unit="LENGTH",
+        soft_min=0.0, soft_max=DISTANCE_SOFT_MAX, precision=3, update=_request_edited)
 
     @property
     def value_prop(self) -> str:
@@ -252,7 +244,101 @@ class NPE_MetricRequest(PropertyGroup):
 
     @property
     def requested(self) -> float:
-        return float(getattr(self, self.value_prop))
+        """The requested value in the engine's units (degrees or rig metres)."""
+        value = float(getattr(self, self.value_prop))
+        return math.degrees(value) if self.unit == "deg" else value
+
+    def set_requested(self, value: float) -> None:
+        """Set the request from a value in the engine's units (runs the slider's update)."""
+        setattr(self, self.value_prop, math.radians(value) if self.unit == "deg" else value)
+
+
+class NPE_ObjectSettings(PropertyGroup):
+    """Per object: an armature's effectors and edit session, or an empty's effector tag."""
+
+    effectors: CollectionProperty(type=NPE_Effector, description="Effectors of this armature")
+    active_effector: IntProperty(name="Active Effector", description="Selected effector row")
+    base_pose: CollectionProperty(
+        type=NPE_BoneValues,
+        description="The pose every edit starts from (mapped bones), taken when the edit "
+        "session starts",
+    )
+    base_frame: IntProperty(name="Base Frame", description="Frame the base pose was taken at")
+    effector_of: PointerProperty(
+        type=bpy.types.Object,
+        name="Effector Of",
+        description="For an effector empty: the armature it drives",
+    )
+    # The character's own solve options and metric requests (two characters in one scene
+    # never share them).
+    solver: EnumProperty(
+        name="Solver",
+        description="What moves the joints to the effectors",
+        items=(
+            ("universal", "Neural", "One learned solver for any set of effectors"),
+            ("chained", "Neural Chained", "The learned hands, feet and head solvers in turn"),
+            ("classic", "Classic FABRIK", "Plain full-body FABRIK, no learned prior"),
+        ),
+        default=_SOLVE.solver,
+    )
+    combine: EnumProperty(
+        name="Blend Requests",
+        description="How the effectors' change and the metric requests' changes meet",
+        items=(
+            ("average", "Together", "Each asks for its change and the body takes their "
+             "average"),
+            ("sequence", "One After Another", "The effectors first, then each metric "
+             "request from the pose they left"),
+        ),
+        default=_SOLVE.combine,
+    )
+    refine_steps: IntProperty(
+        name="Refinement Steps",
+        description="Extra steps bringing joints closer to their effectors (0 = off). "
+                    "In Live mode, applied when a drag pauses (or on every update with "
+                    "Refine While Dragging)",
+        default=_SOLVE.refine_steps,
+        min=0,
+        max=MAX_REFINE_STEPS,
+    )
+    live_refine: BoolProperty(
+        name="Refine While Dragging",
+        description="Live mode refines every update while an empty is dragged, so the pose "
+        "seen while dragging is the solved one; off (faster on heavy rigs), drag updates "
+        "skip refinement and the pose is refined once the drag pauses",
+        default=True,
+    )
+    fix_lengths: BoolProperty(
+        name="Keep Bone Lengths",
+        description="Keep the rig's exact bone lengths between the mapped joints",
+        default=_SOLVE.fix_lengths,
+    )
+    keep_details: BoolProperty(
+        name="Keep Pose Style",
+        description="Keep what makes this pose its own (small offsets the models would "
+        "smooth away)",
+        default=_SOLVE.keep_details,
+    )
+    keep_planted_feet: BoolProperty(
+        name="Keep Planted Feet",
+        description="Feet on the floor that have no effector stay where they are",
+        default=_SOLVE.keep_planted_feet,
+    )
+    body_follow: FloatProperty(
+        name="Body Follow",
+        description="How much of the body follows a drag: 0 moves only what the targets "
+        "need, 1 lets the models move the whole body as they learned (a drag of the "
+        "pelvis, spine, chest, neck or head, or of most of the hands, feet and head, "
+        "always gets the models' whole answer)",
+        default=_SOLVE.body_follow,
+        min=0.0,
+        max=1.0,
+        subtype="FACTOR",
+    )
+    metrics: CollectionProperty(type=NPE_MetricRequest, description="The model set's metrics")
+    metrics_folder: StringProperty(
+        name="Metrics Folder", description="Model set the metric list was made from",
+        options={"HIDDEN"})
 
 
 # --------------------------------------------------------------------------- propagation
@@ -326,72 +412,6 @@ class NPE_SceneSettings(PropertyGroup):
         default=False,
         update=_live_toggled,
     )
-    solver: EnumProperty(
-        name="Solver",
-        description="What moves the joints to the effectors",
-        items=(
-            ("universal", "Neural", "One learned solver for any set of effectors"),
-            ("chained", "Neural Chained", "The learned hands, feet and head solvers in turn"),
-            ("classic", "Classic FABRIK", "Plain full-body FABRIK, no learned prior"),
-        ),
-        default=_SOLVE.solver,
-    )
-    combine: EnumProperty(
-        name="Combine",
-        description="How the effector solver and metric requests are combined",
-        items=(
-            ("average", "Average", "Average their edits of the pose code"),
-            ("sequence", "Sequence", "Apply them one after another"),
-        ),
-        default=_SOLVE.combine,
-    )
-    refine_steps: IntProperty(
-        name="Refinement",
-        description="Extra steps bringing joints closer to their effectors (0 = off). "
-                    "In Live mode, applied when a drag pauses (or on every update with "
-                    "Refine While Dragging)",
-        default=_SOLVE.refine_steps,
-        min=0,
-        max=MAX_REFINE_STEPS,
-    )
-    live_refine: BoolProperty(
-        name="Refine While Dragging",
-        description="Live mode refines every update while an empty is dragged, so the pose "
-        "seen while dragging is the solved one; off (faster on heavy rigs), drag updates "
-        "skip refinement and the pose is refined once the drag pauses",
-        default=True,
-    )
-    fix_lengths: BoolProperty(
-        name="Fix Lengths",
-        description="Keep the rig's exact bone lengths between the mapped joints",
-        default=_SOLVE.fix_lengths,
-    )
-    keep_details: BoolProperty(
-        name="Keep Details",
-        description="Keep what the models cannot reproduce of the pose (small offsets, "
-        "style)",
-        default=_SOLVE.keep_details,
-    )
-    keep_planted_feet: BoolProperty(
-        name="Keep Planted Feet",
-        description="Feet on the floor that have no effector stay where they are",
-        default=_SOLVE.keep_planted_feet,
-    )
-    body_follow: FloatProperty(
-        name="Body Follow",
-        description="How much of the body follows a drag: 0 moves only what the targets "
-        "need, 1 lets the models move the whole body as they learned (a drag of the "
-        "pelvis, spine, chest, neck or head, or of most of the hands, feet and head, "
-        "always gets the models' whole answer)",
-        default=_SOLVE.body_follow,
-        min=0.0,
-        max=1.0,
-        subtype="FACTOR",
-    )
-    metrics: CollectionProperty(type=NPE_MetricRequest, description="The model set's metrics")
-    metrics_folder: StringProperty(
-        name="Metrics Folder", description="Model set the metric list was made from",
-        options={"HIDDEN"})
     propagation: PointerProperty(type=NPE_PropagationSettings,
                                  description="Propagation settings")
 
@@ -401,8 +421,8 @@ CLASSES = (
     NPE_RigMapping,
     NPE_Effector,
     NPE_BoneValues,
-    NPE_ObjectSettings,
     NPE_MetricRequest,
+    NPE_ObjectSettings,
     NPE_PropagationSettings,
     NPE_SceneSettings,
 )
@@ -415,11 +435,27 @@ ATTACHMENTS = (
 )
 
 
+OVERRIDE = {"LIBRARY_OVERRIDABLE"}
+OVERRIDE_COLLECTION = {"LIBRARY_OVERRIDABLE", "USE_INSERTION"}  # items may be added locally
+
+
+def _overridable(cls: type) -> None:
+    """Mark every property the class declares library-overridable (one rule for all)."""
+    for prop in getattr(cls, "__annotations__", {}).values():
+        keywords = getattr(prop, "keywords", None)
+        if keywords is None:
+            continue
+        overridable = OVERRIDE_COLLECTION if prop.function is CollectionProperty else OVERRIDE
+        keywords.setdefault("override", overridable)
+
+
 def register() -> None:
     for cls in CLASSES:
+        _overridable(cls)
         bpy.utils.register_class(cls)
     for owner, attr, group in ATTACHMENTS:
-        setattr(owner, attr, PointerProperty(type=group, description=group.__doc__))
+        setattr(owner, attr, PointerProperty(type=group, description=group.__doc__,
+                                             override=OVERRIDE))
 
 
 def unregister() -> None:

@@ -107,7 +107,7 @@ def get(scene: bpy.types.Scene, obj: bpy.types.Object, fresh: bool) -> ArmatureS
         return state
     info = mapped_rig.rig_for(obj, fresh=fresh)
     state = ArmatureState(info, empties.specs(scene, obj, info),
-                          metric_requests.requested_metrics(scene),
+                          metric_requests.requested_metrics(obj),
                           base_pose.read_base(obj, info), empties.solved_matrices(obj))
     _KEPT[obj.name] = state
     return state

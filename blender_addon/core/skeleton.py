@@ -39,6 +39,15 @@ PARENTS: np.ndarray = np.array(
     dtype=np.int64,
 )
 ROOT = JOINT_INDEX["pelvis"]
+# What the panel calls each joint: where it is on the body, in an animator's words
+# (``l_hand`` is the wrist, the hand's pivot).
+JOINT_LABELS: dict[str, str] = {
+    "pelvis": "Pelvis", "spine": "Spine", "chest": "Chest", "neck": "Neck", "head": "Head",
+    **{f"{s}_{j}": f"{side} {label}" for s, side in (("l", "Left"), ("r", "Right"))
+       for j, label in (("clavicle", "Collarbone"), ("upperarm", "Shoulder"),
+                        ("forearm", "Elbow"), ("hand", "Hand"), ("thigh", "Hip"),
+                        ("shin", "Knee"), ("foot", "Foot"), ("toe", "Toes"))},
+}
 # The chains' ends: what a user grabs first, and a full-body request when most of them move.
 END_JOINTS: tuple[str, ...] = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
 

@@ -18,7 +18,7 @@ class NPE_OT_apply_metrics(bpy.types.Operator):
         from ..errors import EditError, Outcome
 
         def action(obj: bpy.types.Object) -> Outcome:
-            if not any(m.enabled for m in context.scene.npe.metrics):
+            if not any(m.enabled for m in obj.npe.metrics):
                 raise EditError("No metric request is enabled: tick one in Metrics")
             return edits.edit(context.scene, obj, context.evaluated_depsgraph_get())
 
@@ -57,9 +57,9 @@ class NPE_OT_load_models(bpy.types.Operator):
         def action() -> Outcome:
             model_sets.forget()
             models = model_sets.load(context.scene)
-            metric_requests.sync_metrics(context.scene, models)
             STATUS.pop("models", None)
             if context.active_object is not None and context.active_object.type == "ARMATURE":
+                metric_requests.sync_metrics(context.active_object, models)
                 try:
                     metric_requests.measure(context.scene, context.active_object)
                 except EditError:

@@ -191,21 +191,21 @@ def test_rotation_effector_sets_the_bone_orientation(mixamo_rig: bpy.types.Objec
 def test_metric_slider_moves_the_metric(mixamo_rig: bpy.types.Object) -> None:
     scene = bpy.context.scene
     assert bpy.ops.npe.measure("EXEC_DEFAULT") == {"FINISHED"}
-    item = scene.npe.metrics["l_elbow_bend"]
+    item = mixamo_rig.npe.metrics["l_elbow_bend"]
     start = item.measured
     item.enabled = True
     assert item.requested == pytest.approx(start, abs=1e-3)  # enabling does not jump
     wanted = start + 40.0
-    setattr(item, item.value_prop, wanted)  # the slider: its update callback edits the pose
+    item.set_requested(wanted)  # the slider: its update callback edits the pose
     assert "metrics" not in errors.STATUS
     measured = metric_requests.measure(scene, mixamo_rig)["l_elbow_bend"]
     assert abs(measured - wanted) < (1.0 - METRIC_PROGRESS) * abs(start - wanted)
     # Two requests combine.
-    other = scene.npe.metrics["r_knee_bend"]
+    other = mixamo_rig.npe.metrics["r_knee_bend"]
     other.enabled = True
     knee_start = other.measured
     knee_wanted = knee_start + 40.0
-    setattr(other, other.value_prop, knee_wanted)
+    other.set_requested(knee_wanted)
     values = metric_requests.measure(scene, mixamo_rig)
     assert abs(values["r_knee_bend"] - knee_wanted) < \
         (1.0 - METRIC_PROGRESS) * abs(knee_start - knee_wanted)
@@ -223,10 +223,10 @@ def test_distance_metrics_are_in_the_rigs_own_units(scene: bpy.types.Scene) -> N
     values = metric_requests.measure(scene, obj)
     feet = float(np.linalg.norm(heads["l_foot"] - heads["r_foot"]))
     assert values["feet_distance"] == pytest.approx(feet, rel=1e-3)
-    item = scene.npe.metrics["feet_distance"]
+    item = obj.npe.metrics["feet_distance"]
     item.enabled = True
     wanted = feet + 0.30  # 30 cm wider, in the giant's world metres
-    setattr(item, item.value_prop, wanted)
+    item.set_requested(wanted)
     assert "metrics" not in errors.STATUS or "clamped" in errors.STATUS["metrics"]
     heads = rigs.mapped_heads(obj)
     now = float(np.linalg.norm(heads["l_foot"] - heads["r_foot"]))
@@ -235,11 +235,10 @@ def test_distance_metrics_are_in_the_rigs_own_units(scene: bpy.types.Scene) -> N
 
 def test_a_request_beyond_what_the_models_know_is_clamped_and_said(
         mixamo_rig: bpy.types.Object) -> None:
-    scene = bpy.context.scene
-    item = scene.npe.metrics["l_knee_bend"]
+    item = mixamo_rig.npe.metrics["l_knee_bend"]
     item.enabled = True
     assert item.range_max > item.range_min
-    setattr(item, item.value_prop, item.range_max + 60.0)
+    item.set_requested(item.range_max + 60.0)
     assert "clamped" in errors.STATUS.get("metrics", ""), errors.STATUS
     assert bpy.ops.npe.apply_metrics("EXEC_DEFAULT", True) == {"FINISHED"}
 
@@ -257,10 +256,10 @@ def test_a_request_the_rig_misses_is_said(mixamo_rig: bpy.types.Object, name: st
     if hands_held:
         assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
     start = metric_requests.measure(scene, mixamo_rig)
-    item = scene.npe.metrics[name]
+    item = mixamo_rig.npe.metrics[name]
     item.enabled = True
     wanted = item.measured + change
-    setattr(item, item.value_prop, wanted)
+    item.set_requested(wanted)
     if hands_held:
         assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     miss = abs(metric_requests.measure(scene, mixamo_rig)[name] - wanted)
@@ -289,7 +288,7 @@ def test_a_hand_left_short_is_said(mixamo_rig: bpy.types.Object) -> None:
     assert np.linalg.norm(heads["l_hand"] - np.array(hand.location)) < REACH_TOL
     for joint, place in feet.items():
         assert np.linalg.norm(heads[joint] - place) < PIN_TOL
-    bpy.context.scene.npe.refine_steps = 0
+    mixamo_rig.npe.refine_steps = 0
     hand.location = start + np.array([0.0, 0.0, PULL_UP_M])
     outcome = edits.edit(bpy.context.scene, obj, bpy.context.evaluated_depsgraph_get())
     said = [n for n in outcome.notes if SHORT_MARK in n]
@@ -429,7 +428,7 @@ def test_refine_while_dragging_gives_what_solve_gives(mixamo_rig: bpy.types.Obje
     obj = mixamo_rig
     scene = bpy.context.scene
     _setup_hands_and_pinned_feet(obj)
-    assert scene.npe.live_refine
+    assert mixamo_rig.npe.live_refine
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     hand.location = np.array(hand.location) + HAND_MOVE
@@ -525,18 +524,18 @@ def test_live_mode_leaves_the_disk_and_the_metrics_for_later(
     home = np.array(hand.location)
     hand.location = home + 0.5 * HAND_MOVE
     bpy.context.view_layer.update()
-    for item in scene.npe.metrics:
+    for item in mixamo_rig.npe.metrics:
         item.has_measured = False
     shutil.rmtree(copy)
     hand.location = home + HAND_MOVE
     bpy.context.view_layer.update()
     assert errors.STATUS.get(obj.name) is None
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - (home + HAND_MOVE)) < REACH_TOL
-    assert not any(item.has_measured for item in scene.npe.metrics)
+    assert not any(item.has_measured for item in mixamo_rig.npe.metrics)
     assert bpy.app.timers.is_registered(live._pause_timer)
     live._PENDING["due"] = 0.0  # what the timer does once the drag pauses
     assert live._pause_timer() is None
-    assert all(item.has_measured for item in scene.npe.metrics)
+    assert all(item.has_measured for item in mixamo_rig.npe.metrics)
     scene.npe.live = False
     message = rigs.cancelled(bpy.ops.npe.load_models, "EXEC_DEFAULT", True)
     assert "missing" in message  # found on Reload, not during the drag
@@ -549,9 +548,9 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
     obj = mixamo_rig
     scene = bpy.context.scene
     _setup_hands_and_pinned_feet(obj)
-    steps = scene.npe.refine_steps
+    steps = mixamo_rig.npe.refine_steps
     assert steps > 0
-    scene.npe.live_refine = False
+    mixamo_rig.npe.live_refine = False
     scene.npe.live = True
     hand = _empty(obj, "r_hand")
     target = np.array(hand.location) + HAND_MOVE
@@ -567,7 +566,7 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
     assert not live._PENDING
     scene.npe.live = False
 
-    scene.npe.refine_steps = 0
+    mixamo_rig.npe.refine_steps = 0
     assert _solve() == {"FINISHED"}
     # Solve's correction from the evaluated rig may re-aim the limbs of the dragged hand and
     # the pinned feet a little (the live drag leaves that to the pause): the rest of the
@@ -577,7 +576,7 @@ def test_live_drag_skips_refinement_until_it_pauses(mixamo_rig: bpy.types.Object
              if b.name.endswith(("Arm", "Hand", "Leg", "Foot"))]
     assert np.delete(diff, limbs).max() < 1e-5
     assert diff.max() < LIMB_SETTLE
-    scene.npe.refine_steps = steps
+    mixamo_rig.npe.refine_steps = steps
     assert _solve() == {"FINISHED"}
     assert np.allclose(rigs.pose_matrices(obj), paused, atol=1e-5)
     # The refinement did something (the networks alone hold the pins and planted feet too,
@@ -597,7 +596,7 @@ def test_clean_pose_keeps_lengths(rig: bpy.types.Object) -> None:
 
 @pytest.mark.parametrize("solver", ["chained", "classic"])
 def test_other_solvers(mixamo_rig: bpy.types.Object, solver: str) -> None:
-    bpy.context.scene.npe.solver = solver
+    mixamo_rig.npe.solver = solver
     _setup_hands_and_pinned_feet(mixamo_rig)
     hand = _empty(mixamo_rig, "r_hand")
     target = np.array(hand.location) + HAND_MOVE

@@ -83,7 +83,7 @@ def test_broken_model_folder(posed: bpy.types.Object, models_dir: Path, tmp_path
     if damage == "missing":
         labels = [item[1] for item in model_sets.items(bpy.context, str(broken))]
         assert "broken_models (missing)" in labels
-    bpy.context.scene.npe.solver = "classic"  # needs no models: still works
+    posed.npe.solver = "classic"  # needs no models: still works
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
 
 
@@ -133,9 +133,9 @@ def test_edit_mode_and_other_refusals(posed: bpy.types.Object) -> None:
     message = rigs.cancelled(bpy.ops.npe.solve, "EXEC_DEFAULT", True)
     assert "Edit Mode" in message
     bpy.ops.object.mode_set(mode="OBJECT")
-    bpy.context.scene.npe.solver = "classic"
+    posed.npe.solver = "classic"
     _assert_cancels(posed, bpy.ops.npe.propagate, "Neural")
-    bpy.context.scene.npe.solver = "universal"
+    posed.npe.solver = "universal"
     _assert_cancels(posed, bpy.ops.npe.apply_metrics, "metric request")
     bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True)
     _assert_cancels(posed, bpy.ops.npe.solve, "Nothing to solve")

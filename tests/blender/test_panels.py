@@ -111,7 +111,7 @@ def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
     obj.data.npe_mapping.warning = "hand Blender poses itself: map the controls"
     assert "hand Blender poses itself: map the controls" in _draw_all()
     obj.data.npe_mapping.warning = ""
-    knee = next(m for m in scene.npe.metrics if m.name == "l_knee_bend")
+    knee = next(m for m in obj.npe.metrics if m.name == "l_knee_bend")
     knee.enabled = True  # a request shows the range the models know on this rig
     assert knee.range_min < knee.measured < knee.range_max
     assert any("models know" in label and "°" in label for label in _draw_all())
@@ -120,7 +120,7 @@ def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
     assert any("empty deleted" in label for label in _draw_all())
     rigs.select_only(obj.npe.effectors[1].empty)  # an effector shows its armature
     assert any("21 joints mapped" in label for label in _draw_all())
-    assert np.isfinite([m.measured for m in scene.npe.metrics]).all()
+    assert np.isfinite([m.measured for m in obj.npe.metrics]).all()
 
 
 def test_a_long_status_is_wrapped_to_the_sidebar(scene: bpy.types.Scene) -> None:
@@ -148,17 +148,19 @@ def test_a_long_status_is_wrapped_to_the_sidebar(scene: bpy.types.Scene) -> None
 
 
 def test_panel_defaults_are_the_engines(fresh_scene: bpy.types.Scene) -> None:
-    """What a user gets in the panel is what the engine's API (and its benchmarks) use."""
+    """What a user gets in a character's panel is what the engine's API (and its
+    benchmarks) use."""
     from dataclasses import fields
 
     from blender_addon.core.pipeline import SolveOptions
 
-    rna = fresh_scene.npe.bl_rna.properties
+    obj = rigs.mixamo()
+    rna = obj.npe.bl_rna.properties
     engine = SolveOptions()
     for f in fields(SolveOptions):
         assert f.name in rna, f"no panel option for SolveOptions.{f.name}"
         want = getattr(engine, f.name)
-        for got in (rna[f.name].default, getattr(fresh_scene.npe, f.name)):
+        for got in (rna[f.name].default, getattr(obj.npe, f.name)):
             assert got == (pytest.approx(want) if isinstance(want, float) else want), f.name
 
 

@@ -25,14 +25,14 @@ def test_a_slider_reaches_its_request_or_says_it_cannot(mixamo_rig: bpy.types.Ob
     metric_requests.measure(scene, mixamo_rig)
     short = []
     tried = 0
-    for item in scene.npe.metrics:
+    for item in mixamo_rig.npe.metrics:
         want = item.measured + sign * STEP[item.unit]
         if not item.range_min < want < item.range_max:
             continue
         tried += 1
         start = item.measured
         item.enabled = True
-        setattr(item, item.value_prop, want)  # the slider: its update callback edits the pose
+        item.set_requested(want)  # the slider: its update callback edits the pose
         share = (metric_requests.measure(scene, mixamo_rig)[item.name] - start) / (want - start)
         if not REACHED[0] <= share <= REACHED[1]:
             short.append(item.name)
@@ -60,13 +60,13 @@ def test_the_shoulders_slider_turns_the_clavicles_alone(mixamo_rig: bpy.types.Ob
                for b in mixamo_rig.data.bones[joints[f"{side}_clavicle"]].children_recursive}
     body = [pb for pb in mixamo_rig.pose.bones if pb.bone.use_deform and pb.name not in carried]
     before = np.array([mixamo_rig.matrix_world @ pb.head for pb in body])
-    item = scene.npe.metrics["shoulders_openness"]
+    item = mixamo_rig.npe.metrics["shoulders_openness"]
     item.enabled = True
-    setattr(item, item.value_prop, item.measured + STEP["deg"])
+    item.set_requested(item.measured + STEP["deg"])
     got = metric_requests.measure(scene, mixamo_rig)
     share = (got[item.name] - start[item.name]) / STEP["deg"]
     assert REACHED[0] <= share <= REACHED[1], share
-    for other in scene.npe.metrics:
+    for other in mixamo_rig.npe.metrics:
         if other.name != item.name:
             assert abs(got[other.name] - start[other.name]) < SHRUG_OTHERS[other.unit], (
                 other.name, got[other.name] - start[other.name])

@@ -334,8 +334,8 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
                 (f"{default}, {NUMPY_ONLY}", True, DEFAULT_REFINE, True, False))
     for setting, on, refine, every, compiled in settings:
         host.progress(f"live updates: {label}, {setting} ({moves} moves)")
-        scene.npe.refine_steps = refine
-        scene.npe.live_refine = every
+        obj.npe.refine_steps = refine
+        obj.npe.live_refine = every
         scene.npe.live = on
         with contextlib.nullcontext() if compiled else native.switched_off():
             live_loop(scene, obj, path[:WARMUP_MOVES])
@@ -420,7 +420,7 @@ def errors(heads: np.ndarray, truth: np.ndarray) -> tuple[np.ndarray, np.ndarray
 def addon_solves(scene: bpy.types.Scene, obj: bpy.types.Object, pairs: list[tuple[int, int]],
                  truth: dict[int, np.ndarray], refine: int) -> dict[str, list]:
     """The add-on's Solve on each pair: the rig at x, the empties at x' joints (aligned)."""
-    scene.npe.refine_steps = refine
+    obj.npe.refine_steps = refine
     view_layer = bpy.context.view_layer
     out: dict[str, list] = {"eff": [], "rest": [], "times": []}
     for i, j in pairs:

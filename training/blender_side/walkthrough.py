@@ -157,10 +157,10 @@ def walkthrough(models: Path, bvh: Path, out: Path) -> dict[str, Any]:
     start_values = metric_requests.measure(scene, obj)
     requested = {}
     for name in METRICS:
-        item = scene.npe.metrics[name]
+        item = obj.npe.metrics[name]
         item.enabled = True  # measures first: the slider starts at the pose's own value
         requested[name] = start_values[name] + BEND_DEG
-        item.angle = requested[name]  # the slider's update solves
+        item.set_requested(requested[name])  # the slider's update solves
     after = {name: metric_requests.measure(scene, obj)[name] for name in METRICS}
     step4 = shots.shoot("04_metrics")
     bends = ", ".join(f"{start_values[n]:.0f}°" for n in METRICS)
@@ -180,7 +180,7 @@ def walkthrough(models: Path, bvh: Path, out: Path) -> dict[str, Any]:
                                           (step5, f"after: Clean Pose, Insert Keyframe "
                                                   f"(frame {EDIT_FRAME})")]])
     for name in METRICS:  # the requests are done with; later edits must not bend
-        scene.npe.metrics[name].enabled = False
+        obj.npe.metrics[name].enabled = False
 
     # 6. Another frame: a fresh edit spread over +-RADIUS frames, keyed.
     host.progress("step 6: propagate an edit over neighbouring frames")

@@ -1,0 +1,131 @@
+"""The timeline: each character's edit belongs to the frame it was made on.
+
+On a frame change (and when playback stops), every character the add-on has touched starts
+again from the frame shown, as a pose change in Blender does: the base pose becomes that
+frame's own, the effector empties the animator has not animated snap onto its joints, and
+the metric requests switch off, their measured values re-read. So a drag on frame 40 never
+pulls the body towards where frame 10's edit left the empties, and a request ticked on
+frame 10 does not bend frame 40.
+
+An edit that was not keyed is dropped where the bones are animated, exactly as Blender
+drops an unkeyed pose change: ``frame_change_pre`` (the pose still shows the old frame)
+compares the edit with the action at its frame and says so once, in the character's
+status line and the console. Channels without keys keep the edit, as they do in Blender.
+
+During playback nothing is done per frame (``animation_playback_post`` does it once, at
+the frame playback stops on). Our own frame changes (propagation, scripts inside
+:func:`.guard.busy`) are ignored.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+from bpy.app.handlers import persistent
+
+from . import base_pose, empties, mapped_rig, metric_requests, rig_io, rig_keys
+from . import state as kept
+from .errors import STATUS, EditError
+from .guard import busy, is_busy
+
+UNKEYED_QUAT_TOL = 1e-5  # 1 - |dot|: an edit this small is not worth a warning
+UNKEYED_LOC_TOL = 1e-5  # armature units
+
+
+def _characters(scene: bpy.types.Scene) -> list[bpy.types.Object]:
+    """The scene's armatures an edit session has touched (they hold a base pose)."""
+    return [obj for obj in scene.objects
+            if obj.type == "ARMATURE" and obj.mode != "EDIT" and len(obj.npe.base_pose)]
+
+
+def _playing() -> bool:
+    screen = getattr(bpy.context, "screen", None)
+    return bool(screen is not None and screen.is_animation_playing)
+
+
+def unkeyed_edit(obj: bpy.types.Object, info: rig_io.RigInfo, frame: int) -> bool:
+    """Whether the pose on the rig is an edit of ``frame`` that the action would overwrite:
+    the add-on's own pose (its base still applies at that frame) on an animated channel
+    that differs from the action there."""
+    base = base_pose.read_base(obj, info)
+    pose = rig_io.read_pose(obj, info)
+    if base is None or not base_pose.base_is_current(base, info, pose, frame):
+        return False
+    quats, locs, _ = rig_keys.read_clip(obj, info, np.array([frame]), unkeyed=pose)
+    mapped = list(info.mapped)
+    dots = np.abs(np.sum(quats[0, mapped] * pose.quats[mapped], axis=1))
+    moved = np.abs(locs[0, mapped] - pose.locations[mapped]).max(initial=0.0)
+    return bool(np.any(1.0 - dots > UNKEYED_QUAT_TOL) or moved > UNKEYED_LOC_TOL)
+
+
+def follow_frame(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
+    """Start the character's edit session again from the frame shown (see the module)."""
+    info = mapped_rig.rig_for(obj)
+    base_pose.make_current_base(scene, obj, info)
+    empties.snap(obj, info, animated=False)
+    metric_requests.switch_off(obj)
+    kept.invalidate(obj.name)
+
+
+@persistent
+def on_frame_change_pre(scene: bpy.types.Scene, *_args: object) -> None:
+    """Say once that an unkeyed edit is about to be dropped (the pose still shows it)."""
+    if is_busy() or _playing():
+        return
+    for obj in _characters(scene):
+        frame = obj.npe.base_frame
+        if frame == scene.frame_current:
+            continue
+        try:
+            info = mapped_rig.rig_for(obj, fresh=False)
+            dropped = unkeyed_edit(obj, info, frame)
+        except (EditError, rig_io.RigError):
+            continue
+        if dropped:
+            message = (f"The edit of {obj.name} on frame {frame} was not keyed: its animated "
+                       "bones went back to their keys (key an edit before changing frame, "
+                       "or turn Auto Keying on)")
+            STATUS[obj.name] = message
+            print(f"Neural Pose Editor: {message}")
+
+
+@persistent
+def on_frame_change_post(scene: bpy.types.Scene, *_args: object) -> None:
+    if is_busy() or _playing():
+        return
+    _follow_all(scene)
+
+
+@persistent
+def on_playback_stop(scene: bpy.types.Scene, *_args: object) -> None:
+    _follow_all(scene)
+
+
+def _follow_all(scene: bpy.types.Scene) -> None:
+    for obj in _characters(scene):
+        if obj.npe.base_frame == scene.frame_current:
+            continue  # our own write, or nothing new to follow
+        try:
+            with busy():
+                follow_frame(scene, obj)
+        except (EditError, rig_io.RigError) as exc:
+            STATUS[obj.name] = str(exc)
+
+
+HANDLERS = (("frame_change_pre", on_frame_change_pre),
+            ("frame_change_post", on_frame_change_post),
+            ("animation_playback_post", on_playback_stop))
+
+
+def register() -> None:
+    for name, func in HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        if func not in handlers:
+            handlers.append(func)
+
+
+def unregister() -> None:
+    for name, func in HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        if func in handlers:
+            handlers.remove(func)
