@@ -16,7 +16,7 @@ import bpy
 import numpy as np
 
 from . import empties, metric_requests, rig_io
-from .core import conversions
+from .core import conversions, quaternions
 
 LOC_RTOL = 1e-5  # a pose is "the one we wrote" within these tolerances (float32 storage)
 LOC_ATOL = 1e-6
@@ -112,7 +112,10 @@ def base_is_current(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Po
             or not np.array_equal(base.codes, _mapped_codes(info, pose)):
         return False
     now = _written(info, pose)
-    dots = np.abs(np.sum(base.written[:, :4] * now[:, :4], axis=1))
+    # Unit quaternions compared (a pose between two keys is not one: Blender interpolates
+    # quaternion channels linearly).
+    was, is_ = (quaternions.quat_normalize(q[:, :4]) for q in (base.written, now))
+    dots = np.abs(np.sum(was * is_, axis=1))
     return bool(np.all(1.0 - dots < QUAT_TOL)
                 and np.allclose(base.written[:, 4:], now[:, 4:], rtol=LOC_RTOL, atol=LOC_ATOL))
 

@@ -20,12 +20,12 @@ from . import (
     base_pose,
     editors,
     empties,
+    keying,
     mapped_rig,
     metric_requests,
     model_sets,
     rig_controls,
     rig_io,
-    rig_keys,
 )
 from . import state as kept
 from .core import skeleton
@@ -130,6 +130,7 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     if live:
         return Outcome(f"Solved {obj.name}", notes, deferred=True)
     seen = _settle(obj, state, (quats, locs, solved_arm, goals, orientations), mw)
+    notes += auto_key(scene, obj, info, (quats, locs), state.pose)  # from the base
     final_core = rig_io.armature_to_core(mw, seen)
     if models is not None:  # what the user sees
         metric_requests.measure_joints(scene, obj, info, seen)
@@ -245,9 +246,10 @@ def clean_pose(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     except ValueError as exc:
         raise EditError(f"Cannot turn the cleaned joints into bone rotations: {exc}") from exc
     check_finite(new_q, new_l)
-    rig_io.write_pose(obj, info, new_q, new_l, pose)
+    notes = auto_key(scene, obj, info, (pose.quats, pose.locations),
+                     rig_io.write_pose(obj, info, new_q, new_l, pose))
     base_pose.make_current_base(scene, obj, info)
-    return Outcome(f"Cleaned the pose of {obj.name}")
+    return Outcome(f"Cleaned the pose of {obj.name}", notes)
 
 
 def reset_edits(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
@@ -265,8 +267,9 @@ def reset_edits(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     frame = scene.frame_current
     notes = []
     if base_pose.base_is_current(base, info, pose, frame):
-        pose = base_pose.restore_base(obj, info, base, pose)
-        base_pose.mark_written(obj, info, base, pose)
+        restored = base_pose.restore_base(obj, info, base, pose)
+        base_pose.mark_written(obj, info, base, restored)
+        notes += auto_key(scene, obj, info, (pose.quats, pose.locations), restored)
         message = f"Reset {obj.name} to its base pose"
     else:
         why = (f"the edits were made on frame {base.frame}" if base.frame != frame
@@ -281,15 +284,45 @@ def reset_edits(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
 
 
 def insert_keyframe(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
-    """Key the mapped bones' current pose at the current frame; it becomes the new base."""
+    """Key the mapped bones' current pose at the current frame, as Blender keys (the
+    scene's key type, the user's interpolation, keys that exist keep their shape); it
+    becomes the new base."""
     info = mapped_rig.rig_for(obj)
-    pose = rig_io.read_pose(obj, info)
     frame = scene.frame_current
-    n = rig_keys.write_keys(obj, info, [frame], pose.quats[None], pose.locations[None],
-                          euler_ref=pose.eulers)
+    bones = [info.names[b] for b in info.mapped]
+    roots = [info.names[b] for b in info.roots]
+    channels = keying.keying_set_channels(scene, obj, bones)
+    if channels is None:  # the mapped bones' rotations, the roots' locations
+        channels = [(b, p, None) for b in bones for p in
+                    (keying.rotation_prop(obj.pose.bones[b]),
+                     *(("location",) if b in roots else ()))]
+    n = keying.key_channels(obj, frame, channels, keying.KeyStyle.of(scene))
     base_pose.make_current_base(scene, obj, info)
-    return Outcome(f"Keyed {len(info.mapped)} bones of {obj.name} at frame {frame} "
-                   f"({n} F-curves)")
+    return Outcome(f"Keyed {len(bones)} bones of {obj.name} at frame {frame} ({n} keys)")
+
+
+def auto_key(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+             before: tuple[np.ndarray, np.ndarray], after: rig_io.Pose) -> list[str]:
+    """With Auto Keying on, key the bones an edit changed from ``before`` (rotations and
+    locations, the pose the edit started from) as Blender's Auto Keying would (see
+    :mod:`.keying`); a note for the report."""
+    if not keying.auto_keying(scene):
+        return []
+    mapped = list(info.mapped)
+    quats, locs = before
+    turned = 1.0 - np.abs(np.sum(quats[mapped] * after.quats[mapped], axis=1)) \
+        > base_pose.QUAT_TOL
+    moved = np.abs(locs[mapped] - after.locations[mapped]).max(axis=1) > base_pose.LOC_ATOL
+    bones = [info.names[b] for b, t, m in zip(mapped, turned, moved, strict=True) if t or m]
+    if not bones:
+        return []
+    channels = keying.keying_set_channels(scene, obj, bones)
+    if channels is None:
+        channels = keying.changed_channels(
+            obj, bones, [info.names[b] for b, m in zip(mapped, moved, strict=True) if m])
+    n = keying.key_channels(obj, scene.frame_current, channels,
+                            keying.KeyStyle.of(scene, auto=True))
+    return [f"Auto Keying: {n} keys on {len(bones)} bones at frame {scene.frame_current}"]
 
 
 def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyGroup,

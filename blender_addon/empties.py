@@ -152,13 +152,13 @@ def collection(scene: bpy.types.Scene) -> bpy.types.Collection:
     return coll
 
 
-def _joint_frames(obj: bpy.types.Object, info: rig_io.RigInfo
+def _joint_frames(obj: bpy.types.Object, info: rig_io.RigInfo, update: bool = True
                   ) -> tuple[np.ndarray, np.ndarray]:
     """World location (21, 3) and world orientation (21, 3, 3) of each joint as Blender
     shows it (evaluated: a control rig's constraints and stretch included): the place of
     the bone that shows the joint, the orientation of its mapped bone."""
     view_layer = bpy.context.view_layer
-    if view_layer is not None:
+    if update and view_layer is not None:
         view_layer.update()
     joints = rig_io.evaluated_joints(obj, info)
     mats = rig_io.evaluated_matrices(obj, info)
@@ -220,10 +220,13 @@ def is_animated(empty: bpy.types.Object) -> bool:
     return anim is not None and anim.action is not None
 
 
-def snap(obj: bpy.types.Object, info: rig_io.RigInfo, animated: bool = True) -> None:
+def snap(obj: bpy.types.Object, info: rig_io.RigInfo, animated: bool = True,
+         evaluated: bool = False) -> None:
     """Move every effector empty back onto its joint as shown (orientation too);
-    ``animated`` False leaves the empties the animator keyed where their keys put them."""
-    locs, rots = _joint_frames(obj, info)
+    ``animated`` False leaves the empties the animator keyed where their keys put them;
+    ``evaluated``: the depsgraph is up to date (a frame change handler, where evaluating
+    it again crashes Blender)."""
+    locs, rots = _joint_frames(obj, info, update=not evaluated)
     for item in obj.npe.effectors:
         if item.empty is None or item.joint not in JOINT_INDEX \
                 or (not animated and is_animated(item.empty)):

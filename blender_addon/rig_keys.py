@@ -7,6 +7,7 @@ alike. Poses are in :class:`.rig_io.RigInfo` bone order, as :mod:`.rig_io` gives
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import bpy
@@ -57,6 +58,43 @@ def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_str
 
 def bone_path(name: str, prop: str) -> str:
     return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
+
+
+# A bone channel's data path (the inverse of bone_path): its bone name escaped.
+_BONE_PATH = re.compile(r'^pose\.bones\["(?P<bone>(?:[^"\\]|\\.)*)"\]\.(?P<prop>\w+)$')
+
+
+def parse_bone_path(path: str) -> tuple[str, str] | None:
+    """(bone, property) of a bone channel's data path, or None."""
+    m = _BONE_PATH.match(path or "")
+    if m is None:
+        return None
+    return m["bone"].replace('\\"', '"').replace("\\\\", "\\"), m["prop"]
+
+
+def find_curve(obj: bpy.types.Object, bone: str, prop: str, index: int
+               ) -> bpy.types.FCurve | None:
+    """The F-curve of one bone channel in the object's action, or None."""
+    bag = channelbag(obj)
+    return None if bag is None else bag.fcurves.find(bone_path(bone, prop), index=index)
+
+
+def has_curve(obj: bpy.types.Object, bone: str, prop: str) -> bool:
+    bag = channelbag(obj)
+    return bag is not None and any(bag.fcurves.find(bone_path(bone, prop), index=i)
+                                   for i in range(4))
+
+
+def new_curve(bag: bpy.types.bpy_struct, bone: str, prop: str, index: int
+              ) -> bpy.types.FCurve:
+    """A new F-curve for a bone channel, in the bone's group (made when missing), as
+    Blender's keying files it."""
+    fc = bag.fcurves.new(bone_path(bone, prop), index=index)
+    group = bag.groups.get(bone) if hasattr(bag.groups, "get") else None
+    if group is None:
+        group = next((g for g in bag.groups if g.name == bone), None) or bag.groups.new(bone)
+    fc.group = group
+    return fc
 
 
 def _rotation_prop(mode: str) -> tuple[str, int]:
