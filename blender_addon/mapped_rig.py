@@ -9,12 +9,18 @@ from .core import skeleton
 from .errors import EditError
 
 
-def armature_from_context(context: bpy.types.Context) -> bpy.types.Object:
-    """The armature to edit: the active object, or the armature of an active effector."""
+def active_armature(context: bpy.types.Context) -> bpy.types.Object | None:
+    """The armature the user works on: the active object, or an active effector's."""
     obj = context.active_object
     if obj is not None and obj.type != "ARMATURE":
         owner = obj.npe.effector_of
         obj = owner if owner is not None and owner.type == "ARMATURE" else None
+    return obj
+
+
+def armature_from_context(context: bpy.types.Context) -> bpy.types.Object:
+    """The armature to edit (:func:`active_armature`); none is an error."""
+    obj = active_armature(context)
     if obj is None:
         raise EditError("Select an armature (or one of its effector empties) first")
     if obj.mode == "EDIT":

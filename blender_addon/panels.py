@@ -19,13 +19,9 @@ WRAP_MIN_CHARS = 20
 
 def _armature(context: bpy.types.Context) -> bpy.types.Object | None:
     """The armature the panel shows: the active one, or the active effector's."""
-    obj = context.active_object
-    if obj is None:
-        return None
-    if obj.type == "ARMATURE":
-        return obj
-    owner = obj.npe.effector_of
-    return owner if owner is not None and owner.type == "ARMATURE" else None
+    from .mapped_rig import active_armature
+
+    return active_armature(context)
 
 
 def _armature_or_hint(layout: bpy.types.UILayout, context: bpy.types.Context

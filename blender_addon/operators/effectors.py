@@ -6,7 +6,7 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty
 from . import common
 
 
-class NPE_OT_add_effectors(bpy.types.Operator):
+class NPE_OT_add_effectors(common.OnMappedArmature, bpy.types.Operator):
     """Add target empties at joints of the armature: move them to pose the character"""
 
     bl_idname = "npe.add_effectors"
@@ -64,6 +64,16 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
                        description="Effector to remove (-1: the active one in the list)")
     all: BoolProperty(name="All", default=False, options={"SKIP_SAVE"},
                       description="Remove every effector")
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        if not common.poll_armature(cls, context, mapped=False):
+            return False
+        obj = common.armature_in(context)
+        if not obj.npe.effectors:
+            cls.poll_message_set(f"{obj.name} has no effectors")
+            return False
+        return True
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import empties

@@ -19,7 +19,7 @@ PRESET_ITEMS = (
 )
 
 
-class NPE_OT_map_rig(bpy.types.Operator):
+class NPE_OT_map_rig(common.OnArmature, bpy.types.Operator):
     """Map the active armature's bones to the models' 21 joints"""
 
     bl_idname = "npe.map_rig"
@@ -57,7 +57,7 @@ class NPE_OT_map_rig(bpy.types.Operator):
         return common.run_on_armature(self, context, action)
 
 
-class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
+class NPE_OT_save_mapping(common.OnMappedArmature, bpy.types.Operator, ExportHelper):
     """Save the armature's rig mapping as JSON, to reuse on rigs with the same bone names"""
 
     bl_idname = "npe.save_mapping"
@@ -85,7 +85,7 @@ class NPE_OT_save_mapping(bpy.types.Operator, ExportHelper):
         return common.run_on_armature(self, context, action)
 
 
-class NPE_OT_load_mapping(bpy.types.Operator, ImportHelper):
+class NPE_OT_load_mapping(common.OnArmature, bpy.types.Operator, ImportHelper):
     """Load a JSON rig mapping; joints it leaves out are auto-detected"""
 
     bl_idname = "npe.load_mapping"

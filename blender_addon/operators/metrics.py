@@ -13,6 +13,16 @@ class NPE_OT_apply_metrics(bpy.types.Operator):
     bl_label = "Apply Metrics"
     bl_options = common.UNDOABLE
 
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        if not common.poll_armature(cls, context, mapped=True):
+            return False
+        obj = common.armature_in(context)
+        if not any(m.enabled for m in obj.npe.metrics):
+            cls.poll_message_set("No metric request is enabled: tick one in Metrics")
+            return False
+        return True
+
     def execute(self, context: bpy.types.Context) -> set[str]:
         from .. import edits
         from ..errors import EditError, Outcome
@@ -25,7 +35,7 @@ class NPE_OT_apply_metrics(bpy.types.Operator):
         return common.run_on_armature(self, context, action)
 
 
-class NPE_OT_measure(bpy.types.Operator):
+class NPE_OT_measure(common.OnMappedArmature, bpy.types.Operator):
     """Measure the metrics on the current pose"""
 
     bl_idname = "npe.measure"
@@ -43,7 +53,7 @@ class NPE_OT_measure(bpy.types.Operator):
         return common.run_on_armature(self, context, action)
 
 
-class NPE_OT_load_models(bpy.types.Operator):
+class NPE_OT_load_models(common.Always, bpy.types.Operator):
     """Load the chosen model set again (after retraining) and list its metrics"""
 
     bl_idname = "npe.load_models"

@@ -5,7 +5,7 @@ import bpy
 from . import common
 
 
-class NPE_OT_propagate(bpy.types.Operator):
+class NPE_OT_propagate(common.OnMappedArmature, bpy.types.Operator):
     """Apply the edit at the current frame (effectors and metric requests) to the frames
     around it, fading by the falloff curve, and key them"""
 
@@ -30,7 +30,7 @@ class NPE_OT_propagate(bpy.types.Operator):
         return common.run_on_armature(self, context, action)
 
 
-class NPE_OT_weight_curve(bpy.types.Operator):
+class NPE_OT_weight_curve(common.Always, bpy.types.Operator):
     """Create the custom falloff curve"""
 
     bl_idname = "npe.weight_curve"

@@ -5,7 +5,7 @@ import bpy
 from . import common
 
 
-class NPE_OT_solve(bpy.types.Operator):
+class NPE_OT_solve(common.OnMappedArmature, bpy.types.Operator):
     """Pose the armature so its joints reach the effectors (and the metric requests)"""
 
     bl_idname = "npe.solve"
@@ -19,7 +19,7 @@ class NPE_OT_solve(bpy.types.Operator):
             context.scene, obj, context.evaluated_depsgraph_get()))
 
 
-class NPE_OT_clean_pose(bpy.types.Operator):
+class NPE_OT_clean_pose(common.OnMappedArmature, bpy.types.Operator):
     """Make the current pose more natural (projected onto the models' poses, bone lengths
     kept); it becomes the new base pose"""
 
@@ -34,7 +34,7 @@ class NPE_OT_clean_pose(bpy.types.Operator):
                                       lambda obj: edits.clean_pose(context.scene, obj))
 
 
-class NPE_OT_reset_edits(bpy.types.Operator):
+class NPE_OT_reset_edits(common.OnMappedArmature, bpy.types.Operator):
     """Go back to the pose the edit session started from; effectors return to their joints
     and metric requests are switched off"""
 
@@ -49,7 +49,7 @@ class NPE_OT_reset_edits(bpy.types.Operator):
                                       lambda obj: edits.reset_edits(context.scene, obj))
 
 
-class NPE_OT_insert_keyframe(bpy.types.Operator):
+class NPE_OT_insert_keyframe(common.OnMappedArmature, bpy.types.Operator):
     """Key the mapped bones at the current frame; the pose becomes the new base pose"""
 
     bl_idname = "npe.insert_keyframe"
