@@ -32,13 +32,13 @@ def mirror_edit(scene: bpy.types.Scene, obj: bpy.types.Object, side: str = "AUTO
     the other side; raises :class:`EditError` (nothing changed) when there is no edit."""
     if side not in SIDES:
         raise EditError(f"Mirror side must be one of {', '.join(SIDES)}, got {side!r}")
-    plan, goals = _plan(scene, obj, side)
+    info, plan, goals = _plan(scene, obj, side)
     notes = []
     if plan.blocked:
         notes.append(f"Not mirrored onto the pinned {', '.join(plan.blocked)} effector(s)")
     undo = _Placed(obj)
     try:
-        added = undo.place(scene, goals, moved=plan.moved)
+        added = undo.place(scene, info, goals, moved=plan.moved)
         view_layer = bpy.context.view_layer
         view_layer.update()  # the empties' evaluated matrices, for the solve to read
         outcome = edits.edit(scene, obj, bpy.context.evaluated_depsgraph_get())
@@ -55,8 +55,8 @@ def mirror_edit(scene: bpy.types.Scene, obj: bpy.types.Object, side: str = "AUTO
 
 
 def _plan(scene: bpy.types.Scene, obj: bpy.types.Object, side: str
-          ) -> tuple[mirror.MirrorPlan, dict[str, tuple[np.ndarray, float]]]:
-    """The mirror's plan and its goals: joint -> (world place, effector weight)."""
+          ) -> tuple[rig_io.RigInfo, mirror.MirrorPlan, dict[str, tuple[np.ndarray, float]]]:
+    """The rig, the mirror's plan and its goals: joint -> (world place, effector weight)."""
     state = kept.get(scene, obj, fresh=True)
     info = state.info
     pose = edits._read_pose(obj, state)
@@ -83,7 +83,8 @@ def _plan(scene: bpy.types.Scene, obj: bpy.types.Object, side: str
     world = arm @ mw[:3, :3].T + mw[:3, 3]
     joints = (*plan.moved, *plan.held)
     weights = (*plan.weights, *plan.held_weights)
-    return plan, {j: (world[JOINT_INDEX[j]], w) for j, w in zip(joints, weights, strict=True)}
+    return info, plan, {j: (world[JOINT_INDEX[j]], w)
+                        for j, w in zip(joints, weights, strict=True)}
 
 
 class _Placed:
@@ -95,8 +96,8 @@ class _Placed:
         self.active = obj.npe.active_effector
         self.moved: list[tuple[bpy.types.Object, Matrix, np.ndarray]] = []
 
-    def place(self, scene: bpy.types.Scene, goals: dict[str, tuple[np.ndarray, float]],
-              moved: tuple[str, ...]) -> list[str]:
+    def place(self, scene: bpy.types.Scene, info: rig_io.RigInfo,
+              goals: dict[str, tuple[np.ndarray, float]], moved: tuple[str, ...]) -> list[str]:
         """The ``moved`` joints' empties onto their goals (added where missing, with the
         goal's weight); the held joints' empties stay where the user put them (added at
         their goal where missing). Returns the joints that got a new effector."""
@@ -104,7 +105,7 @@ class _Placed:
         have = {item.joint: item for item in obj.npe.effectors}
         missing = [j for j in goals if j not in have]
         if missing:
-            empties.add(scene, obj, kept.get(scene, obj, fresh=True).info, missing)
+            empties.add(scene, obj, info, missing)
             obj.npe.active_effector = self.active
         for item in obj.npe.effectors:
             if item.joint not in goals or (item.joint in have and item.joint not in moved):

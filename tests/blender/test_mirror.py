@@ -123,6 +123,8 @@ def test_an_explicit_side_and_an_effector_added(mixamo_rig: bpy.types.Object) ->
     foot.location = np.array(foot.location) + np.array([0.0, -0.1, 0.15])  # lifted, forward
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     edited = rigs.mapped_heads(obj)
+    edited_pose, name = rigs.pose_matrices(obj), obj.name
+    bpy.ops.ed.undo_push(message="the right foot's edit")
     assert _mirror(obj, side="RIGHT_TO_LEFT") == {"FINISHED"}
     mirrored = rigs.mapped_heads(obj)
     change = edited["r_foot"] - base["r_foot"]
@@ -137,6 +139,10 @@ def test_an_explicit_side_and_an_effector_added(mixamo_rig: bpy.types.Object) ->
     print("effectors after the foot's mirror:", joints)
     # The leg and its mirror; not the arms the solve swung by 2 to 3 cm.
     assert sorted(joints) == ["l_foot", "l_shin", "l_toe", "r_foot", "r_shin", "r_toe"]
+    bpy.ops.ed.undo()  # one step: the pose and the effectors it added
+    obj = bpy.data.objects[name]
+    assert [e.joint for e in obj.npe.effectors] == ["r_foot"]
+    assert np.allclose(rigs.pose_matrices(obj), edited_pose, atol=1e-6)
 
 
 def test_nothing_to_mirror_is_an_error_that_changes_nothing(mixamo_rig: bpy.types.Object
@@ -162,3 +168,24 @@ def test_poll_says_why_it_is_unavailable(fresh_scene: bpy.types.Scene) -> None:
     assert "Map Rig" in rigs.cancelled(_mirror, obj)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
     assert bpy.ops.npe.mirror_edit.poll()
+
+
+def test_a_failed_solve_leaves_the_effectors_as_they_were(mixamo_rig: bpy.types.Object,
+                                                          tmp_path: object) -> None:
+    """The solve fails after the empties were placed (the model set is gone): they go back,
+    the added ones are removed, and the pose is unchanged."""
+    obj = mixamo_rig
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, index=1)  # the right hand's
+    hand = _empty(obj, "l_hand")
+    hand.location = np.array(hand.location) + np.array([0.0, -0.15, 0.1])
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    pose = rigs.pose_matrices(obj)
+    places = {e.joint: np.array(e.empty.matrix_world) for e in obj.npe.effectors}
+    bpy.context.scene.npe.model_path = str(tmp_path / "gone")
+    assert "Cannot load the models" in rigs.cancelled(_mirror, obj)
+    assert {e.joint for e in obj.npe.effectors} == set(places) == {"l_hand"}
+    for e in obj.npe.effectors:
+        assert np.array_equal(np.array(e.empty.matrix_world), places[e.joint])
+    assert np.array_equal(rigs.pose_matrices(obj), pose)
+    assert "NPE Mixamo r_hand" not in bpy.data.objects
