@@ -49,8 +49,13 @@ def mirror_edit(scene: bpy.types.Scene, obj: bpy.types.Object, side: str = "AUTO
     if added:
         notes.append(f"Added effector(s) on {', '.join(added)} so that the next solve keeps "
                      "the mirrored edit")
+    # What the user sees: the mirrored ends' places (the soft elbows and knees only shape).
+    ends = [j for j, w in zip(plan.moved, plan.weights, strict=True) if w >= 1.0]
+    seen = rig_io.armature_to_core(rig_io.world_matrix(obj), edits.evaluated_joints(obj, info))
+    miss = max(float(np.linalg.norm(seen[JOINT_INDEX[j]] - plan.targets[JOINT_INDEX[j]]))
+               for j in ends)
     return Outcome(f"Mirrored the {plan.source} side's edit of {obj.name} onto the {other} "
-                   f"side ({', '.join(plan.moved)}); {outcome.message}",
+                   f"side ({', '.join(ends)}: largest miss {miss * edits.CM:.1f} cm)",
                    notes + outcome.notes)
 
 
