@@ -9,16 +9,18 @@ axes, so a character turned any way mirrors as it faces. Only changes are reflec
 positions: a base pose that is not symmetric keeps its asymmetry, and a lean of the trunk
 that carried the edited hand carries the mirrored one the same way.
 
-A mirror is solved like any edit, from the base pose, so its :class:`MirrorPlan` gives
-the joints that take a target (effectors):
+The edited limbs are those whose own shape changed (:func:`limb_changes`: measured in the
+frame of the chest or hips that carries them, so a limb the solve merely carried along or
+nudged is not one). A mirror is solved like any edit, from the base pose, so its
+:class:`MirrorPlan` gives the joints that take a target (effectors):
 
-- the other side's wrist / ankle take the mirrored target at full weight; its elbow / knee
-  and toe, where the edited side's moved, take theirs at :data:`SHAPE_WEIGHT`, so the
-  limb takes the mirrored shape while the end is placed exactly (a base pose that is not
-  symmetric cannot give both exactly);
-- the edited side's moved joints are held where the edit put them (ends at full weight,
-  the rest at :data:`SHAPE_WEIGHT`): the other side's new goals would otherwise move them;
-- the centre line is not mirrored: it is left to the solve, as in the edit.
+- for each edited limb, the other side's wrist / ankle takes the mirrored target at full
+  weight, its elbow / knee (and toe) theirs at :data:`SHAPE_WEIGHT`, so the limb takes the
+  mirrored shape while the end is placed exactly (a base pose that is not symmetric cannot
+  give both exactly);
+- the edited limbs' same joints are held where the edit put them (same weights): the other
+  side's new goals would otherwise move them;
+- the centre line is not mirrored: the solve places it, as it did in the edit.
 """
 
 from __future__ import annotations
