@@ -207,6 +207,7 @@ class NPE_PT_solve(_Panel, bpy.types.Panel):
         row = layout.row(align=True)
         row.operator("npe.clean_pose", icon="BRUSH_DATA")
         row.operator("npe.reset_edits", icon="LOOP_BACK")
+        row.operator("npe.mirror_edit", icon="MOD_MIRROR")
         layout.operator("npe.insert_keyframe", icon="KEY_HLT")
         _status(layout, obj.name, context)
 

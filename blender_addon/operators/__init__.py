@@ -1,11 +1,12 @@
 """Operators (``bpy.ops.npe.*``), one module per family; each calls plain functions."""
 
-from . import effectors, mapping, metrics, propagate, solve
+from . import effectors, mapping, metrics, mirror, propagate, solve
 
 CLASSES = (
     *mapping.CLASSES,
     *effectors.CLASSES,
     *solve.CLASSES,
+    *mirror.CLASSES,
     *metrics.CLASSES,
     *propagate.CLASSES,
 )
