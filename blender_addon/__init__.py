@@ -15,20 +15,24 @@ def _classes() -> tuple:
 def register() -> None:
     import bpy
 
-    from . import live, properties
+    from . import keymaps, live, pins, properties
 
     properties.register()
     for cls in _classes():
         bpy.utils.register_class(cls)
     live.register()
+    keymaps.register()
+    pins.register()
 
 
 def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import live, properties
+    from . import keymaps, live, pins, properties
 
+    pins.unregister()
+    keymaps.unregister()
     live.unregister()
     for cls in reversed(_classes()):
         bpy.utils.unregister_class(cls)

@@ -11,6 +11,7 @@ such as Rigify's), operators correct the write from what Blender evaluated, a fe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import bpy
@@ -74,11 +75,16 @@ def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:
 
 def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.ArmatureState,
               empty_matrices: np.ndarray, *, allow_nothing: bool, live: bool,
-              refine: bool = True) -> Outcome:
-    """:func:`edit` with the state and the empties' matrices at hand."""
+              refine: bool = True, extra: Sequence[empties.Target] = ()) -> Outcome:
+    """:func:`edit` with the state and the empties' matrices at hand. ``extra``: targets
+    that no empty holds (a grabbed joint, a moved rig control); each replaces an
+    effector of the same joint."""
     info = state.info
     mw = rig_io.world_matrix(obj)
     targets = empties.targets(state.effectors, empty_matrices, mw)
+    if extra:
+        taken = {t.joint for t in extra}
+        targets = [t for t in targets if t.joint not in taken] + list(extra)
     requests = state.requests
     options = editors.solve_options(scene)
     skipped = not refine and options.refine_steps > 0 and options.solver != "classic"

@@ -1,6 +1,6 @@
 """Operators (``bpy.ops.npe.*``), one module per family; each calls plain functions."""
 
-from . import effectors, mapping, metrics, propagate, solve
+from . import effectors, grab, mapping, metrics, propagate, solve
 
 CLASSES = (
     *mapping.CLASSES,
@@ -8,4 +8,5 @@ CLASSES = (
     *solve.CLASSES,
     *metrics.CLASSES,
     *propagate.CLASSES,
+    *grab.CLASSES,
 )

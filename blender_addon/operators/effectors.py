@@ -21,14 +21,15 @@ class NPE_OT_add_effectors(bpy.types.Operator):
             ("FEET", "Feet", "Both ankles"),
             ("HEAD", "Head", "The head"),
             ("LIMBS", "Hands, Feet and Head", "Both wrists, both ankles and the head"),
-            ("SELECTED", "Selected Bones", "The joints of the selected pose bones"),
+            ("SELECTED", "Selected Bones", "The joints the selected pose bones move (a "
+             "hand or forearm: the wrist; an upper arm: the elbow; a thigh: the knee)"),
         ),
         default="HANDS",
         options={"SKIP_SAVE"},
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import base_pose, edits, empties, mapped_rig
+        from .. import base_pose, edits, empties, grab, mapped_rig
         from ..errors import EditError, Outcome
 
         def action(obj: bpy.types.Object) -> Outcome:
@@ -36,7 +37,7 @@ class NPE_OT_add_effectors(bpy.types.Operator):
             notes = edits.prepare_controls(obj)  # empties where the limbs are shown
             info = mapped_rig.rig_for(obj)
             if self.preset == "SELECTED":
-                joints, strangers = empties.selected_joints(obj, info)
+                joints, strangers = grab.selected_joints(obj, info)
                 if strangers:
                     self.report({"WARNING"}, f"Not mapped to a joint: {', '.join(strangers)}")
                 if not joints:
