@@ -84,3 +84,120 @@ def test_grab_right_hand(rig: bpy.types.Object) -> None:
 def test_grab_right_hand_generated_rigify(rigify_rig: bpy.types.Object) -> None:
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     _grab_right_hand(rigify_rig)
+
+
+def on_sphere(joint: np.ndarray, end: np.ndarray, towards: np.ndarray,
+              distance: float = MID_GRAB_M) -> np.ndarray:
+    """A move of ``distance`` from ``joint`` mostly along ``towards`` that keeps its
+    distance to the pinned ``end`` (the bone between them keeps its length): a grab the
+    rig can follow exactly."""
+    v = joint - end
+    r = np.linalg.norm(v)
+    n = -v / r
+    u = towards - n * (towards @ n)
+    u /= np.linalg.norm(u)
+    tilt = np.arcsin(distance / (2.0 * r))
+    return distance * (np.cos(tilt) * u + np.sin(tilt) * n)
+
+
+MID_GRABS = (  # (bone's joint, the joint it moves, the pinned end, direction)
+    ("r_thigh", "r_shin", "r_foot", (0.0, -1.0, 0.0)),  # the knee forward
+    ("r_upperarm", "r_forearm", "r_hand", (0.0, 0.0, 1.0)),  # the elbow up
+)
+
+
+@pytest.mark.parametrize("bone_joint, joint, end, towards", MID_GRABS)
+def test_grab_knee_and_elbow_with_the_end_pinned(rig: bpy.types.Object, bone_joint: str,
+                                                 joint: str, end: str,
+                                                 towards: tuple[float, float, float]) -> None:
+    obj = rig
+    end_bone = mapped_bone(obj, end)
+    pose_mode(obj, [end_bone])
+    assert bpy.ops.npe.toggle_pin("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert pins.pinned_joints(obj) == [end]
+    rigs.select_bones(obj, [mapped_bone(obj, bone_joint)])
+    before = shown(obj)
+    lengths = rigs.bone_lengths(obj)
+    offset = on_sphere(before[joint], before[end], np.array(towards))
+    assert bpy.ops.npe.neural_grab("EXEC_DEFAULT", True, offset=offset.tolist()) \
+        == {"FINISHED"}
+    after = shown(obj)
+    miss = np.linalg.norm(after[joint] - (before[joint] + offset))
+    held = np.linalg.norm(after[end] - before[end])
+    stretch = np.abs(rigs.bone_lengths(obj) - lengths).max()
+    print(f"{obj.name} {joint}: miss {miss * 1e3:.3f} mm, {end} {held * 1e3:.3f} mm, "
+          f"lengths {stretch * 1e3:.4f} mm")
+    assert miss < REACH_TOL
+    assert held < END_TOL
+    assert stretch < LENGTH_TOL
+
+
+def test_several_bones_move_together(mixamo_rig: bpy.types.Object) -> None:
+    obj = mixamo_rig
+    pose_mode(obj, [mapped_bone(obj, "l_hand"), mapped_bone(obj, "r_hand")])
+    before = shown(obj)
+    offset = np.array([0.0, -0.1, 0.1])
+    assert bpy.ops.npe.neural_grab("EXEC_DEFAULT", True, offset=offset.tolist()) \
+        == {"FINISHED"}
+    after = shown(obj)
+    for hand in ("l_hand", "r_hand"):
+        assert np.linalg.norm(after[hand] - (before[hand] + offset)) < REACH_TOL
+
+
+# The joint each limb bone moves: (the bone of this joint, the joint it gives).
+BONE_GIVES = (("r_hand", "r_hand"), ("r_forearm", "r_hand"), ("r_upperarm", "r_forearm"),
+              ("r_thigh", "r_shin"), ("r_shin", "r_foot"), ("r_foot", "r_foot"),
+              ("head", "head"), ("chest", "chest"), ("pelvis", "pelvis"))
+
+
+def test_effectors_on_the_joint_each_bone_moves(rig: bpy.types.Object) -> None:
+    """Mixamo-, Rigify- (DEF-) and BVH-named rigs: a hand or forearm gives the wrist, an
+    upper arm the elbow, a thigh the knee, a shin the ankle."""
+    obj = rig
+    for bone_joint, joint in BONE_GIVES:
+        pose_mode(obj, [mapped_bone(obj, bone_joint)])
+        assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="SELECTED") \
+            == {"FINISHED"}
+        assert [e.joint for e in obj.npe.effectors] == [joint], (bone_joint, obj.name)
+        place = np.array(obj.npe.effectors[0].empty.matrix_world.translation)
+        assert np.linalg.norm(place - shown(obj)[joint]) < 1e-5
+        assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True) == {"FINISHED"}
+
+
+def test_generated_rigify_bones_and_controls_give_their_joints(
+        rigify_rig: bpy.types.Object) -> None:
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    info = mapped_rig.rig_for(rigify_rig)
+    for bone, joint in (("hand_ik.R", "r_hand"), ("foot_ik.L", "l_foot"), ("torso", "pelvis"),
+                        ("forearm_fk.R", "r_hand"), ("upper_arm_fk.R", "r_forearm"),
+                        ("thigh_fk.L", "l_shin"), ("DEF-forearm.R", "r_hand"),
+                        ("hand_fk.R", "r_hand")):
+        assert grab.bone_joint(info, bone) == joint, bone
+
+
+def test_pin_toggle_pins_and_unpins(mixamo_rig: bpy.types.Object) -> None:
+    obj = mixamo_rig
+    pose_mode(obj, [mapped_bone(obj, "l_foot"), mapped_bone(obj, "r_shin")])
+    assert bpy.ops.npe.toggle_pin("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert sorted(pins.pinned_joints(obj)) == ["l_foot", "r_foot"]  # the shin: the ankle
+    points = pins.pinned_points(obj)
+    where = shown(obj)
+    assert np.abs(points - np.array([where[j] for j in pins.pinned_joints(obj)])).max() < 1e-5
+    assert bpy.ops.npe.toggle_pin("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert pins.pinned_joints(obj) == [] and len(obj.npe.effectors) == 2
+    assert len(pins.pinned_points(obj)) == 0
+
+
+def test_grab_and_pin_need_pose_mode_and_mapped_bones(mixamo_rig: bpy.types.Object) -> None:
+    obj = mixamo_rig
+    assert not bpy.ops.npe.neural_grab.poll()  # Object Mode
+    pose_mode(obj, ["mixamorig:LeftHandIndex1"])
+    message = rigs.cancelled(bpy.ops.npe.neural_grab, "EXEC_DEFAULT", True,
+                             offset=(0.0, 0.0, 0.1))
+    assert "Select bones mapped to joints" in message
+    before = rigs.pose_matrices(obj)
+    rigs.select_bones(obj, [mapped_bone(obj, "r_hand")])
+    message = rigs.cancelled(bpy.ops.npe.neural_grab, "EXEC_DEFAULT", True,
+                             offset=(0.0, float("nan"), 0.1))
+    assert "offset" in message
+    assert np.array_equal(rigs.pose_matrices(obj), before)  # nothing changed
