@@ -63,7 +63,12 @@ def prepare_controls(obj: bpy.types.Object) -> list[str]:
     if view_layer is None:
         return []
     joints = mapped_rig.mapping_dict(obj.data)
-    return rig_controls.fk_note(rig_controls.switch_to_fk(obj, joints.values(), view_layer))
+    switched = rig_controls.switch_to_fk(obj, joints.values(), view_layer)
+    if switched:  # the FK controls put where the limbs are: no user's move
+        from . import live_controls  # (it imports this module)
+
+        live_controls.written(obj)
+    return rig_controls.fk_note(switched)
 
 
 def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:

@@ -155,6 +155,9 @@ def restore(obj: bpy.types.Object, saved: Saved) -> None:
         rig_io.store_settings(obj, "effectors", "solved_matrix", saved.solved)
     obj.update_tag()
     kept.invalidate(obj.name)
+    from . import live_controls  # (it imports this module)
+
+    live_controls.written(obj)
     view_layer = bpy.context.view_layer
     if view_layer is not None:
         view_layer.update()

@@ -27,7 +27,7 @@ import time
 import bpy
 from bpy.app.handlers import persistent
 
-from . import edits, empties, metric_requests
+from . import edits, empties, live_controls, metric_requests
 from . import state as kept
 from .core import reach_bounds
 from .core.pipeline import SHORT_MARK
@@ -44,6 +44,7 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
     if is_busy() or not scene.npe.live:
         return
     owners: dict[str, bpy.types.Object] = {}
+    rigs: dict[str, bpy.types.Object] = {}  # armatures updated: their controls may have moved
     for update in depsgraph.updates:
         obj = update.id
         if not isinstance(obj, bpy.types.Object):
@@ -51,6 +52,8 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
         kind = obj.type
         if kind == "ARMATURE" and obj.mode == "EDIT":
             kept.invalidate(obj.name)
+        elif kind == "ARMATURE" and len(obj.original.data.npe_mapping.joints):
+            rigs[obj.name] = obj.original
         if kind != "EMPTY" or not update.is_updated_transform:
             continue
         owner = obj.original.npe.effector_of
@@ -61,6 +64,10 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
             continue
         with busy():
             live_edit(scene, owner, depsgraph)
+    for name, rig in rigs.items():  # rig controls as effectors (live_controls)
+        if name not in owners and scene.objects.get(name) is not None:
+            with busy():
+                live_controls.live_update(scene, rig, depsgraph)
 
 
 def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
@@ -135,7 +142,9 @@ def drag_paused() -> bool:
                         if bpy.context.scene == scene else None
                     outcome = edits.edit_with(
                         scene, obj, kept.get(scene, obj, fresh=bool(switched)),
-                        empties.matrices(obj, depsgraph), allow_nothing=True, live=False)
+                        empties.matrices(obj, depsgraph), allow_nothing=True, live=False,
+                        extra=live_controls.held(name))
+                    live_controls.settled(scene, obj)
                 else:
                     metric_requests.measure(scene, obj)
                     outcome = None
@@ -184,6 +193,7 @@ def on_load_post(*_args: object) -> None:
 def on_undo_redo(*_args: object) -> None:
     """Undo and redo replace the data the kept edit states were read from."""
     kept.invalidate()
+    live_controls.see_all()
 
 
 def _set_installed(handlers: list, func: object, installed: bool) -> None:
@@ -203,6 +213,8 @@ def sync() -> None:
     except AttributeError:  # restricted context while add-ons load: nothing is live yet
         wanted = False
     _set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, wanted)
+    if wanted:
+        live_controls.see_all()
 
 
 def register() -> None:

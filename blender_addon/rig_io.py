@@ -288,6 +288,10 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
     # component is enough for the pose (and what depends on it, constraints and deformed
     # meshes); tagging its data too makes Blender redo far more (2x on a Rigify rig).
     obj.update_tag(refresh={"OBJECT"})
+    if "location" in values:  # a location the add-on wrote is no move of a rig control
+        from . import live_controls
+
+        live_controls.written(obj)
     new = replace(pose, raw=raw, **changed)
     if rotated:
         idx = sorted(rotated)

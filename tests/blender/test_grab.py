@@ -201,3 +201,113 @@ def test_grab_and_pin_need_pose_mode_and_mapped_bones(mixamo_rig: bpy.types.Obje
                              offset=(0.0, float("nan"), 0.1))
     assert "offset" in message
     assert np.array_equal(rigs.pose_matrices(obj), before)  # nothing changed
+
+
+# Blender's keymaps active in Pose Mode (besides tool keymaps, which take no modifiers).
+POSE_MODE_KEYMAPS = ("Window", "Screen", "3D View Generic", "3D View", "Frames", "Animation",
+                     "Object Non-modal", "Pose")
+MODIFIERS = ("shift", "ctrl", "alt", "oskey")
+
+
+def _default_keymaps() -> list[tuple]:
+    """Blender's default keymap data (``blender_default.generate_keymaps``), read from
+    the preset Blender itself loads (background Blender leaves its keymaps empty)."""
+    import importlib.util
+    import os
+
+    path = os.path.join(bpy.utils.system_resource("SCRIPTS"), "presets", "keyconfig",
+                        "keymap_data", "blender_default.py")
+    spec = importlib.util.spec_from_file_location("npe_blender_default", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.generate_keymaps(module.Params())
+
+
+def test_keymap_entries_are_registered_and_clash_with_no_default(addon: None) -> None:
+    from blender_addon import keymaps
+
+    km = bpy.context.window_manager.keyconfigs.addon.keymaps[keymaps.KEYMAP]
+    ours = {(i.idname, i.type, i.ctrl, i.shift, i.alt) for i in km.keymap_items
+            if i.idname.startswith("npe.")}
+    assert ours == {(op, key, True, True, False) for op, key, _mods in keymaps.ENTRIES}
+    taken = set()
+    for name, _space, content in _default_keymaps():
+        if name not in POSE_MODE_KEYMAPS:
+            continue
+        for item in content["items"]:
+            event = item[1]
+            if event.get("value") in ("PRESS", "CLICK") or "value" not in event:
+                taken.add((event.get("type"), *(bool(event.get(m)) for m in MODIFIERS)))
+    assert ("G", False, False, False, False) in taken  # the check sees G itself
+    for _op, key, mods in keymaps.ENTRIES:
+        assert (key, *(bool(mods.get(m)) for m in MODIFIERS)) not in taken, key
+
+
+IK_HAND_MOVE = np.array([0.0, -0.15, 0.20])  # m, world: Rigify's IK hand control 25 cm
+PELVIS_RESPONSE = (1e-3, 0.05)  # m: the pelvis follows a moved control this much
+
+
+def _move_bone(obj: bpy.types.Object, name: str, world: np.ndarray) -> None:
+    """Move a pose bone by a world offset, through its own location (as G does)."""
+    from mathutils import Matrix, Vector
+
+    bpy.context.view_layer.update()
+    pb = obj.pose.bones[name]
+    arm = obj.matrix_world.inverted().to_3x3() @ Vector(world.tolist())
+    pb.matrix = Matrix.Translation(arm) @ pb.matrix
+
+
+def test_rigify_ik_hand_control_poses_the_body_in_live_mode(
+        rigify_rig: bpy.types.Object) -> None:
+    from blender_addon import live
+
+    rig = rigify_rig
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene = bpy.context.scene
+    scene.npe.live = True
+    bpy.context.view_layer.update()
+    before = shown(rig)
+    control = np.array(rig.matrix_world @ rig.pose.bones["hand_ik.R"].head)
+    _move_bone(rig, "hand_ik.R", IK_HAND_MOVE)
+    bpy.context.view_layer.update()  # the handler solves here
+    assert live.drag_paused()  # the drag's pause: refined, read back from the rig
+    scene.npe.live = False
+    after = shown(rig)
+    placed = np.array(rig.matrix_world @ rig.pose.bones["hand_ik.R"].head)
+    assert np.linalg.norm(placed - (control + IK_HAND_MOVE)) < 1e-6  # the control stays
+    deform = np.array(rig.matrix_world @ rig.pose.bones["DEF-hand.R"].head)
+    miss = np.linalg.norm(deform - placed)
+    pelvis = np.linalg.norm(after["pelvis"] - before["pelvis"])
+    chest = np.linalg.norm(after["chest"] - before["chest"])
+    feet = max(np.linalg.norm(after[f] - before[f]) for f in FEET)
+    print(f"IK hand: DEF-hand {miss * 1e3:.3f} mm off, pelvis {pelvis * 1e2:.2f} cm, "
+          f"chest {chest * 1e2:.2f} cm, feet {feet * 1e3:.4f} mm")
+    assert miss < REACH_TOL
+    assert PELVIS_RESPONSE[0] < pelvis < PELVIS_RESPONSE[1]
+    assert chest > pelvis  # the spine bends towards the hand
+    assert feet < FEET_TOL
+
+
+def test_a_mapped_hand_moved_in_live_mode_is_reached_through_the_arm(
+        mixamo_rig: bpy.types.Object) -> None:
+    from blender_addon import live
+
+    obj = mixamo_rig
+    scene = bpy.context.scene
+    scene.npe.live = True
+    bpy.context.view_layer.update()
+    before = shown(obj)
+    lengths = rigs.bone_lengths(obj)
+    hand = mapped_bone(obj, "r_hand")
+    _move_bone(obj, hand, HAND_GRAB)
+    bpy.context.view_layer.update()
+    assert live.drag_paused()
+    posed = rigs.pose_matrices(obj)
+    bpy.context.view_layer.update()  # nothing moved since: no solve
+    assert np.array_equal(rigs.pose_matrices(obj), posed)
+    scene.npe.live = False
+    after = shown(obj)
+    assert np.linalg.norm(after["r_hand"] - (before["r_hand"] + HAND_GRAB)) < REACH_TOL
+    assert np.abs(np.array(obj.pose.bones[hand].location)).max() < 1e-6  # not slid off
+    assert np.abs(rigs.bone_lengths(obj) - lengths).max() < LENGTH_TOL
+    assert max(np.linalg.norm(after[f] - before[f]) for f in FEET) < FEET_TOL
