@@ -4,6 +4,12 @@ in Live mode. Read back from the rig as Blender evaluates it."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -84,6 +90,40 @@ def test_grab_right_hand(rig: bpy.types.Object) -> None:
 def test_grab_right_hand_generated_rigify(rigify_rig: bpy.types.Object) -> None:
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     _grab_right_hand(rigify_rig)
+
+
+METARIG_SCRIPT = """
+import sys, bpy
+bpy.ops.wm.read_homefile(use_empty=True)
+bpy.ops.preferences.addon_enable(module="rigify")
+bpy.ops.object.armature_human_metarig_add()
+bpy.ops.wm.save_as_mainfile(filepath=sys.argv[1])
+"""
+
+
+@pytest.fixture(scope="session")
+def metarig_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A .blend holding Blender's human metarig (the bundled Rigify add-on's), made once in
+    a child process (enabling Rigify here would leave it registered for every test)."""
+    path = tmp_path_factory.mktemp("metarig") / "metarig.blend"
+    env = {**os.environ, "BLENDER_USER_RESOURCES": tempfile.mkdtemp(prefix="npe-metarig-")}
+    subprocess.run([sys.executable, "-c", METARIG_SCRIPT, str(path)], env=env, check=True,
+                   timeout=300, stdout=subprocess.DEVNULL)
+    return path
+
+
+def test_grab_right_hand_metarig(metarig_file: Path, scene: bpy.types.Scene,
+                                 models_dir: Path) -> None:
+    from blender_addon.core.models import default_models_dir
+
+    bpy.ops.wm.open_mainfile(filepath=str(metarig_file))
+    if models_dir != default_models_dir():
+        bpy.context.scene.npe.model_set = str(models_dir)
+    obj = bpy.data.objects["metarig"]
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert obj.data.npe_mapping.source == "metarig"
+    _grab_right_hand(obj)
 
 
 def on_sphere(joint: np.ndarray, end: np.ndarray, towards: np.ndarray,
@@ -311,3 +351,26 @@ def test_a_mapped_hand_moved_in_live_mode_is_reached_through_the_arm(
     assert np.abs(np.array(obj.pose.bones[hand].location)).max() < 1e-6  # not slid off
     assert np.abs(rigs.bone_lengths(obj) - lengths).max() < LENGTH_TOL
     assert max(np.linalg.norm(after[f] - before[f]) for f in FEET) < FEET_TOL
+
+
+README_SECTION = "## Grabbing the rig"
+
+
+def test_readme_grab_steps(rig_of_kind, scene: bpy.types.Scene) -> None:
+    """The README's section names the keys the add-on registers, and its walkthrough
+    picture's steps (the walkthrough's own function) reach and hold what it says."""
+    from blender_addon import keymaps
+    from training.blender_side import walkthrough
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = text[text.index(README_SECTION):text.index("## Rigs")]
+    for _op, key, _mods in keymaps.ENTRIES:
+        assert f"**Ctrl+Shift+{key}**" in section
+    obj = rig_of_kind("bvh")
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    facts = walkthrough.grab_steps(obj)
+    print(facts)
+    assert facts["reach_mm"] < REACH_TOL * 1e3
+    assert facts["pinned_moved_mm"] < FEET_TOL * 1e3
+    assert pins.pinned_joints(obj) == [walkthrough.PINNED]
+    assert bpy.context.mode == "OBJECT"
