@@ -47,12 +47,19 @@ class Control:
 _SEEN: dict[str, dict[str, np.ndarray]] = {}  # armature -> control -> location seen
 _FRAME: dict[str, int] = {}  # armature -> the frame the locations were seen at
 _HELD: dict[str, list[empties.Target]] = {}  # armature -> the moved controls' targets
+_CONTROLS: dict[str, tuple[tuple, list[Control]]] = {}  # armature -> (key, its controls)
 
 
 def controls(obj: bpy.types.Object) -> list[Control]:
-    """The armature's controls (see the module's docstring)."""
+    """The armature's controls (see the module's docstring), kept per armature while its
+    bones and mapping stay (every update of a drag asks; a generated Rigify rig has 700
+    bones to look through), found again after undo, redo, loads and Live switched on."""
     pbones = obj.pose.bones
     joints = mapped_rig.mapping_dict(obj.data)
+    key = (len(pbones), tuple(sorted(joints.items())))
+    kept_controls = _CONTROLS.get(obj.name)
+    if kept_controls is not None and kept_controls[0] == key:
+        return kept_controls[1]
     out = []
     mapped_names = set(joints.values())
     for joint in FREE_JOINTS:
@@ -63,6 +70,7 @@ def controls(obj: bpy.types.Object) -> list[Control]:
         joint = control_joint(pb.name)
         if joint is not None and pb.name not in mapped_names:
             out.append(Control(pb.name, joint, False))
+    _CONTROLS[obj.name] = (key, out)
     return out
 
 
@@ -90,6 +98,7 @@ def see_all() -> None:
     _HELD.clear()
     _SEEN.clear()
     _FRAME.clear()
+    _CONTROLS.clear()
     for obj in bpy.data.objects:
         if obj.type == "ARMATURE" and len(obj.data.npe_mapping.joints):
             see(obj)
