@@ -175,6 +175,10 @@ def cancel_pause(unregister: bool = False) -> None:
 def effector_settings_changed(context: bpy.types.Context, obj: bpy.types.Object) -> None:
     """An effector's weight, pin or rotation toggle changed: re-solve when Live is on."""
     kept.invalidate(obj.name if isinstance(obj, bpy.types.Object) else None)
+    if isinstance(obj, bpy.types.Object) and obj.type == "ARMATURE":
+        from . import pins
+
+        pins.sync_colours(obj)  # a pin switched in the panel
     scene = context.scene
     if is_busy() or scene is None or not scene.npe.live or not isinstance(
             obj, bpy.types.Object) or obj.type != "ARMATURE":

@@ -7,7 +7,9 @@ toggles, a selection that is all pinned gets unpinned, anything else gets pinned
 
 While some armature has pins, a ``POST_VIEW`` draw handler (installed in interactive
 Blender only: background Blender draws nothing) marks each pinned joint with a dot
-(:func:`pinned_points` says where, testable without a GPU).
+(:func:`pinned_points` says where, testable without a GPU). The bone at each pinned joint
+also takes the theme's red bone colour (:func:`sync_colours`, what background Blender can
+check), its own colour set kept in a custom property and put back when it is unpinned.
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ from .errors import EditError, Outcome
 
 PIN_COLOR = (1.0, 0.25, 0.1, 1.0)  # the dot drawn on a pinned joint (RGBA)
 PIN_POINT_SIZE = 12.0  # pixels
+POINT_SHADER = "POINT_UNIFORM_COLOR"  # Blender's built-in shader for round dots
+PIN_PALETTE = "THEME01"  # the bone colour set of a pinned joint's bone (the theme's red)
+SAVED_PALETTE = "npe_palette"  # custom property: the bone's own colour set while pinned
 _HANDLE: dict[str, object] = {}
 
 
@@ -41,6 +46,7 @@ def toggle(scene: bpy.types.Scene, obj: bpy.types.Object, joints: Sequence[str])
     for item in obj.npe.effectors:
         if item.joint in joints:
             item.pin = pin
+    sync_colours(obj)
     what = "Pinned" if pin else "Unpinned"
     notes = [f"added effector(s) for {', '.join(added)}"] if added else []
     return Outcome(f"{what} {', '.join(joints)} on {obj.name}", notes)
@@ -49,6 +55,24 @@ def toggle(scene: bpy.types.Scene, obj: bpy.types.Object, joints: Sequence[str])
 def pinned_joints(obj: bpy.types.Object) -> list[str]:
     """The armature's pinned joints, in effector order."""
     return [item.joint for item in obj.npe.effectors if item.pin and item.joint in JOINT_INDEX]
+
+
+def sync_colours(obj: bpy.types.Object) -> None:
+    """The bones at pinned joints in :data:`PIN_PALETTE`; the others back to their own
+    colour set (only those the add-on coloured)."""
+    pinned = set(pinned_joints(obj))
+    pbones = obj.pose.bones
+    for joint, name in mapped_rig.mapping_dict(obj.data).items():
+        pb = pbones.get(name)
+        if pb is None:
+            continue
+        if joint in pinned:
+            if SAVED_PALETTE not in pb:
+                pb[SAVED_PALETTE] = pb.color.palette
+            pb.color.palette = PIN_PALETTE
+        elif SAVED_PALETTE in pb:
+            pb.color.palette = str(pb[SAVED_PALETTE])
+            del pb[SAVED_PALETTE]
 
 
 def pinned_points(obj: bpy.types.Object) -> np.ndarray:
@@ -66,22 +90,22 @@ def pinned_points(obj: bpy.types.Object) -> np.ndarray:
     return joints_arm @ mw[:3, :3].T + mw[:3, 3]
 
 
-def _draw() -> None:
+def draw() -> None:
     """The draw handler: a dot on every pinned joint of the visible armatures."""
     import gpu
     from gpu_extras.batch import batch_for_shader
 
-    context = bpy.context
+    view_layer = bpy.context.view_layer
     points = []
-    for obj in getattr(context, "visible_objects", ()):
-        if obj.type == "ARMATURE" and len(obj.npe.effectors):
+    for obj in view_layer.objects if view_layer is not None else ():
+        if obj.type == "ARMATURE" and len(obj.npe.effectors) and obj.visible_get():
             try:
                 points.extend(pinned_points(obj).tolist())
             except (EditError, rig_io.RigError, ValueError):
                 continue
     if not points:
         return
-    shader = gpu.shader.from_builtin("UNIFORM_COLOR")
+    shader = gpu.shader.from_builtin(POINT_SHADER)
     batch = batch_for_shader(shader, "POINTS", {"pos": points})
     gpu.state.point_size_set(PIN_POINT_SIZE)
     gpu.state.depth_test_set("NONE")
@@ -93,7 +117,7 @@ def _draw() -> None:
 def register() -> None:
     if bpy.app.background or "view3d" in _HANDLE:
         return
-    _HANDLE["view3d"] = bpy.types.SpaceView3D.draw_handler_add(_draw, (), "WINDOW",
+    _HANDLE["view3d"] = bpy.types.SpaceView3D.draw_handler_add(draw, (), "WINDOW",
                                                                 "POST_VIEW")
 
 

@@ -67,7 +67,7 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
                       description="Remove every effector")
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import empties
+        from .. import empties, pins
         from ..errors import EditError, Outcome
 
         def action(obj: bpy.types.Object) -> Outcome:
@@ -79,6 +79,7 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
             if index is not None and not 0 <= index < len(items):
                 raise EditError(f"No effector number {index}")
             n = empties.remove(obj, index)
+            pins.sync_colours(obj)  # a removed pin's bone gets its colour back
             return Outcome(f"Removed {n} effector(s)")
 
         return common.run_on_armature(self, context, action)

@@ -374,3 +374,25 @@ def test_readme_grab_steps(rig_of_kind, scene: bpy.types.Scene) -> None:
     assert facts["pinned_moved_mm"] < FEET_TOL * 1e3
     assert pins.pinned_joints(obj) == [walkthrough.PINNED]
     assert bpy.context.mode == "OBJECT"
+
+
+
+def test_pinned_bones_take_the_pin_colour(mixamo_rig: bpy.types.Object) -> None:
+    """Where the overlay cannot be drawn (background Blender), the bone colour shows the
+    pin; unpinning, or removing the effector, gives the bone its own colour back."""
+    obj = mixamo_rig
+    foot = mapped_bone(obj, "l_foot")
+    obj.pose.bones[foot].color.palette = "THEME04"  # the user's own colour
+    pose_mode(obj, [foot])
+    assert bpy.ops.npe.toggle_pin("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert obj.pose.bones[foot].color.palette == pins.PIN_PALETTE
+    assert obj.pose.bones[mapped_bone(obj, "r_foot")].color.palette == "DEFAULT"
+    assert bpy.ops.npe.toggle_pin("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert obj.pose.bones[foot].color.palette == "THEME04"
+    assert bpy.ops.npe.toggle_pin("EXEC_DEFAULT", True) == {"FINISHED"}
+    obj.npe.effectors[0].pin = False  # the panel's checkbox
+    assert obj.pose.bones[foot].color.palette == "THEME04"
+    obj.npe.effectors[0].pin = True
+    assert obj.pose.bones[foot].color.palette == pins.PIN_PALETTE
+    assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True) == {"FINISHED"}
+    assert obj.pose.bones[foot].color.palette == "THEME04"
