@@ -92,6 +92,7 @@ def test_grab_right_hand_generated_rigify(rigify_rig: bpy.types.Object) -> None:
     _grab_right_hand(rigify_rig)
 
 
+TEARDOWN_CRASH = -11 if bpy.app.version < (4, 3, 0) else None  # see test_readme_example
 METARIG_SCRIPT = """
 import sys, bpy
 bpy.ops.wm.read_homefile(use_empty=True)
@@ -107,8 +108,10 @@ def metarig_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     a child process (enabling Rigify here would leave it registered for every test)."""
     path = tmp_path_factory.mktemp("metarig") / "metarig.blend"
     env = {**os.environ, "BLENDER_USER_RESOURCES": tempfile.mkdtemp(prefix="npe-metarig-")}
-    subprocess.run([sys.executable, "-c", METARIG_SCRIPT, str(path)], env=env, check=True,
-                   timeout=300, stdout=subprocess.DEVNULL)
+    proc = subprocess.run([sys.executable, "-c", METARIG_SCRIPT, str(path)], env=env,
+                          timeout=300, capture_output=True, text=True)
+    # bpy 4.2 (the module) crashes in its own teardown, after the file was saved.
+    assert proc.returncode in (0, TEARDOWN_CRASH) and path.is_file(), proc.stderr[-2000:]
     return path
 
 
