@@ -399,3 +399,15 @@ def test_pinned_bones_take_the_pin_colour(mixamo_rig: bpy.types.Object) -> None:
     assert obj.pose.bones[foot].color.palette == pins.PIN_PALETTE
     assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True) == {"FINISHED"}
     assert obj.pose.bones[foot].color.palette == "THEME04"
+
+
+def test_modal_axis_and_typed_distance() -> None:
+    """What the modal operator makes of X/Y/Z and typed numbers (as G does)."""
+    from blender_addon.operators.grab import constrained, typed_offset
+
+    move = np.array([0.1, -0.2, 0.3])
+    assert np.array_equal(constrained(move, None), move)
+    assert np.array_equal(constrained(move, "Z"), [0.0, 0.0, 0.3])
+    assert np.array_equal(typed_offset("0.25", "Y"), [0.0, 0.25, 0.0])
+    assert np.array_equal(typed_offset("-.5", None), [-0.5, 0.0, 0.0])  # X without an axis
+    assert typed_offset("-", "Z") is None  # not a number yet: the mouse still moves it
