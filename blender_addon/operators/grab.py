@@ -18,8 +18,9 @@ NUMBER_KEYS = {
 }
 CONFIRM = {"LEFTMOUSE", "RET", "NUMPAD_ENTER", "SPACE"}
 CANCEL = {"RIGHTMOUSE", "ESC"}
-# A modal drag as G is: one undo step, blocking other input, the cursor wrapping.
-GRAB_OPTIONS = {*common.UNDOABLE, "BLOCKING", "GRAB_CURSOR"}
+# A modal drag: one undo step, other input blocked while it runs. (No GRAB_CURSOR: a
+# wrapped cursor jumps, and the offset is read from where the mouse started.)
+GRAB_OPTIONS = {*common.UNDOABLE, "BLOCKING"}
 
 
 def _pose_armature_poll(cls: type, context: bpy.types.Context) -> bool:
