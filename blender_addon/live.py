@@ -217,6 +217,7 @@ def sync() -> None:
     except AttributeError:  # restricted context while add-ons load: nothing is live yet
         wanted = False
     _set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, wanted)
+    _set_installed(bpy.app.handlers.frame_change_post, live_controls.on_frame_change, wanted)
     if wanted:
         live_controls.see_all()
 
@@ -232,6 +233,7 @@ def register() -> None:
 def unregister() -> None:
     handlers = bpy.app.handlers
     _set_installed(handlers.depsgraph_update_post, on_depsgraph_update, False)
+    _set_installed(handlers.frame_change_post, live_controls.on_frame_change, False)
     _set_installed(handlers.load_post, on_load_post, False)
     _set_installed(handlers.undo_post, on_undo_redo, False)
     _set_installed(handlers.redo_post, on_undo_redo, False)

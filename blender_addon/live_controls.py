@@ -14,8 +14,9 @@ control ends where the user put it through the body, not by sliding off its pare
 unmapped control (a Rigify IK control while the limb is in FK) stays where it was put.
 
 "Seen" locations are kept per armature in memory, taken when Live is switched on, after
-undo, redo and file loads, at the first update of an armature, and after every solve (from
-the channels, no evaluation needed): a solve's own write never counts as a move.
+undo, redo, file loads and frame changes (:func:`on_frame_change`: the animation moved
+them), at the first update of an armature, and after every solve (from the channels, no
+evaluation needed): a solve's own write never counts as a move.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 
 import bpy
 import numpy as np
+from bpy.app.handlers import persistent
 
 from . import edits, empties, mapped_rig, rig_io
 from . import state as kept
@@ -101,6 +103,20 @@ def see_all() -> None:
     _CONTROLS.clear()
     for obj in bpy.data.objects:
         if obj.type == "ARMATURE" and len(obj.data.npe_mapping.joints):
+            see(obj)
+
+
+@persistent
+def on_frame_change(scene: bpy.types.Scene, *_args: object) -> None:
+    """A frame change (``frame_change_post``, installed while Live is on): the animation
+    moved the controls, not the user; the armatures watched are seen again."""
+    if not scene.npe.live:
+        return
+    for name in list(_SEEN):
+        obj = bpy.data.objects.get(name)
+        if obj is None or obj.type != "ARMATURE":
+            _SEEN.pop(name, None)
+        else:
             see(obj)
 
 

@@ -411,3 +411,47 @@ def test_modal_axis_and_typed_distance() -> None:
     assert np.array_equal(typed_offset("0.25", "Y"), [0.0, 0.25, 0.0])
     assert np.array_equal(typed_offset("-.5", None), [-0.5, 0.0, 0.0])  # X without an axis
     assert typed_offset("-", "Z") is None  # not a number yet: the mouse still moves it
+
+
+def test_live_mode_leaves_animated_controls_to_their_keys(mixamo_rig: bpy.types.Object
+                                                          ) -> None:
+    """A control whose location is keyed moves with a frame change: that is the animation,
+    not the user, and Live mode solves nothing."""
+    obj = mixamo_rig
+    scene = bpy.context.scene
+    hips = obj.pose.bones[mapped_bone(obj, "pelvis")]
+    for frame, z in ((1, 0.0), (10, 0.2)):
+        hips.location = (0.0, z, 0.0)
+        hips.keyframe_insert("location", frame=frame)
+    scene.frame_set(1)
+    scene.npe.live = True
+    bpy.context.view_layer.update()
+    scene.frame_set(10)  # the keys move the hips (frame_change_post, no depsgraph update)
+    keyed = rigs.pose_matrices(obj)
+    obj.update_tag()  # the next update of the rig (anything the user does) ...
+    bpy.context.view_layer.update()  # ... sees the keyed hips: no move of theirs
+    scene.npe.live = False
+    assert np.allclose(np.array(hips.location), (0.0, 0.2, 0.0), atol=1e-6)
+    assert np.array_equal(rigs.pose_matrices(obj), keyed)
+    assert len(obj.npe.base_pose) == 0  # no edit was made
+
+
+def test_a_control_moved_once_after_a_frame_change_is_followed(
+        mixamo_rig: bpy.types.Object) -> None:
+    """The frame changed (the animation's move, seen then), then one move of the user's
+    (a typed G, a script): it is solved at the first update."""
+    obj = mixamo_rig
+    scene = bpy.context.scene
+    scene.npe.live = True
+    bpy.context.view_layer.update()
+    from mathutils import Matrix, Vector
+
+    before = shown(obj)  # the rig has no keys: the same pose on every frame
+    pb = obj.pose.bones[mapped_bone(obj, "r_hand")]
+    moved = Matrix.Translation(obj.matrix_world.inverted().to_3x3()
+                               @ Vector(HAND_GRAB.tolist())) @ pb.matrix
+    scene.frame_set(5)
+    pb.matrix = moved
+    bpy.context.view_layer.update()  # the first update after the frame change
+    scene.npe.live = False
+    assert np.linalg.norm(shown(obj)["r_hand"] - (before["r_hand"] + HAND_GRAB)) < 0.01
