@@ -15,13 +15,14 @@ def _classes() -> tuple:
 def register() -> None:
     import bpy
 
-    from . import keymaps, live, pins, properties
+    from . import keymaps, live, menus, pins, properties
 
     properties.register()
     for cls in _classes():
         bpy.utils.register_class(cls)
     live.register()
     keymaps.register()
+    menus.register()
     pins.register()
 
 
@@ -29,9 +30,10 @@ def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import keymaps, live, pins, properties
+    from . import keymaps, live, menus, pins, properties
 
     pins.unregister()
+    menus.unregister()
     keymaps.unregister()
     live.unregister()
     for cls in reversed(_classes()):

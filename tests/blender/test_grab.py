@@ -267,7 +267,9 @@ def _default_keymaps() -> list[tuple]:
 
 
 def test_keymap_entries_are_registered_and_clash_with_no_default(addon: None) -> None:
-    from blender_addon import keymaps
+    from blender_addon import keymaps, menus
+
+    assert menus.draw in bpy.types.VIEW3D_MT_pose.draw._draw_funcs  # Pose menu entries
 
     km = bpy.context.window_manager.keyconfigs.addon.keymaps[keymaps.KEYMAP]
     ours = {(i.idname, i.type, i.ctrl, i.shift, i.alt) for i in km.keymap_items
