@@ -158,25 +158,28 @@ def live_update(scene: bpy.types.Scene, obj: bpy.types.Object,
     chosen = moved(obj)
     if not chosen:
         return False
+    put: dict[str, tuple[float, ...]] = {}  # mapped controls' locations as the user left them
     try:
         fresh = _targets(obj, chosen)
-        held = {t.joint: t for t in _HELD.get(obj.name, [])}
-        held.update({t.joint: t for t in fresh})
+        by_joint = {t.joint: t for t in _HELD.get(obj.name, [])}
+        by_joint.update({t.joint: t for t in fresh})
         seen = _SEEN[obj.name]
         pbones = obj.pose.bones
-        for c in chosen:  # the joint moves by the bones above it
-            if c.mapped:
-                pbones[c.bone].location = seen[c.bone]
+        put.update({c.bone: tuple(pbones[c.bone].location) for c in chosen if c.mapped})
+        for name in put:  # the joint moves by the bones above it
+            pbones[name].location = seen[name]
         state = kept.get(scene, obj, fresh=False)
         outcome = edits.edit_with(scene, obj, state, empties.matrices(obj, depsgraph),
                                   allow_nothing=True, live=True,
-                                  refine=scene.npe.live_refine, extra=list(held.values()))
+                                  refine=scene.npe.live_refine, extra=list(by_joint.values()))
     except EditError as exc:
+        for name, location in put.items():  # as the user left them
+            obj.pose.bones[name].location = location
         STATUS[obj.name] = str(exc)
         see(obj)
         return False
     STATUS.pop(obj.name, None)
-    _HELD[obj.name] = list(held.values())
+    _HELD[obj.name] = list(by_joint.values())
     see(obj)
     if outcome.deferred:
         live.pause_later(scene, obj)

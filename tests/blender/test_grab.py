@@ -488,3 +488,23 @@ def test_a_control_moved_once_after_a_frame_change_is_followed(
     bpy.context.view_layer.update()  # the first update after the frame change
     scene.npe.live = False
     assert np.linalg.norm(shown(obj)["r_hand"] - (before["r_hand"] + HAND_GRAB)) < 0.01
+
+
+def test_a_control_move_that_cannot_be_solved_is_left_as_the_user_made_it(
+        mixamo_rig: bpy.types.Object) -> None:
+    from blender_addon.errors import STATUS
+
+    obj = mixamo_rig
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    bpy.data.objects.remove(obj.npe.effectors[0].empty, do_unlink=True)  # a broken effector
+    scene = bpy.context.scene
+    scene.npe.live = True
+    bpy.context.view_layer.update()
+    hand = obj.pose.bones[mapped_bone(obj, "r_hand")]
+    _move_bone(obj, hand.name, HAND_GRAB)
+    moved = np.array(hand.location)
+    bpy.context.view_layer.update()
+    scene.npe.live = False
+    assert np.abs(moved).max() > 0.01
+    assert np.array_equal(np.array(hand.location), moved)
+    assert "empty was deleted" in STATUS.pop(obj.name)
