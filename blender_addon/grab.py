@@ -176,8 +176,7 @@ class Grab:
     saved: Saved
     state: kept.ArmatureState
     empty_matrices: np.ndarray  # (E, 4, 4) the effector empties, read once
-    notes: list[str] = field(default_factory=list)
-    steps: int = 0
+    notes: list[str] = field(default_factory=list)  # what begin did (limbs to FK)
 
 
 def _shown_world(obj: bpy.types.Object, info: rig_io.RigInfo) -> np.ndarray:
@@ -247,7 +246,6 @@ def update(scene: bpy.types.Scene, obj: bpy.types.Object, grab: Grab, offset: np
     refine = final or scene.npe.live_refine
     outcome = edits.edit_with(scene, obj, grab.state, grab.empty_matrices,
                               allow_nothing=True, live=not final, refine=refine, extra=extra)
-    grab.steps += 1
     if final:
         outcome.notes[:0] = grab.notes
     return outcome
