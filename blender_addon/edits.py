@@ -24,6 +24,7 @@ from . import (
     mapped_rig,
     metric_requests,
     model_sets,
+    pose_writes,
     rig_controls,
     rig_io,
     rig_keys,
@@ -65,9 +66,7 @@ def prepare_controls(obj: bpy.types.Object) -> list[str]:
     joints = mapped_rig.mapping_dict(obj.data)
     switched = rig_controls.switch_to_fk(obj, joints.values(), view_layer)
     if switched:  # the FK controls put where the limbs are: no user's move
-        from . import live_controls  # (it imports this module)
-
-        live_controls.written(obj)
+        pose_writes.mark(obj.name)
     return rig_controls.fk_note(switched)
 
 

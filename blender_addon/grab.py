@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import bpy
 import numpy as np
 
-from . import base_pose, edits, empties, mapped_rig, rig_controls, rig_io
+from . import base_pose, edits, empties, mapped_rig, pose_writes, rig_controls, rig_io
 from . import state as kept
 from .core.skeleton import JOINT_INDEX, JOINTS
 from .errors import EditError, Outcome
@@ -155,9 +155,7 @@ def restore(obj: bpy.types.Object, saved: Saved) -> None:
         rig_io.store_settings(obj, "effectors", "solved_matrix", saved.solved)
     obj.update_tag()
     kept.invalidate(obj.name)
-    from . import live_controls  # (it imports this module)
-
-    live_controls.written(obj)
+    pose_writes.mark(obj.name)
     view_layer = bpy.context.view_layer
     if view_layer is not None:
         view_layer.update()

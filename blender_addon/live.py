@@ -67,7 +67,8 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
     for name, rig in rigs.items():  # rig controls as effectors (live_controls)
         if name not in owners and scene.objects.get(name) is not None:
             with busy():
-                live_controls.live_update(scene, rig, depsgraph)
+                if live_controls.live_update(scene, rig, depsgraph):
+                    pause_later(scene, rig)
 
 
 def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,

@@ -15,8 +15,9 @@ unmapped control (a Rigify IK control while the limb is in FK) stays where it wa
 
 "Seen" locations are kept per armature in memory, taken when Live is switched on, after
 undo, redo, file loads and frame changes (:func:`on_frame_change`: the animation moved
-them), at the first update of an armature, and after every solve (from the channels, no
-evaluation needed): a solve's own write never counts as a move.
+them), at the first update of an armature, and at the first look after any pose write of
+the add-on's (:mod:`.pose_writes`; from the channels, no evaluation needed): the add-on's
+own writes never count as a move.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import edits, empties, mapped_rig, rig_io
+from . import edits, empties, mapped_rig, pose_writes, rig_io
 from . import state as kept
 from .core.skeleton import END_JOINTS
 from .errors import EditError
@@ -88,17 +89,11 @@ def see(obj: bpy.types.Object) -> None:
     _FRAME[obj.name] = scene.frame_current if scene is not None else 0
 
 
-def written(obj: bpy.types.Object) -> None:
-    """The add-on wrote the pose: what it wrote is not a move (an armature being
-    watched is seen again)."""
-    if obj.name in _SEEN:
-        see(obj)
-
-
 def see_all() -> None:
     """:func:`see` for every mapped armature (Live switched on, undo, redo, load)."""
     _HELD.clear()
     _SEEN.clear()
+    pose_writes.clear()
     _FRAME.clear()
     _CONTROLS.clear()
     for obj in bpy.data.objects:
@@ -124,8 +119,10 @@ def moved(obj: bpy.types.Object) -> list[Control]:
     """The controls whose location changed since last seen (none at the first look)."""
     seen = _SEEN.get(obj.name)
     scene = bpy.context.scene
-    if seen is None or scene is None or _FRAME.get(obj.name) != scene.frame_current:
-        see(obj)  # first look, or a frame change (the animation moved them)
+    written = pose_writes.take(obj.name)
+    if seen is None or scene is None or _FRAME.get(obj.name) != scene.frame_current \
+            or written:
+        see(obj)  # first look, a frame change (the animation moved them), our own write
         return []
     now = _locations(obj, list(seen))
     return [c for c in controls(obj) if c.bone in seen
@@ -150,9 +147,8 @@ def _targets(obj: bpy.types.Object, chosen: list[Control]) -> list[empties.Targe
 def live_update(scene: bpy.types.Scene, obj: bpy.types.Object,
                 depsgraph: bpy.types.Depsgraph | None) -> bool:
     """The live handler's work for an armature whose controls moved: the moved controls
-    (with those moved earlier in this drag) as targets, one drag solve, the pause
-    scheduled. Errors become the panel's status line. True when it solved."""
-    from . import live
+    (with those moved earlier in this drag) as targets, one drag solve. Errors become
+    the panel's status line. True when it solved a drag update whose pause is due."""
     from .errors import STATUS
 
     chosen = moved(obj)
@@ -180,10 +176,9 @@ def live_update(scene: bpy.types.Scene, obj: bpy.types.Object,
         return False
     STATUS.pop(obj.name, None)
     _HELD[obj.name] = list(by_joint.values())
+    pose_writes.take(obj.name)
     see(obj)
-    if outcome.deferred:
-        live.pause_later(scene, obj)
-    return True
+    return outcome.deferred
 
 
 def held(obj_name: str) -> list[empties.Target]:
