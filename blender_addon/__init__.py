@@ -15,22 +15,28 @@ def _classes() -> tuple:
 def register() -> None:
     import bpy
 
-    from . import live, properties, timeline
+    from . import keymaps, live, menus, pins, properties, timeline
 
     properties.register()
     for cls in _classes():
         bpy.utils.register_class(cls)
     live.register()
     timeline.register()
+    keymaps.register()
+    menus.register()
+    pins.register()
 
 
 def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import live, properties, timeline
+    from . import keymaps, live, menus, pins, properties, timeline
 
     timeline.unregister()
+    pins.unregister()
+    menus.unregister()
+    keymaps.unregister()
     live.unregister()
     for cls in reversed(_classes()):
         bpy.utils.unregister_class(cls)

@@ -11,6 +11,7 @@ such as Rigify's), operators correct the write from what Blender evaluated, a fe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import bpy
@@ -24,6 +25,7 @@ from . import (
     mapped_rig,
     metric_requests,
     model_sets,
+    pose_writes,
     rig_controls,
     rig_io,
 )
@@ -62,7 +64,10 @@ def prepare_controls(obj: bpy.types.Object) -> list[str]:
     if view_layer is None:
         return []
     joints = mapped_rig.mapping_dict(obj.data)
-    return rig_controls.fk_note(rig_controls.switch_to_fk(obj, joints.values(), view_layer))
+    switched = rig_controls.switch_to_fk(obj, joints.values(), view_layer)
+    if switched:  # the FK controls put where the limbs are: no user's move
+        pose_writes.mark(obj.name)
+    return rig_controls.fk_note(switched)
 
 
 def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:
@@ -74,11 +79,16 @@ def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:
 
 def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.ArmatureState,
               empty_matrices: np.ndarray, *, allow_nothing: bool, live: bool,
-              refine: bool = True) -> Outcome:
-    """:func:`edit` with the state and the empties' matrices at hand."""
+              refine: bool = True, extra: Sequence[empties.Target] = ()) -> Outcome:
+    """:func:`edit` with the state and the empties' matrices at hand. ``extra``: targets
+    that no empty holds (a grabbed joint, a moved rig control); each replaces an
+    effector of the same joint."""
     info = state.info
     mw = rig_io.world_matrix(obj)
     targets = empties.targets(state.effectors, empty_matrices, mw)
+    if extra:
+        taken = {t.joint for t in extra}
+        targets = [t for t in targets if t.joint not in taken] + list(extra)
     requests = state.requests
     options = editors.solve_options(obj)
     skipped = not refine and options.refine_steps > 0 and options.solver != "classic"

@@ -248,18 +248,3 @@ def remove(obj: bpy.types.Object, index: int | None) -> int:
     obj.npe.active_effector = min(obj.npe.active_effector, len(items) - 1)
     return len(indices)
 
-
-def selected_joints(obj: bpy.types.Object, info: rig_io.RigInfo) -> tuple[list[str], list[str]]:
-    """Canonical joints of the selected pose bones; and the selected bones with no joint."""
-    joint_of = {info.names[b]: j for j, b in zip(JOINT_INDEX, info.joint_bones, strict=True)
-                if b is not None}
-    selected = [pb.name for pb in obj.pose.bones if _is_selected(pb)]
-    return ([joint_of[n] for n in selected if n in joint_of],
-            [n for n in selected if n not in joint_of])
-
-
-def _is_selected(pb: bpy.types.PoseBone) -> bool:
-    """Bone selection moved from Bone (4.x) to PoseBone (5.0)."""
-    if "select" in pb.bl_rna.properties:
-        return bool(pb.select)
-    return bool(pb.bone.select)

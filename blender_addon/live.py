@@ -27,7 +27,7 @@ import time
 import bpy
 from bpy.app.handlers import persistent
 
-from . import edits, empties, metric_requests
+from . import edits, empties, live_controls, metric_requests
 from . import state as kept
 from .core import reach_bounds
 from .core.pipeline import SHORT_MARK
@@ -44,6 +44,7 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
     if is_busy() or not scene.npe.live:
         return
     owners: dict[str, bpy.types.Object] = {}
+    rigs: dict[str, bpy.types.Object] = {}  # armatures updated: their controls may have moved
     for update in depsgraph.updates:
         obj = update.id
         if not isinstance(obj, bpy.types.Object):
@@ -51,6 +52,8 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
         kind = obj.type
         if kind == "ARMATURE" and obj.mode == "EDIT":
             kept.invalidate(obj.name)
+        elif kind == "ARMATURE" and len(obj.original.data.npe_mapping.joints):
+            rigs[obj.name] = obj.original
         if kind != "EMPTY" or not update.is_updated_transform:
             continue
         owner = obj.original.npe.effector_of
@@ -61,6 +64,11 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
             continue
         with busy():
             live_edit(scene, owner, depsgraph)
+    for name, rig in rigs.items():  # rig controls as effectors (live_controls)
+        if name not in owners and scene.objects.get(name) is not None:
+            with busy():
+                if live_controls.live_update(scene, rig, depsgraph):
+                    pause_later(scene, rig)
 
 
 def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
@@ -135,7 +143,9 @@ def drag_paused() -> bool:
                         if bpy.context.scene == scene else None
                     outcome = edits.edit_with(
                         scene, obj, kept.get(scene, obj, fresh=bool(switched)),
-                        empties.matrices(obj, depsgraph), allow_nothing=True, live=False)
+                        empties.matrices(obj, depsgraph), allow_nothing=True, live=False,
+                        extra=live_controls.held(name))
+                    live_controls.settled(scene, obj)
                 else:
                     metric_requests.measure(scene, obj)
                     outcome = None
@@ -166,6 +176,10 @@ def cancel_pause(unregister: bool = False) -> None:
 def effector_settings_changed(context: bpy.types.Context, obj: bpy.types.Object) -> None:
     """An effector's weight, pin or rotation toggle changed: re-solve when Live is on."""
     kept.invalidate(obj.name if isinstance(obj, bpy.types.Object) else None)
+    if isinstance(obj, bpy.types.Object) and obj.type == "ARMATURE":
+        from . import pins
+
+        pins.sync_colours(obj)  # a pin switched in the panel
     scene = context.scene
     if is_busy() or scene is None or not scene.npe.live or not isinstance(
             obj, bpy.types.Object) or obj.type != "ARMATURE":
@@ -184,6 +198,7 @@ def on_load_post(*_args: object) -> None:
 def on_undo_redo(*_args: object) -> None:
     """Undo and redo replace the data the kept edit states were read from."""
     kept.invalidate()
+    live_controls.see_all()
 
 
 def _set_installed(handlers: list, func: object, installed: bool) -> None:
@@ -203,6 +218,9 @@ def sync() -> None:
     except AttributeError:  # restricted context while add-ons load: nothing is live yet
         wanted = False
     _set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, wanted)
+    _set_installed(bpy.app.handlers.frame_change_post, live_controls.on_frame_change, wanted)
+    if wanted:
+        live_controls.see_all()
 
 
 def register() -> None:
@@ -216,6 +234,7 @@ def register() -> None:
 def unregister() -> None:
     handlers = bpy.app.handlers
     _set_installed(handlers.depsgraph_update_post, on_depsgraph_update, False)
+    _set_installed(handlers.frame_change_post, live_controls.on_frame_change, False)
     _set_installed(handlers.load_post, on_load_post, False)
     _set_installed(handlers.undo_post, on_undo_redo, False)
     _set_installed(handlers.redo_post, on_undo_redo, False)

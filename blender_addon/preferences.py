@@ -36,7 +36,7 @@ class NPE_AddonPreferences(bpy.types.AddonPreferences):
         max=MAX_THREADS,
     )
 
-    def draw(self, _context: bpy.types.Context) -> None:
+    def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         layout.use_property_split = True
         layout.prop(self, "model_folder")
@@ -46,6 +46,9 @@ class NPE_AddonPreferences(bpy.types.AddonPreferences):
         row = layout.row()
         row.label(text="Compiled Kernels")
         row.label(text=native.status())
+        from . import keymaps
+
+        keymaps.draw(context, layout)
 
 
 def get_preferences(context: bpy.types.Context | None = None) -> "NPE_AddonPreferences | None":

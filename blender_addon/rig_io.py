@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 import bpy
 import numpy as np
 
-from . import rig_controls
+from . import pose_writes, rig_controls
 from .core import conversions, reach, rotations
 from .core.conversions import AXIS_ANGLE, QUATERNION
 from .core.skeleton import JOINT_INDEX, JOINTS, blender_to_yup, yup_to_blender
@@ -288,6 +288,8 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
     # component is enough for the pose (and what depends on it, constraints and deformed
     # meshes); tagging its data too makes Blender redo far more (2x on a Rigify rig).
     obj.update_tag(refresh={"OBJECT"})
+    if "location" in values:  # a location the add-on wrote is no move of a rig control
+        pose_writes.mark(obj.name)
     new = replace(pose, raw=raw, **changed)
     if rotated:
         idx = sorted(rotated)

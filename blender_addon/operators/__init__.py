@@ -1,6 +1,6 @@
 """Operators (``bpy.ops.npe.*``), one module per family; each calls plain functions."""
 
-from . import effectors, mapping, metrics, mirror, propagate, solve
+from . import effectors, grab, mapping, metrics, mirror, propagate, solve
 
 CLASSES = (
     *mapping.CLASSES,
@@ -9,4 +9,5 @@ CLASSES = (
     *mirror.CLASSES,
     *metrics.CLASSES,
     *propagate.CLASSES,
+    *grab.CLASSES,
 )

@@ -21,14 +21,15 @@ class NPE_OT_add_effectors(common.OnMappedArmature, bpy.types.Operator):
             ("FEET", "Feet", "Both ankles"),
             ("HEAD", "Head", "The head"),
             ("LIMBS", "Hands, Feet and Head", "Both wrists, both ankles and the head"),
-            ("SELECTED", "Selected Bones", "The joints of the selected pose bones"),
+            ("SELECTED", "Selected Bones", "The joints the selected pose bones move (a "
+             "hand or forearm: the wrist; an upper arm: the elbow; a thigh: the knee)"),
         ),
         default="HANDS",
         options={"SKIP_SAVE"},
     )
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import base_pose, edits, empties, mapped_rig
+        from .. import base_pose, edits, empties, grab, mapped_rig
         from ..errors import EditError, Outcome
 
         def action(obj: bpy.types.Object) -> Outcome:
@@ -36,7 +37,7 @@ class NPE_OT_add_effectors(common.OnMappedArmature, bpy.types.Operator):
             notes = edits.prepare_controls(obj)  # empties where the limbs are shown
             info = mapped_rig.rig_for(obj)
             if self.preset == "SELECTED":
-                joints, strangers = empties.selected_joints(obj, info)
+                joints, strangers = grab.selected_joints(obj, info)
                 if strangers:
                     self.report({"WARNING"}, f"Not mapped to a joint: {', '.join(strangers)}")
                 if not joints:
@@ -76,7 +77,7 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
         return True
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        from .. import empties
+        from .. import empties, pins
         from ..errors import EditError, Outcome
 
         def action(obj: bpy.types.Object) -> Outcome:
@@ -88,6 +89,7 @@ class NPE_OT_remove_effectors(bpy.types.Operator):
             if index is not None and not 0 <= index < len(items):
                 raise EditError(f"No effector number {index}")
             n = empties.remove(obj, index)
+            pins.sync_colours(obj)  # a removed pin's bone gets its colour back
             return Outcome(f"Removed {n} effector(s)")
 
         return common.run_on_armature(self, context, action)

@@ -5,7 +5,8 @@ same problems (started by ``python -m training benchmark-blender``; writes one J
   the add-on's depsgraph handler has written the pose and Blender has evaluated it, on the
   mapped Bandai BVH rig and on a Rigify-size rig, refinement off and on, beside the same
   loop with Live off (the no-solve baseline). A second, instrumented pass splits the time
-  into stages (see :class:`StageTimer`).
+  into stages (see :class:`StageTimer`). Then a Neural Grab of the right hand along the
+  same path: one drag step of :func:`blender_addon.grab.update` per move, evaluated.
 - Accuracy against Blender's IK constraints: (x, x') pairs of test clips (x' within +-20
   frames): the rig at x, targets at x' joints, evaluate; Blender's Legacy IK (and iTaSC)
   with chains to the same five effectors, against the add-on's Solve.
@@ -32,6 +33,7 @@ from blender_addon import (
     base_pose,
     editors,
     empties,
+    grab,
     live,
     mapped_rig,
     metric_requests,
@@ -283,6 +285,34 @@ def live_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray,
     return times, cpu, reach
 
 
+GRAB = "Neural Grab: a drag step (the right hand grabbed, default options)"
+
+
+def grab_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray
+              ) -> tuple[list[float], list[float], list[float]]:
+    """A Neural Grab of the moved joint, its target along ``path`` (world): per move, the
+    seconds of one drag step until the pose is written and evaluated (wall clock, CPU),
+    and the evaluated joint's distance to its target (m). The grab is cancelled after."""
+    view_layer = bpy.context.view_layer
+    info = mapped_rig.rig_for(obj)
+    bone = obj.pose.bones[info.names[info.shown[JOINT_INDEX[MOVED]]]]
+    mw = obj.matrix_world
+    g = grab.begin(scene, obj, [MOVED])
+    times, cpu, reach = [], [], []
+    try:
+        for target in path:
+            offset = target - g.start_world[0]
+            start, start_cpu = time.perf_counter(), time.process_time()
+            grab.update(scene, obj, g, offset)
+            view_layer.update()
+            times.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+            reach.append(float(np.linalg.norm(np.array(mw @ bone.head) - target)))
+    finally:
+        grab.cancel(obj, g)
+    return times, cpu, reach
+
+
 # The default setting again with the compiled kernels switched off: the numpy engine, the
 # baseline they are measured against in the same run.
 NUMPY_ONLY = "compiled kernels off (numpy alone)"
@@ -359,6 +389,20 @@ def live_benchmark(kind: str, label: str, models: Path, bvh: Path | None, moves:
             row["solves_per_move"] = timer.calls[SOLVE_NUMPY] / profile_moves
         scene.npe.live = False
         rows.append(row)
+    host.progress(f"live updates: {label}, {GRAB} ({moves} moves)")
+    obj.npe.refine_steps, obj.npe.live_refine = DEFAULT_REFINE, True
+    hand = world_heads(obj)[JOINT_INDEX[MOVED]]
+    grab_path = drag_path(hand, moves)
+    grab_loop(scene, obj, grab_path[:WARMUP_MOVES])
+    times, cpu, reach = grab_loop(scene, obj, grab_path)
+    cpu_stats = summary(cpu)
+    rows.append({"rig": label, "bones": len(obj.data.bones), "setting": GRAB, "live": True,
+                 "refine_steps": DEFAULT_REFINE, "refine_every_update": True,
+                 "kernels": native.kernels() is not None, **summary(times),
+                 "cpu_median_ms": cpu_stats["median_ms"], "cpu_p95_ms": cpu_stats["p95_ms"],
+                 "cpu_p10_ms": cpu_stats["p10_ms"],
+                 "reach_median_mm": float(np.median(reach) * MM),
+                 "reach_max_mm": float(np.max(reach) * MM)})
     host.progress(f"live updates: {label}, {BY_HAND} ({moves} moves)")
     by_hand_loop(obj, WARMUP_MOVES)
     times, cpu = by_hand_loop(obj, moves)

@@ -40,6 +40,12 @@ CAMERA_RISE = 0.3  # of the height per unit of forward: looking slightly down
 LOOK_HEIGHT = 0.95  # m: the camera aims at this height above the pelvis's ground point
 EXTENT = 1.95  # m: vertical extent a picture frames
 MOVED = "r_hand"
+# Step 7, Neural Grab in Pose Mode: the left foot pinned, the left hand (on the hip at the
+# keyed frame; the right one is raised) grabbed and moved this far (the body's own forward,
+# right, up; m), as typed after Ctrl+Shift+G.
+GRABBED = "l_hand"
+GRAB_OFFSET = (0.25, 0.0, 0.10)
+PINNED = "l_foot"
 
 
 def _op(op: Any, **kwargs: Any) -> None:
@@ -100,6 +106,41 @@ def aim_camera(obj: bpy.types.Object, frames: Sequence[int] | None = None) -> No
     target[2] = LOOK_HEIGHT
     stage.camera_looking_at(target, fwd + CAMERA_SIDE * right + np.array([0, 0, CAMERA_RISE]),
                             EXTENT)
+
+
+def _select_bones(obj: bpy.types.Object, names: Sequence[str]) -> None:
+    """Select these pose bones only (the flag moved from Bone in 4.x to PoseBone in 5.0)."""
+    for pb in obj.pose.bones:
+        (pb if "select" in pb.bl_rna.properties else pb.bone).select = pb.name in names
+
+
+def grab_steps(obj: bpy.types.Object) -> dict[str, Any]:
+    """The README's "Grabbing the rig" steps, through the operators: Pose Mode, the left
+    foot's bone selected and pinned (Ctrl+Shift+P), the left hand's bone selected and
+    grabbed (Ctrl+Shift+G) by :data:`GRAB_OFFSET`, confirmed; back to Object Mode. Returns
+    what it did (world target, how far the hand ended from it, how far the pinned foot
+    and the other joints moved)."""
+    joints = mapped_rig.mapping_dict(obj.data)
+    rigs.select_only(obj)
+    bpy.ops.object.mode_set(mode="POSE")
+    _select_bones(obj, [joints[PINNED]])
+    _op(bpy.ops.npe.toggle_pin)
+    _select_bones(obj, [joints[GRABBED]])
+    fwd, right = stage.facing(obj)
+    offset = GRAB_OFFSET[0] * fwd + GRAB_OFFSET[1] * right + np.array([0.0, 0.0,
+                                                                        GRAB_OFFSET[2]])
+    before = _heads(obj)
+    _op(bpy.ops.npe.neural_grab, offset=offset.tolist())
+    after = _heads(obj)
+    bpy.ops.object.mode_set(mode="OBJECT")
+    target = before[GRABBED] + offset
+    others = [j for j in before if j not in (GRABBED, PINNED)]
+    return {"start": before[GRABBED].tolist(), "target": target.tolist(),
+            "moved_cm": float(np.linalg.norm(offset) * 100),
+            "reach_mm": float(np.linalg.norm(after[GRABBED] - target) * 1e3),
+            "pinned_moved_mm": float(np.linalg.norm(after[PINNED] - before[PINNED]) * 1e3),
+            "others_moved_cm": float(np.mean([np.linalg.norm(after[j] - before[j])
+                                              for j in others]) * 100)}
 
 
 def walkthrough(models: Path, bvh: Path, out: Path) -> dict[str, Any]:
@@ -214,6 +255,21 @@ def walkthrough(models: Path, bvh: Path, out: Path) -> dict[str, Any]:
     reach = float(np.linalg.norm(_heads(obj)[MOVED] - target))
     shots.figure("6-propagate.png", [originals, edited], frame=PROPAGATE_FRAME, radius=RADIUS,
                  frames=strip, hand_moved_cm=moved, reach_mm=reach * 1e3)
+
+    # 7. Neural Grab in Pose Mode, on the keyed standing frame: pin a foot, grab a hand.
+    host.progress("step 7: Neural Grab in Pose Mode")
+    scene.frame_set(EDIT_FRAME)
+    _op(bpy.ops.npe.remove_effectors, all=True)
+    aim_camera(obj)
+    before7 = shots.shoot("07_before")
+    facts = grab_steps(obj)
+    spheres = stage.effector_spheres(obj)  # the pin's empty
+    marker = stage.drag_marker(facts["start"], facts["target"])
+    step7 = shots.shoot("07_grab")
+    shots.figure("7-grab.png", [[(before7, "before"),
+                                 (step7, "after: left foot pinned, left hand grabbed")]],
+                 **facts)
+    stage.remove([*marker, *spheres.values()])
     return {"clip": bvh.name, "models": str(models), "blender": bpy.app.version_string,
             "edit_frame": EDIT_FRAME, "propagate_frame": PROPAGATE_FRAME,
             "figures": shots.figures}
