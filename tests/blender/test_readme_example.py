@@ -1,4 +1,4 @@
-"""The README's Scripting example runs as printed: map, effectors, solve, propagate."""
+"""The README's Scripting example runs as printed: map, edit and key two frames, spread."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 SECTION = "## Scripting"
 TIMEOUT_S = 300  # a fresh bpy process: import, solve, propagate, exit
 REACH_CM = 1.0  # the right wrist ends this close to its dragged empty
+KEPT_CM = 0.05  # a keyed frame stays as keyed after another frame is edited (printed in cm)
 # bpy 4.2 (the module, not Blender itself) crashes in its own teardown, after the script
 # has run, once any property with an update callback was registered (SIGSEGV at exit):
 # there the script passes when it printed everything.
@@ -43,4 +44,8 @@ def test_readme_scripting_example_runs(tmp_path: Path, bandai_bvh: Path, models_
     assert proc.returncode in (0, TEARDOWN_CRASH), out[-3000:]
     miss = re.search(r"right wrist ([\d.]+) cm from its empty", out)
     assert miss and float(miss.group(1)) < REACH_CM, out[-3000:]
+    frame_40 = re.search(r"frame 40: left wrist ([\d.]+) cm from its empty", out)
+    assert frame_40 and float(frame_40.group(1)) < REACH_CM, out[-3000:]
+    frame_30 = re.search(r"frame 30: right wrist ([\d.]+) cm from where it was keyed", out)
+    assert frame_30 and float(frame_30.group(1)) < KEPT_CM, out[-3000:]
     assert "Propagated over frames" in out, out[-3000:]
