@@ -10,7 +10,7 @@ and extracts the test clips, starts it, adds the machine's load, and writes the 
   and on, against the same loop with Live off; and where that time goes, stage by stage;
 - accuracy: (x, x') pairs of test clips (x' within +-20 frames), the add-on's Solve against
   Blender's IK constraints on the same five effectors;
-- propagation: ``npe.propagate`` over a 1,000-frame action, keys written.
+- propagation: ``npe.spread_edit`` over a 1,000-frame action, keys written.
 """
 
 from __future__ import annotations
@@ -201,7 +201,7 @@ def markdown(result: dict[str, Any]) -> str:
     if "propagation" in result:
         p = result["propagation"]
         target = result["targets"]["propagation_ms"]
-        lines += ["", f"**Propagation**: `npe.propagate` over a {p['frames']}-frame action "
+        lines += ["", f"**Propagation**: `npe.spread_edit` over a {p['frames']}-frame action "
                   f"(frames {p['window'][0]}-{p['window'][1]}, {p['edited_frames']} edited, "
                   f"{p['fcurves_written']} F-curves keyed), {p['runs']} runs: median "
                   f"**{p['median_ms']:.0f} ms** (p95 {p['p95_ms']:.0f} ms). Target < "

@@ -9,7 +9,7 @@ same problems (started by ``python -m training benchmark-blender``; writes one J
 - Accuracy against Blender's IK constraints: (x, x') pairs of test clips (x' within +-20
   frames): the rig at x, targets at x' joints, evaluate; Blender's Legacy IK (and iTaSC)
   with chains to the same five effectors, against the add-on's Solve.
-- Propagation: ``npe.propagate`` over a 1,000-frame action, keys written, a few runs.
+- Propagation: ``npe.spread_edit`` over a 1,000-frame action, keys written, a few runs.
 """
 
 from __future__ import annotations
@@ -588,7 +588,7 @@ def long_action(obj: bpy.types.Object, frames: int) -> None:
 
 
 def propagation_benchmark(models: Path, clip: Path, runs: int) -> dict[str, Any]:
-    """``npe.propagate`` over a 1,000-frame action (every frame edited and keyed)."""
+    """``npe.spread_edit`` over a 1,000-frame action (every frame edited and keyed)."""
     host.progress(f"propagation: {runs} runs over {PROPAGATION_FRAMES} frames")
     obj = setup_rig("bvh", models, clip)
     scene = bpy.context.scene
@@ -597,7 +597,7 @@ def propagation_benchmark(models: Path, clip: Path, runs: int) -> dict[str, Any]
     _op(bpy.ops.npe.remove_effectors, all=True)
     _op(bpy.ops.npe.add_effectors, preset="LIMBS")
     p = scene.npe.propagation
-    p.range_mode, p.frame_start, p.frame_end, p.curve = "RANGE", 1, PROPAGATION_FRAMES, \
+    p.range_mode, p.frame_start, p.frame_end, p.curve = "START_END", 1, PROPAGATION_FRAMES, \
         "CONSTANT"
     window, w = propagation.weights(scene)
     empty = effector_empty(obj, MOVED)
@@ -610,7 +610,7 @@ def propagation_benchmark(models: Path, clip: Path, runs: int) -> dict[str, Any]
     try:
         for _ in range(runs):
             start = time.perf_counter()
-            _op(bpy.ops.npe.propagate)
+            _op(bpy.ops.npe.spread_edit)
             times.append(time.perf_counter() - start)
     finally:
         timer.restore()
