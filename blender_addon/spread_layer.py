@@ -116,6 +116,11 @@ class Layer:
         strip.extrapolation = "NOTHING"
         strip.use_animated_influence = True  # keyable, as an animator fades a layer
         strip.influence = 1.0
+        for fc in strip.fcurves:  # the influence F-curve Blender made: full, to be keyed
+            if fc.data_path == "influence":
+                for key in fc.keyframe_points:
+                    key.co.y = key.handle_left.y = key.handle_right.y = 1.0
+                fc.update()
         obj.animation_data.action_blend_type = "COMBINE"
 
     def remove(self) -> None:
