@@ -282,3 +282,17 @@ def test_the_redo_panel_shows_and_reruns(clip_rig: bpy.types.Object) -> None:
     second = moved()
     assert second[np.abs(frames - CENTER) >= 5].any()
     assert not second[np.abs(frames - CENTER) >= 10].any()
+
+
+def test_sampling_a_baked_curve_reads_its_keys(clip_rig: bpy.types.Object) -> None:
+    """The clip read from the keys of a baked curve is what evaluating it gives, exactly;
+    a thinned curve (frames between keys) is evaluated."""
+    bag = rig_keys.channelbag(clip_rig)
+    frames = np.arange(5, 60)
+    for fc in list(bag.fcurves)[:12]:
+        want = np.array([fc.evaluate(float(f)) for f in frames])
+        assert np.array_equal(rig_keys.sample(fc, frames), want)
+    _thin(clip_rig)
+    for fc in list(bag.fcurves)[:12]:
+        want = np.array([fc.evaluate(float(f)) for f in frames])
+        assert np.array_equal(rig_keys.sample(fc, frames), want)
