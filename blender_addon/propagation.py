@@ -30,7 +30,7 @@ from . import (
     spread_layer,
 )
 from .core.pipeline import Effector
-from .core.propagate import propagate, weight_curve
+from .core.propagate import interpolate_changes, propagate, weight_curve
 from .core.quaternions import matrix_to_quat, quat_to_matrix
 from .core.skeleton import JOINT_INDEX, JOINTS
 from .edits import EVALUATED_PASSES, EVALUATED_TOL
@@ -45,6 +45,8 @@ KINDS = {"HAT": "hat", "SMOOTH": "smooth", "CONSTANT": "constant", "CUSTOM": "cu
 STEPS = 20  # progress bar steps of a run to the end (propagate_edit's progress callback)
 FRAMES_PER_STEP = 25  # frames evaluated between two steps of a modal run (Esc is read there)
 CORRECTING = 0.6  # the progress where the correction from the evaluated rig starts
+# A longer range is corrected from the evaluated rig on this many of its frames.
+CORRECTED_FRAMES = 100
 
 
 # ------------------------------------------------------------------ the custom curve
@@ -407,9 +409,11 @@ def _correct_from_evaluated(scene: bpy.types.Scene, obj: bpy.types.Object,
     if np.linalg.norm(seen_now - wanted[current - int(frames[0])], axis=-1).max() * scale \
             < EVALUATED_TOL:
         return
+    live = w > 0.0
+    correct = _correct_frames if live.sum() <= CORRECTED_FRAMES else _correct_sampled
     try:
-        yield from _correct_frames(scene, obj, info, frames, w > 0.0, joints, wanted, quats,
-                                   locs, edited_arm, keyed, write, scale)
+        yield from correct(scene, obj, info, frames, live, joints, wanted, quats, locs,
+                           edited_arm, keyed, write, scale)
     finally:
         scene.frame_set(current)
 
@@ -448,6 +452,51 @@ def _correct_frames(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.
         best_q[better], best_l[better], best[better] = q[better], loc[better], miss[better]
         active = better & (best * scale >= EVALUATED_TOL)
     if written:  # the frames whose last pass got no closer go back to their best keys
+        write(best_q, best_l)
+
+
+def _correct_sampled(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+                     frames: np.ndarray, live: np.ndarray, joints: list[int],
+                     wanted: np.ndarray, quats: np.ndarray, locs: np.ndarray,
+                     edited_arm: np.ndarray, keyed: tuple[np.ndarray, np.ndarray],
+                     write: Callable[[np.ndarray, np.ndarray], int], scale: float
+                     ) -> Generator[float, None, None]:
+    """:func:`_correct_frames` over a long range: Blender evaluates :data:`CORRECTED_FRAMES`
+    evenly spaced frames of it (one frame change each, a few ms on a control rig: every
+    frame of 1,000 took 3 s a pass), the misses seen there are interpolated over the
+    others (they follow the motion, smoothly), and a pass stands only where it brought the
+    sampled frames' worst miss closer."""
+    idx = np.flatnonzero(live)
+    sampled = np.zeros(len(frames), dtype=bool)
+    sampled[idx[np.linspace(0, len(idx) - 1, CORRECTED_FRAMES).round().astype(int)]] = True
+    best_q, best_l = (a.copy() for a in keyed)
+    seen = (yield from _evaluated_clip(scene, obj, info, frames, sampled))[:, joints]
+    best = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)[sampled].max()
+    aim = wanted.copy()
+    written = False
+    for _ in range(EVALUATED_PASSES):
+        if best * scale < EVALUATED_TOL:
+            break
+        miss = np.zeros_like(wanted)
+        miss[sampled] = wanted[sampled] - seen[sampled]
+        aim[idx] += interpolate_changes(frames[idx], sampled[idx], miss[idx])
+        shifted = edited_arm.copy()
+        shifted[:, joints] = aim
+        try:
+            q, loc = rig_io.solve_rotations(info, quats, locs, shifted,
+                                            {j: aim[:, k] for k, j in enumerate(joints)})
+        except ValueError:
+            break
+        q[~live], loc[~live] = best_q[~live], best_l[~live]
+        write(q, loc)
+        written = True
+        seen = (yield from _evaluated_clip(scene, obj, info, frames, sampled))[:, joints]
+        now = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)[sampled].max()
+        if now >= best:
+            break
+        best_q, best_l, best = q, loc, now
+        written = False
+    if written:  # the last pass got no closer: back to the best keys
         write(best_q, best_l)
 
 
