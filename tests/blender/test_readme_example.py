@@ -43,4 +43,4 @@ def test_readme_scripting_example_runs(tmp_path: Path, bandai_bvh: Path, models_
     assert proc.returncode in (0, TEARDOWN_CRASH), out[-3000:]
     miss = re.search(r"right wrist ([\d.]+) cm from its empty", out)
     assert miss and float(miss.group(1)) < REACH_CM, out[-3000:]
-    assert "Propagated over frames" in out, out[-3000:]
+    assert "Spread Edit over frames" in out, out[-3000:]
