@@ -296,3 +296,39 @@ def test_sampling_a_baked_curve_reads_its_keys(clip_rig: bpy.types.Object) -> No
     for fc in list(bag.fcurves)[:12]:
         want = np.array([fc.evaluate(float(f)) for f in frames])
         assert np.array_equal(rig_keys.sample(fc, frames), want)
+
+
+ROTATION_TOL = 1e-3  # the hand bone's orientation at the edited frame (matrix entries)
+ROTATION_SHARE = (0.49, 0.51)  # its turn at W = 0.5, of the empty's (measured 0.500)
+
+
+def test_an_empty_rotation_is_spread(clip_rig: bpy.types.Object) -> None:
+    from mathutils import Euler
+
+    obj = clip_rig
+    scene = bpy.context.scene
+    item = next(e for e in obj.npe.effectors if e.joint == "l_hand")
+    bone = obj.pose.bones[mapped_rig.mapping_dict(obj.data)["l_hand"]]
+
+    def orientation(frame: int) -> np.ndarray:
+        scene.frame_set(frame)
+        return np.array((obj.matrix_world @ bone.matrix).to_3x3().normalized())
+
+    radius = 12
+    half = CENTER + radius // 2  # smooth curve: W = 0.5
+    before = orientation(half)
+    scene.frame_set(CENTER)
+    start = np.array(item.empty.matrix_world.to_3x3().normalized())
+    item.use_rotation = True
+    item.empty.rotation_euler.rotate(Euler((0.4, -0.3, 0.5)))
+    bpy.context.view_layer.update()
+    want = np.array(item.empty.matrix_world.to_3x3().normalized())
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME", radius=radius,
+                                   curve="SMOOTH") == {"FINISHED"}
+    assert np.allclose(orientation(CENTER), want, atol=ROTATION_TOL)
+
+    def angle(a: np.ndarray, b: np.ndarray) -> float:
+        return float(np.arccos(np.clip((np.trace(a.T @ b) - 1.0) / 2.0, -1.0, 1.0)))
+
+    share = angle(before, orientation(half)) / angle(start, want)
+    assert ROTATION_SHARE[0] < share < ROTATION_SHARE[1], share
