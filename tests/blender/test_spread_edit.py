@@ -332,3 +332,22 @@ def test_an_empty_rotation_is_spread(clip_rig: bpy.types.Object) -> None:
 
     share = angle(before, orientation(half)) / angle(start, want)
     assert ROTATION_SHARE[0] < share < ROTATION_SHARE[1], share
+
+
+def test_esc_in_layer_mode_removes_the_layer(clip_rig: bpy.types.Object) -> None:
+    obj = clip_rig
+    scene = bpy.context.scene
+    scene.frame_set(CENTER)
+    before = _curves(obj)
+    actions = {a.name for a in bpy.data.actions}
+    _move_hand(obj)
+    settings = propagation.SpreadSettings(mode="LAYER", radius=12)
+    job = propagation.SpreadJob(scene, obj, bpy.context.evaluated_depsgraph_get(), settings)
+    while (step := job.step()) is not None and step < propagation.CORRECTING:
+        pass
+    assert step is not None and len(obj.animation_data.nla_tracks) == 1
+    job.cancel()
+    anim = obj.animation_data
+    assert not len(anim.nla_tracks) and anim.action_blend_type == "REPLACE"
+    assert {a.name for a in bpy.data.actions} == actions
+    assert _curves(obj) == before
