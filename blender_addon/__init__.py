@@ -15,20 +15,22 @@ def _classes() -> tuple:
 def register() -> None:
     import bpy
 
-    from . import live, properties
+    from . import live, properties, spread_overlay
 
     properties.register()
     for cls in _classes():
         bpy.utils.register_class(cls)
     live.register()
+    spread_overlay.register()
 
 
 def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import live, properties
+    from . import live, properties, spread_overlay
 
+    spread_overlay.unregister()
     live.unregister()
     for cls in reversed(_classes()):
         bpy.utils.unregister_class(cls)

@@ -310,6 +310,7 @@ class NPE_PT_propagate(_Panel, bpy.types.Panel):
                 grid.progress(factor=w, type="BAR", text=f"{frame}: {w:.2f}")
         else:
             box.label(text="No frame would change here", icon="INFO")
+        box.prop(p, "show_overlay")
         layout.prop(p, "metric_mode")
         layout.operator("npe.spread_edit", icon="IPO_EASE_IN_OUT")
 

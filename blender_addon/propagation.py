@@ -103,7 +103,7 @@ class SpreadSettings:
     metric_mode: str = "DELTA"
 
     @classmethod
-    def of(cls, owner: object) -> SpreadSettings:
+    def of(cls, owner: object) -> SpreadSettings:  # (the scene's extra show_overlay aside)
         """From anything holding the same names (the operator, the scene's group)."""
         return cls(**{f.name: getattr(owner, f.name) for f in fields(cls)})
 

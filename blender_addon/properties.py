@@ -279,6 +279,10 @@ class NPE_PropagationSettings(PropertyGroup):
     metric_mode: EnumProperty(
         name="Metrics", description="How metric requests travel to the other frames",
         items=spread_items.METRIC_MODES, default="DELTA")
+    show_overlay: BoolProperty(
+        name="Show in Timeline", default=False,
+        description="Bars in the Timeline and Dope Sheet at the frames Spread Edit would "
+        "change, as tall as their weight")
 
 
 # --------------------------------------------------------------------------- scene

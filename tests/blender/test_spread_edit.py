@@ -351,3 +351,14 @@ def test_esc_in_layer_mode_removes_the_layer(clip_rig: bpy.types.Object) -> None
     assert not len(anim.nla_tracks) and anim.action_blend_type == "REPLACE"
     assert {a.name for a in bpy.data.actions} == actions
     assert _curves(obj) == before
+
+
+def test_the_timeline_overlay_is_registered_and_shapes_bars(addon: None) -> None:
+    from blender_addon import spread_overlay
+
+    assert len(spread_overlay._handles) == 1  # one dope sheet / timeline draw handler
+    verts = spread_overlay.bars(np.array([10.0, 20.0]), np.array([1.0, 0.5]))
+    assert verts.shape == (12, 2)
+    assert verts[:6, 1].max() == spread_overlay.BAR_HEIGHT_PX
+    assert verts[6:, 1].max() == 0.5 * spread_overlay.BAR_HEIGHT_PX
+    assert np.allclose(verts[6:, 0].mean(), 20.0)
