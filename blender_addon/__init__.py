@@ -15,7 +15,7 @@ def _classes() -> tuple:
 def register() -> None:
     import bpy
 
-    from . import keymaps, live, menus, pins, properties, timeline
+    from . import keymaps, live, menus, pins, properties, spread_overlay, timeline
 
     properties.register()
     for cls in _classes():
@@ -25,14 +25,16 @@ def register() -> None:
     keymaps.register()
     menus.register()
     pins.register()
+    spread_overlay.register()
 
 
 def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import keymaps, live, menus, pins, properties, timeline
+    from . import keymaps, live, menus, pins, properties, spread_overlay, timeline
 
+    spread_overlay.unregister()
     timeline.unregister()
     pins.unregister()
     menus.unregister()

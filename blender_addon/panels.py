@@ -6,6 +6,8 @@ import textwrap
 
 import bpy
 
+from . import spread_items
+
 CATEGORY = "Neural Pose"
 CLOSED = {"DEFAULT_CLOSED"}  # bl_options of sub-panels folded at first
 # Wrapping a status message: the UI font's mean character width and an icon's, in pixels
@@ -290,35 +292,66 @@ class NPE_PT_metrics(_Panel, bpy.types.Panel):
 
 
 class NPE_PT_propagate(_Panel, bpy.types.Panel):
-    bl_label = "Propagation"
+    bl_label = "Spread Edit"
     bl_parent_id = "NPE_PT_main"
     bl_options = CLOSED
 
     def draw(self, context: bpy.types.Context) -> None:
         from . import propagation
+        from .core.propagate import curve_warning
+        from .errors import EditError
+        from .mapped_rig import armature_from_context
 
         layout = self.layout
-        p = context.scene.npe.propagation
+        scene = context.scene
+        p = scene.npe.propagation
+        layout.prop(p, "mode")
         layout.row().prop(p, "range_mode", expand=True)
         col = layout.column(align=True)
         if p.range_mode == "RADIUS":
             col.prop(p, "radius")
-        else:
-            col.prop(p, "frame_start")
-            col.prop(p, "frame_end")
+        elif p.range_mode == "START_END":
+            if scene.use_preview_range:
+                col.label(text=f"Preview range {scene.frame_preview_start}-"
+                               f"{scene.frame_preview_end}", icon="PREVIEW_RANGE")
+            else:
+                col.prop(p, "frame_start")
+                col.prop(p, "frame_end")
         layout.prop(p, "curve")
         if p.curve == "CUSTOM":
             node = propagation.weight_curve_node()
             if node is None:
                 layout.operator("npe.weight_curve", icon="FCURVE")
             else:
+                layout.label(text="Weight (up) by distance from the edited frame (right):")
                 layout.template_curve_mapping(node, "mapping")
+                row = layout.row()
+                row.alignment = "EXPAND"
+                row.label(text="0: edited frame")
+                right = row.row()
+                right.alignment = "RIGHT"
+                right.label(text="1: range end")
+        warning = curve_warning(propagation.KINDS[p.curve])
+        if warning:
+            layout.label(text=warning, icon="ERROR")
+        try:
+            obj = armature_from_context(context)
+        except EditError:
+            obj = None
+        mode, shown = propagation.preview(scene, None, obj)
         box = layout.box()
-        grid = box.grid_flow(columns=3, even_columns=True, align=True)
-        for frame, w in propagation.preview(context.scene):
-            grid.progress(factor=w, type="BAR", text=f"{frame}: {w:.2f}")
+        if shown:
+            mode_name = dict((k, n) for k, n, _d in spread_items.MODES).get(mode, mode)
+            box.label(text=f"{mode_name}: {len(shown)} frames change" if mode == "KEYS"
+                      else f"{mode_name}: frames {shown[0][0]}-{shown[-1][0]}")
+            grid = box.grid_flow(columns=3, even_columns=True, align=True)
+            for frame, w in shown:
+                grid.progress(factor=w, type="BAR", text=f"{frame}: {w:.2f}")
+        else:
+            box.label(text="No frame would change here", icon="INFO")
+        box.prop(p, "show_overlay")
         layout.prop(p, "metric_mode")
-        layout.operator("npe.propagate", icon="IPO_EASE_IN_OUT")
+        layout.operator("npe.spread_edit", icon="IPO_EASE_IN_OUT")
 
 
 CLASSES = (

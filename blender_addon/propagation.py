@@ -1,15 +1,18 @@
-"""Spread the edit made at the current frame over its neighbours, keyed into the action.
+"""Spread Edit: the edit made at the current frame spread over its neighbours.
 
 The clip is read from the action's F-curves in one go (no frame changes), edited by
 :func:`.core.propagate.propagate` in one batched call, turned into bone rotations for all
-frames at once and keyed through F-curve data. W(t) comes from the panel's falloff:
+frames at once and written in one of three modes: on the keys the action has (Keys,
+:mod:`.key_edit`), on every frame (Every Frame, :func:`.rig_keys.write_keys`), or into an
+NLA layer of its own (Layer, :mod:`.spread_layer`). W(t) comes from the panel's falloff:
 hat, smooth, constant, or a custom curve drawn in a CurveMapping widget, which lives in a
 hidden node group (add-ons have no CurveMapping property of their own).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, fields
 
 import bpy
 import numpy as np
@@ -18,24 +21,29 @@ from . import (
     base_pose,
     editors,
     empties,
+    key_edit,
     mapped_rig,
     metric_requests,
     model_sets,
     rig_io,
     rig_keys,
+    spread_correct,
+    spread_layer,
 )
 from .core.pipeline import Effector
 from .core.propagate import propagate, weight_curve
-from .core.skeleton import JOINT_INDEX, JOINTS
-from .edits import EVALUATED_PASSES, EVALUATED_TOL
+from .core.quaternions import matrix_to_quat, quat_to_matrix
+from .core.skeleton import JOINT_INDEX
 from .errors import EditError, Outcome, check_finite
+from .spread_correct import CORRECTING
+from .spread_items import DEFAULT_RADIUS, SPARSE_SHARE
 
 CURVE_GROUP = ".NPE Weight Curve"  # the leading dot hides it from most lists
 CURVE_NODE = "Weight Curve"
 CUSTOM_SAMPLES = 33  # points of the custom curve passed to weight_curve
 PREVIEW_SAMPLES = 9  # bars in the panel's W(t) preview
 KINDS = {"HAT": "hat", "SMOOTH": "smooth", "CONSTANT": "constant", "CUSTOM": "custom"}
-STEPS = 5  # progress bar steps: read, solve, rotations, keys, the evaluated rig's correction
+STEPS = 20  # progress bar steps of a run to the end (propagate_edit's progress callback)
 
 
 # ------------------------------------------------------------------ the custom curve
@@ -78,31 +86,77 @@ def custom_samples() -> np.ndarray:
     return np.clip([mapping.evaluate(curve, float(v)) for v in x], 0.0, 1.0)
 
 
-# ------------------------------------------------------------------ weights
+# ------------------------------------------------------------------ settings and weights
 
 
-def window(scene: bpy.types.Scene) -> tuple[int, int, int]:
-    """(start, end, center): the frames the edit may reach, and the edited frame."""
-    p = scene.npe.propagation
+@dataclass
+class SpreadSettings:
+    """What one Spread Edit does: the operator's properties (F9), or the scene's defaults
+    the panel shows (``mode`` AUTO there: resolved on the action by :func:`resolve_mode`)."""
+
+    mode: str = "AUTO"
+    range_mode: str = "RADIUS"
+    radius: int = DEFAULT_RADIUS
+    frame_start: int = 1
+    frame_end: int = 60
+    curve: str = "SMOOTH"
+    metric_mode: str = "DELTA"
+
+    @classmethod
+    def of(cls, owner: object) -> SpreadSettings:  # (the scene's extra show_overlay aside)
+        """From anything holding the same names (the operator, the scene's group)."""
+        return cls(**{f.name: getattr(owner, f.name) for f in fields(cls)})
+
+
+def scene_settings(scene: bpy.types.Scene) -> SpreadSettings:
+    """The scene's defaults; Start/End takes the preview range when one is set."""
+    s = SpreadSettings.of(scene.npe.propagation)
+    if scene.use_preview_range:
+        s.frame_start, s.frame_end = scene.frame_preview_start, scene.frame_preview_end
+    return s
+
+
+def _edit_channels(obj: bpy.types.Object | None) -> list:
+    if obj is None:
+        return []
+    return key_edit.channel_paths(obj, mapped_rig.rig_for(obj))
+
+
+def window(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
+           obj: bpy.types.Object | None = None) -> tuple[int, int, int]:
+    """(start, end, center): the frames the edit may reach, and the edited frame. To Keys:
+    from the frame after the mapped bones' key before the current frame to the frame
+    before their key after it (the scene's range where there is none)."""
+    s = settings or scene_settings(scene)
     center = scene.frame_current
-    if p.range_mode == "RADIUS":
-        return center - p.radius, center + p.radius, center
-    return p.frame_start, p.frame_end, center
+    if s.range_mode == "RADIUS":
+        return center - s.radius, center + s.radius, center
+    if s.range_mode == "START_END":
+        return s.frame_start, s.frame_end, center
+    if obj is None:
+        raise EditError("To Keys needs an armature: select one")
+    keys = key_edit.keyed_frames(obj, _edit_channels(obj))
+    before = keys[keys < center - key_edit.KEY_TOL]
+    after = keys[keys > center + key_edit.KEY_TOL]
+    start = int(np.floor(before.max())) + 1 if before.size else scene.frame_start
+    end = int(np.ceil(after.min())) - 1 if after.size else scene.frame_end
+    return min(start, center), max(end, center), center
 
 
-def weights(scene: bpy.types.Scene) -> tuple[np.ndarray, np.ndarray]:
+def weights(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
+            obj: bpy.types.Object | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Frames of the window and W(t) on them (1 at the current frame)."""
-    p = scene.npe.propagation
-    start, end, center = window(scene)
+    s = settings or scene_settings(scene)
+    start, end, center = window(scene, s, obj)
     if not start <= center <= end:
         raise EditError(f"The current frame {center} is outside the range {start}-{end}: "
                         "move the range or the playhead")
     frames = np.arange(start, end + 1)
-    kind = KINDS[p.curve]
+    kind = KINDS[s.curve]
     samples = custom_samples() if kind == "custom" else None
     c = center - start
-    if p.range_mode == "RADIUS":
-        w = weight_curve(len(frames), c, p.radius, kind, samples)
+    if s.range_mode == "RADIUS":
+        w = weight_curve(len(frames), c, s.radius, kind, samples)
     else:  # fade out at each end of the range: one radius per side
         left = weight_curve(len(frames), c, c + 1, kind, samples)
         right = weight_curve(len(frames), c, len(frames) - c, kind, samples)
@@ -110,14 +164,39 @@ def weights(scene: bpy.types.Scene) -> tuple[np.ndarray, np.ndarray]:
     return frames, w
 
 
-def preview(scene: bpy.types.Scene) -> list[tuple[int, float]]:
-    """A few (frame, W) pairs across the window, for the panel."""
+def resolve_mode(settings: SpreadSettings, obj: bpy.types.Object, frames: np.ndarray,
+                 w: np.ndarray) -> str:
+    """AUTO: Keys where the mapped bones' keys in the range are sparse (at most
+    :data:`.spread_items.SPARSE_SHARE` of its frames hold one), else Every Frame."""
+    if settings.mode != "AUTO":
+        return settings.mode
+    keys = _keys_in(obj, frames, w)
+    return "KEYS" if 0 < len(keys) <= SPARSE_SHARE * max(int((w > 0).sum()), 1) \
+        else "EVERY_FRAME"
+
+
+def _keys_in(obj: bpy.types.Object, frames: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The keyed frames of the mapped bones where W > 0."""
+    keys = key_edit.keyed_frames(obj, _edit_channels(obj))
+    return keys[np.interp(keys, frames, w, left=0.0, right=0.0) > 0.0]
+
+
+def preview(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
+            obj: bpy.types.Object | None = None) -> tuple[str, list[tuple[int, float]]]:
+    """For the panel: the mode the frames are edited in, and (frame, W) of the frames that
+    will change (all of them in Keys mode, else a few across the range)."""
+    s = settings or scene_settings(scene)
     try:
-        frames, w = weights(scene)
-    except (EditError, ValueError):
-        return []
-    idx = np.unique(np.linspace(0, len(frames) - 1, PREVIEW_SAMPLES).round().astype(int))
-    return [(int(frames[i]), float(w[i])) for i in idx]
+        frames, w = weights(scene, s, obj)
+        mode = resolve_mode(s, obj, frames, w) if obj is not None else s.mode
+    except (EditError, ValueError, KeyError):
+        return s.mode, []
+    if mode == "KEYS" and obj is not None:
+        keys = _keys_in(obj, frames, w)
+        return mode, [(round(k), float(np.interp(k, frames, w))) for k in keys]
+    live = np.flatnonzero(w > 0)
+    idx = np.unique(np.linspace(live[0], live[-1], PREVIEW_SAMPLES).round().astype(int))
+    return mode, [(int(frames[i]), float(w[i])) for i in idx]
 
 
 # ------------------------------------------------------------------ the edit
@@ -144,146 +223,165 @@ def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, c
     return goals
 
 
+def _orientations(info: rig_io.RigInfo, targets: list, quats: np.ndarray, locs: np.ndarray,
+                  w: np.ndarray, center: int) -> dict[int, np.ndarray]:
+    """Joint -> (T, 3, 3) armature-space rotations the bones of effectors with Use Rotation
+    take: the turn the empty asks at the edited frame (from the bone's own rotation there)
+    by W(t) of its angle, on each frame's own rotation (the single solve's at the edited
+    frame, the motion's elsewhere)."""
+    used = [t for t in targets if t.orientation_armature is not None and not t.pin]
+    if not used:
+        return {}
+    _, rots = rig_io.joint_positions(info, quats, locs)  # (T, needed, 3, 3)
+    out = {}
+    for t in used:
+        j = JOINT_INDEX[t.joint]
+        own = rots[:, info.needed.index(info.joint_bones[j])]
+        turn = matrix_to_quat(t.orientation_armature @ own[center].T)  # w >= 0
+        half = np.arccos(np.clip(turn[0], -1.0, 1.0))
+        axis = turn[1:] / max(np.sin(half), 1e-12)
+        partial = np.concatenate([np.cos(half * w)[:, None],
+                                  np.sin(half * w)[:, None] * axis[None]], axis=1)
+        out[j] = quat_to_matrix(partial) @ own
+    return out
+
+
 def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
                    depsgraph: bpy.types.Depsgraph | None,
-                   progress: Callable[[int], None] = lambda _step: None) -> Outcome:
-    """Edit the action around the current frame with the current effectors and requests."""
+                   progress: Callable[[int], None] = lambda _step: None,
+                   settings: SpreadSettings | None = None) -> Outcome:
+    """Spread the edit at the current frame with the current effectors and requests, to
+    the end (no cancelling): :class:`SpreadJob` run in one go."""
+    job = SpreadJob(scene, obj, depsgraph, settings or scene_settings(scene))
+    while (step := job.step()) is not None:
+        progress(min(int(step * STEPS), STEPS))
+    return job.outcome
+
+
+class SpreadJob:
+    """One Spread Edit in steps (a modal operator runs one per timer event): :meth:`step`
+    returns the progress in [0, 1], or None once done (:attr:`outcome`); :meth:`cancel`
+    leaves the action, NLA tracks and pose exactly as they were. An error in any step
+    also puts them back before it is raised."""
+
+    def __init__(self, scene: bpy.types.Scene, obj: bpy.types.Object,
+                 depsgraph: bpy.types.Depsgraph | None, settings: SpreadSettings) -> None:
+        self.outcome: Outcome | None = None
+        self._undo: list[Callable[[], None]] = []
+        self._steps = _spread(scene, obj, depsgraph, settings, self._undo)
+
+    def step(self) -> float | None:
+        try:
+            return next(self._steps)
+        except StopIteration as done:
+            self.outcome = done.value
+            return None
+
+    def cancel(self) -> None:
+        self._steps.close()  # the generator puts back what it wrote
+
+
+def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
+            depsgraph: bpy.types.Depsgraph | None, s: SpreadSettings,
+            undo: list[Callable[[], None]]) -> Generator[float, None, Outcome]:
+    """The steps of :class:`SpreadJob`: validate, read, solve, rotations (nothing written
+    yet), then write and correct from the evaluated rig (undone if stopped there)."""
     info = mapped_rig.rig_for(obj)
     options = editors.solve_options(obj)
     if options.solver == "classic":
-        raise EditError("Propagation blends the models' pose codes: pick a Neural solver")
+        raise EditError("Spread Edit blends the models' pose codes: pick a Neural solver")
     targets = empties.read(scene, obj, info, depsgraph)
     requests = metric_requests.requested_metrics(obj)
     if not targets and not requests:
-        raise EditError("Nothing to propagate: add effectors or enable a metric request")
+        raise EditError("Nothing to spread: add effectors or enable a metric request")
     if rig_keys.channelbag(obj) is None:
         raise EditError(f"{obj.name} has no action to edit: key its animation first")
     models = model_sets.load(scene)
     metric_requests.check_requests(requests, models)
-    frames_all, w_all = weights(scene)
+    frames_all, w_all = weights(scene, s, obj)
     live = np.flatnonzero(w_all > 0)
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values
     w = w_all[live[0]:live[-1] + 1]
     center = scene.frame_current - int(frames[0])
+    mode = resolve_mode(s, obj, frames, w)
+    keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None
+    if keyed is not None and not len(keyed):
+        raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
+                        "Keys mode moves keys and adds none; pick Every Frame or Layer")
+    if mode == "LAYER":
+        spread_layer.check_rotation_modes(obj, info)
+    yield 0.05
 
-    progress(0)
     unkeyed = base_pose.unkeyed_pose(scene, obj, info)
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
     mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
     editor = editors.editor_for(obj, info, models)
-    effs = [Effector(t.joint, t.target_core, t.weight, t.pin) for t in targets]
-    progress(1)
+    yield 0.15
     try:
-        edited = propagate(editor, clip, center, w, effs, requests,
-                           scene.npe.propagation.metric_mode.lower(), options)
+        edited = propagate(editor, clip, center, w,
+                           [Effector(t.joint, t.target_core, t.weight, t.pin) for t in targets],
+                           requests,
+                           s.metric_mode.lower(), options)
     except ValueError as exc:
-        raise EditError(f"Cannot propagate: {exc}") from exc
+        raise EditError(f"Cannot spread the edit: {exc}") from exc
     check_finite(edited)
-    progress(2)
+    yield 0.4
     edited_arm = rig_io.core_to_armature(mw, edited)
     goals = _goals(targets, clip, edited, w, center, mw)
+    orientations = _orientations(info, targets, quats, locs, w, center)
     try:
-        new_q, new_l = rig_io.solve_rotations(info, quats, locs, edited_arm, goals)
+        new_q, new_l = rig_io.solve_rotations(info, quats, locs, edited_arm, goals,
+                                              orientations or None)
     except ValueError as exc:
         raise EditError(f"Cannot turn the edited clip into bone rotations: {exc}") from exc
     check_finite(new_q, new_l)
     still = w <= 0.0
     new_q[still], new_l[still] = quats[still], locs[still]
-    progress(3)
+    yield 0.5
 
-    # Validated: write.
-    def write(q: np.ndarray, loc: np.ndarray) -> int:
-        return rig_keys.write_keys(obj, info, frames, q, loc, euler_ref=eulers[0],
-                                   unkeyed=unkeyed)
+    # Validated: write, undone if stopped from here on.
+    snapshot = key_edit.ActionSnapshot(obj, key_edit.channel_paths(obj, info))
+    undo.append(snapshot.restore)
+    written = w > 0.0  # the frames a correction from the evaluated rig may change
+    if mode == "KEYS":
+        written = np.isin(frames, np.round(keyed).astype(int))
 
-    n = write(new_q, new_l)
-    progress(4)
-    _correct_from_evaluated(scene, obj, info, frames, w, goals, quats, locs, edited_arm,
-                            (new_q, new_l), write, rig_io.world_scale(mw))
+        def write(q: np.ndarray, loc: np.ndarray) -> int:
+            values = key_edit.channel_values(obj, info, q, loc, quats, eulers[0])
+            return key_edit.write_on_keys(obj, values, frames, w)[0]
+    elif mode == "LAYER":
+        layer = spread_layer.Layer(obj, info, frames, quats, locs, eulers,
+                                   scene.frame_current)
+        undo.append(layer.remove)
+        write = layer.write
+    else:
+        def write(q: np.ndarray, loc: np.ndarray) -> int:
+            return rig_keys.write_keys(obj, info, frames, q, loc, euler_ref=eulers[0],
+                                       unkeyed=unkeyed)
+    try:
+        n = write(new_q, new_l)
+        yield CORRECTING
+        yield from spread_correct.correct_from_evaluated(
+            scene, obj, info, frames, np.where(written, w, 0.0), goals, quats, locs,
+            edited_arm, (new_q, new_l), write, rig_io.world_scale(mw))
+    except BaseException:
+        for put_back in reversed(undo):
+            put_back()
+        scene.frame_set(scene.frame_current)
+        raise
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
     notes = []
-    if any(t.orientation_armature is not None for t in targets):
-        notes.append("effector rotations are not propagated (positions only)")
-    return Outcome(f"Propagated over frames {frames[0]}-{frames[-1]} of {obj.name} "
-                   f"({n} F-curves{_miss(obj, info, targets, mw, scene.frame_current)})", notes)
-
-
-def _correct_from_evaluated(scene: bpy.types.Scene, obj: bpy.types.Object,
-                            info: rig_io.RigInfo, frames: np.ndarray, w: np.ndarray,
-                            goals: dict[int, np.ndarray], quats: np.ndarray, locs: np.ndarray,
-                            edited_arm: np.ndarray, keyed: tuple[np.ndarray, np.ndarray],
-                            write: Callable[[np.ndarray, np.ndarray], int], scale: float
-                            ) -> None:
-    """On a rig whose controls do not move the joints exactly as its bone hierarchy says
-    (Rigify's neck bends over two bones), correct the keys from what Blender evaluates, as
-    a single edit does: each frame's effector goals are moved by what the evaluation
-    missed, solved and keyed again while that brings the frame closer (at most
-    :data:`.edits.EVALUATED_PASSES` passes), each frame keeping its best keys. A rig that
-    follows its hierarchy is seen at the current frame alone and left as keyed."""
-    if not goals:
-        return
-    joints = list(goals)
-    wanted = np.stack([goals[j] for j in joints], axis=1)  # (T, G, 3) armature space
-    current = scene.frame_current
-    scene.frame_set(current)  # the keys just written, evaluated
-    seen_now = rig_io.evaluated_joints(obj, info)[joints]
-    if np.linalg.norm(seen_now - wanted[current - int(frames[0])], axis=-1).max() * scale \
-            < EVALUATED_TOL:
-        return
-    try:
-        _correct_frames(scene, obj, info, frames, w > 0.0, joints, wanted, quats, locs,
-                        edited_arm, keyed, write, scale)
-    finally:
-        scene.frame_set(current)
-
-
-def _correct_frames(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-                    frames: np.ndarray, live: np.ndarray, joints: list[int],
-                    wanted: np.ndarray, quats: np.ndarray, locs: np.ndarray,
-                    edited_arm: np.ndarray, keyed: tuple[np.ndarray, np.ndarray],
-                    write: Callable[[np.ndarray, np.ndarray], int], scale: float) -> None:
-    """The passes of :func:`_correct_from_evaluated` over the ``live`` frames."""
-    best_q, best_l = (a.copy() for a in keyed)
-    seen = _evaluated_clip(scene, obj, info, frames, live)[:, joints]
-    best = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)  # (T,) worst goal per frame
-    aim = wanted.copy()
-    active = live & (best * scale >= EVALUATED_TOL)
-    written = False
-    for _ in range(EVALUATED_PASSES):
-        if not active.any():
-            break
-        aim[active] += wanted[active] - seen[active]
-        shifted = edited_arm.copy()
-        shifted[:, joints] = aim
-        try:
-            q, loc = rig_io.solve_rotations(info, quats, locs, shifted,
-                                            {j: aim[:, k] for k, j in enumerate(joints)})
-        except ValueError:  # the keys written stand: each frame is a whole pose already
-            break
-        q[~active], loc[~active] = best_q[~active], best_l[~active]
-        write(q, loc)
-        written = True
-        seen[active] = _evaluated_clip(scene, obj, info, frames, active)[active][:, joints]
-        miss = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)
-        better = active & (miss < best)  # a frame that got no closer stops, at its best
-        best_q[better], best_l[better], best[better] = q[better], loc[better], miss[better]
-        active = better & (best * scale >= EVALUATED_TOL)
-    if written:  # the frames whose last pass got no closer go back to their best keys
-        write(best_q, best_l)
-
-
-def _evaluated_clip(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-                    frames: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """(T, 21, 3) armature-space joints as Blender evaluates them at ``frames[rows]`` (one
-    frame change each: constraints are evaluated a frame at a time); other rows are NaN."""
-    out = np.full((len(frames), len(JOINTS), 3), np.nan)
-    for k in np.flatnonzero(rows):
-        scene.frame_set(int(frames[k]))
-        out[k] = rig_io.evaluated_joints(obj, info)
-    return out
+    if mode == "KEYS" and not np.isclose(keyed, scene.frame_current).any():
+        notes.append(f"frame {scene.frame_current} holds no key: Keys mode moved the keys "
+                     "around it, and the pose there is what they interpolate")
+    what = {"KEYS": f"{0 if keyed is None else len(keyed)} keyed frames",
+            "EVERY_FRAME": "every frame", "LAYER": "a new NLA layer"}[mode]
+    return Outcome(f"Spread Edit over frames {frames[0]}-{frames[-1]} of {obj.name}, {what} "
+                   f"({n} F-curves{_miss(obj, info, targets, mw, scene.frame_current)})",
+                   notes)
 
 
 def _miss(obj: bpy.types.Object, info: rig_io.RigInfo, targets: list,

@@ -27,10 +27,10 @@ from bpy.props import (
 )
 from bpy.types import PropertyGroup
 
+from . import spread_items
 from .core.pipeline import MAX_REFINE_STEPS, SolveOptions
 
 _SOLVE = SolveOptions()  # the panel's defaults are the engine's
-DEFAULT_RADIUS = 10  # frames
 ANGLE_SOFT_MAX = 180.0  # degrees: slider range of angle metrics
 DISTANCE_SOFT_MAX = 2.0  # metres: slider range of distance and height metrics
 MIN_WEIGHT = 0.01  # the core needs weights in (0, 1]
@@ -345,43 +345,30 @@ class NPE_ObjectSettings(PropertyGroup):
 
 
 class NPE_PropagationSettings(PropertyGroup):
-    """How an edit at the current frame spreads over its neighbours."""
+    """Spread Edit's defaults, shown in the panel: invoking the operator copies them into
+    its own properties (those of the redo panel, F9)."""
 
+    mode: EnumProperty(
+        name="Mode", description="What the edit is written into",
+        items=(spread_items.AUTO_MODE, *spread_items.MODES), default="AUTO")
     range_mode: EnumProperty(
-        name="Range",
-        description="How the frames to edit are chosen",
-        items=(
-            ("RADIUS", "Radius", "Frames within a radius of the current frame"),
-            ("RANGE", "Start/End", "An explicit frame range around the current frame"),
-        ),
-        default="RADIUS",
-    )
+        name="Range", description="How the frames to edit are chosen",
+        items=spread_items.RANGES, default="RADIUS")
     radius: IntProperty(
         name="Radius", description="The edit fades to nothing this many frames away",
-        default=DEFAULT_RADIUS, min=1, soft_max=200)
+        default=spread_items.DEFAULT_RADIUS, min=1, soft_max=200)
     frame_start: IntProperty(name="Start", description="First frame edited", default=1)
     frame_end: IntProperty(name="End", description="Last frame edited", default=60)
     curve: EnumProperty(
-        name="Falloff",
-        description="Weight of the edit by distance from the current frame",
-        items=(
-            ("SMOOTH", "Smooth", "Cosine falloff"),
-            ("HAT", "Linear", "Linear falloff"),
-            ("CONSTANT", "Constant", "Full edit on every frame of the range"),
-            ("CUSTOM", "Custom", "A curve drawn in the panel"),
-        ),
-        default="SMOOTH",
-        update=_curve_kind_changed,
-    )
+        name="Falloff", description="Weight of the edit by distance from the current frame",
+        items=spread_items.CURVES, default="SMOOTH", update=_curve_kind_changed)
     metric_mode: EnumProperty(
-        name="Metrics",
-        description="How metric requests travel to the other frames",
-        items=(
-            ("DELTA", "Change", "Each frame changes its metric by the change requested here"),
-            ("ABSOLUTE", "Value", "Each frame takes the requested value"),
-        ),
-        default="DELTA",
-    )
+        name="Metrics", description="How metric requests travel to the other frames",
+        items=spread_items.METRIC_MODES, default="DELTA")
+    show_overlay: BoolProperty(
+        name="Show in Timeline", default=False,
+        description="Bars in the Timeline and Dope Sheet at the frames Spread Edit would "
+        "change, as tall as their weight")
 
 
 # --------------------------------------------------------------------------- scene

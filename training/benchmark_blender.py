@@ -10,7 +10,7 @@ and extracts the test clips, starts it, adds the machine's load, and writes the 
   and on, against the same loop with Live off; and where that time goes, stage by stage;
 - accuracy: (x, x') pairs of test clips (x' within +-20 frames), the add-on's Solve against
   Blender's IK constraints on the same five effectors;
-- propagation: ``npe.propagate`` over a 1,000-frame action, keys written.
+- propagation: ``npe.spread_edit`` over a 1,000-frame action, keys written.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ DEFAULT_CLIPS = 8
 DEFAULT_TIMEOUT_S = 3600
 TARGET_LIVE_MS = 3.0  # interactive update, median, BVH rig
 TARGET_LIVE_GENERATED_MS = 5.0  # the same on a generated Rigify rig (706 bones, controls)
-TARGET_PROPAGATION_MS = 2000.0  # 1,000 frames with key writing
+TARGET_PROPAGATION_MS = 500.0  # 1,000 frames keyed on the BVH rig (issue 49)
 # Test-split clips of dataset-1 in the seed-0 split of both Bandai archives (used when no
 # prepared dataset is at hand to read the split from).
 FALLBACK_TEST_CLIPS = (
@@ -198,14 +198,18 @@ def markdown(result: dict[str, Any]) -> str:
         for r in ik["rows"]:
             lines.append(f"| {r['method']} | " + " | ".join(
                 f"{r['effector_by_joint_mean_mm'][j]:.1f}" for j in ik["effectors"]) + " |")
-    if "propagation" in result:
-        p = result["propagation"]
-        target = result["targets"]["propagation_ms"]
-        lines += ["", f"**Propagation**: `npe.propagate` over a {p['frames']}-frame action "
-                  f"(frames {p['window'][0]}-{p['window'][1]}, {p['edited_frames']} edited, "
-                  f"{p['fcurves_written']} F-curves keyed), {p['runs']} runs: median "
-                  f"**{p['median_ms']:.0f} ms** (p95 {p['p95_ms']:.0f} ms). Target < "
-                  f"{target:g} ms: {_verdict(p['median_ms'], target)}.", "",
+    for key in ("propagation", "propagation_generated"):
+        if key not in result:
+            continue
+        p = result[key]
+        target = p.get("target_ms", result["targets"]["propagation_ms"])
+        rig = {"bvh": "BVH rig", "generated": "generated Rigify rig"}[p.get("rig", "bvh")]
+        lines += ["", f"**Spread Edit, {rig}**: `npe.spread_edit` (Every Frame) over a "
+                  f"{p['frames']}-frame action (frames {p['window'][0]}-{p['window'][1]}, "
+                  f"{p['edited_frames']} edited, {p['fcurves_written']} F-curves keyed), "
+                  f"{p['runs']} runs: median **{p['median_ms']:.0f} ms** (p95 "
+                  f"{p['p95_ms']:.0f} ms). Target < {target:g} ms: "
+                  f"{_verdict(p['median_ms'], target)}.", "",
                   "| propagation stage | mean (ms) |", "|---|---|"]
         for s, ms in p["stages"].items():
             lines.append(f"| {s} | {ms:.1f} |")

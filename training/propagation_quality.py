@@ -10,7 +10,12 @@ see is the motion, so per clip the result is judged on:
   at most: its own solve, while its neighbours are propagated);
 - the goals: frames x goals left more than 1 mm off the W(t) path;
 - plausibility: propagated frames with a joint angle outside the training data's
-  0.1-99.9 percentile range (:mod:`.plausibility`).
+  0.1-99.9 percentile range (:mod:`.plausibility`);
+- foot skating: how far a planted foot (its toe low and still in the clip) slides per
+  frame over the spread range, against the clip's own (issue 49: at most 1 mm more);
+- pops against the clip: the largest acceleration over the clip's own (at most 1.1x);
+- the hand's share at W = 0.5: its change at the frames where W(t) is nearest 0.5 (body
+  space), projected on its change at the edited frame (issue 49: 0.45-0.55).
 
 Each frame kept as solved (``propagate(smooth=False)``) against the default (the frames'
 changes smoothed over time, then settled on their targets).
@@ -39,6 +44,16 @@ RADIUS = 40  # frames, smooth curve
 WINDOW = 120  # frames of each clip (the edited frame in its middle)
 MISS_M = 1e-3
 POP_FACTOR = 2.0  # a clip "pops" where its largest acceleration is over twice its own
+# A foot is planted where its toe is within this height of the clip's lowest toe and moves
+# less than PLANTED_SPEED_M a frame along the floor in the clip (metres).
+PLANTED_HEIGHT_M = 0.05
+PLANTED_SPEED_M = 0.01
+TOES = skeleton.joint_indices(["l_toe", "r_toe"])
+# Issue 49's bounds on the default method: skating at most the clip's own + 1 mm a frame,
+# the largest acceleration at most 1.1x the clip's own, the hand's share at W = 0.5.
+SKATE_MARGIN_MM = 1.0
+POP_MARGIN = 1.10
+HALF_SHARE = (0.45, 0.55)
 CASES: dict[str, tuple[str, ...]] = {
     "left hand": (MOVED,),
     "both hands": ("l_hand", "r_hand"),
@@ -51,6 +66,37 @@ DEFAULT = "smoothed (default)"
 def accelerations(clip: np.ndarray) -> np.ndarray:
     """(T - 2,) the largest joint acceleration (m/frame²) centred on frames 1..T-2."""
     return np.linalg.norm(clip[2:] - 2.0 * clip[1:-1] + clip[:-2], axis=-1).max(axis=1)
+
+
+def skating(clip: np.ndarray, planted: np.ndarray) -> float:
+    """Mean slide along the floor (m/frame) of the toes between consecutive frames where
+    both are ``planted`` (T, 2); NaN where a foot is never planted twice in a row."""
+    step = np.linalg.norm((clip[1:, TOES] - clip[:-1, TOES])[..., [0, 2]], axis=-1)
+    both = planted[1:] & planted[:-1]
+    return float(step[both].mean()) if both.any() else float("nan")
+
+
+def planted_feet(clip: np.ndarray) -> np.ndarray:
+    """(T, 2) where each toe is planted in ``clip``: low and still along the floor."""
+    toes = clip[:, TOES]
+    low = toes[..., 1] < toes[..., 1].min() + PLANTED_HEIGHT_M
+    slide = np.linalg.norm(np.diff(toes[..., [0, 2]], axis=0), axis=-1)
+    still = np.r_[slide[:1], slide] < PLANTED_SPEED_M
+    return low & still
+
+
+def half_share(clip: np.ndarray, out: np.ndarray, frame: int, w: np.ndarray) -> float:
+    """The moved hand's change at the frames where W is nearest 0.5 (one each side), in
+    body space, projected on its change at ``frame``: the share of the edit it carries."""
+    hand = skeleton.JOINT_INDEX[MOVED]
+    change = rotate_y(out[:, hand] - clip[:, hand], -facing_yaw(clip))
+    full = change[frame]
+    t = np.arange(len(w))
+    shares = []
+    for side in (t < frame, t > frame):
+        k = np.flatnonzero(side)[np.argmin(np.abs(w[side] - 0.5))]
+        shares.append(float(change[k] @ full / (full @ full)))
+    return float(np.mean(shares))
 
 
 def goal_path(clip: np.ndarray, frame: int, w: np.ndarray, effectors: list[Effector]
@@ -75,6 +121,7 @@ def edit_one(editor: PoseEditor, clip: np.ndarray, joints: tuple[str, ...], move
     seconds = time.perf_counter() - start
     acc, own = accelerations(out), accelerations(clip)
     live = w > 0
+    planted = planted_feet(clip) & live[:, None]
     idx = skeleton.joint_indices(list(joints))
     miss = np.linalg.norm(out[:, idx] - goal_path(clip, frame, w, effectors), axis=-1)[live]
     return {"acc_mm": float(acc.max() * MM), "own_acc_mm": float(own.max() * MM),
@@ -83,7 +130,10 @@ def edit_one(editor: PoseEditor, clip: np.ndarray, joints: tuple[str, ...], move
             "misses": int((miss > MISS_M).sum()), "goals": int(miss.size),
             "out_of_range": int(ranges.outside(out[live]).sum()),
             "own_out_of_range": int(ranges.outside(clip[live]).sum()),
-            "frames": int(live.sum()), "seconds": seconds}
+            "frames": int(live.sum()), "seconds": seconds,
+            "skate_mm": skating(out, planted) * MM, "own_skate_mm": skating(clip, planted) * MM,
+            "pop_ratio": float(acc.max() / own.max()),
+            "half_share": half_share(clip, out, frame, w)}
 
 
 def usable(clips: list[np.ndarray], n: int) -> list[np.ndarray]:
@@ -100,7 +150,22 @@ def summarize(rows: list[dict[str, float]]) -> dict[str, float]:
     edited = np.array([r["edited_acc_mm"] for r in rows])
     total = {k: int(sum(r[k] for r in rows))
              for k in ("misses", "goals", "out_of_range", "own_out_of_range", "frames")}
-    return {"acc_median_mm": float(np.median(acc)), "acc_worst_mm": float(acc.max()),
+    skate = np.array([r["skate_mm"] for r in rows])
+    own_skate = np.array([r["own_skate_mm"] for r in rows])
+    extra = skate - own_skate
+    ratios = np.array([r["pop_ratio"] for r in rows])
+    shares = np.array([r["half_share"] for r in rows])
+    quality = {"skate_median_mm": float(np.nanmedian(skate)),
+               "own_skate_median_mm": float(np.nanmedian(own_skate)),
+               "skate_extra_worst_mm": float(np.nanmax(extra)),
+               "skating_clips_over": int((extra > SKATE_MARGIN_MM).sum()),
+               "pop_ratio_median": float(np.median(ratios)),
+               "pop_ratio_worst": float(ratios.max()),
+               "popping_clips_over_margin": int((ratios > POP_MARGIN).sum()),
+               "half_share_median": float(np.median(shares)),
+               "half_share_min": float(shares.min()), "half_share_max": float(shares.max())}
+    return {**quality,
+            "acc_median_mm": float(np.median(acc)), "acc_worst_mm": float(acc.max()),
             "own_acc_median_mm": float(np.median(own)),
             "popping_clips": int((acc > POP_FACTOR * own).sum()),
             "edited_acc_median_mm": float(np.median(edited)),
@@ -184,6 +249,26 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{r['edited_acc_median_mm']:.1f} ({r['edited_acc_worst_mm']:.0f}) | "
                 f"{r['popping_clips']} | {r['misses']} of {r['goals']:,} | "
                 f"{r['out_of_range']} of {r['frames']:,} |")
+    lo, hi = HALF_SHARE
+    lines += ["", "Issue 49's bounds (foot skating at most the clip's own + "
+              f"{SKATE_MARGIN_MM:.0f} mm/frame, largest acceleration at most "
+              f"{POP_MARGIN:.2f}x the clip's own, the hand's share at W = 0.5 in "
+              f"{lo:.2f}-{hi:.2f}):", "",
+              "| effectors | method | planted-foot skating, median mm/frame (clips' own) | "
+              "worst extra skating mm/frame | clips over +1 mm | largest acceleration / "
+              "own, median (worst) | clips over 1.1x | hand share at W = 0.5, median "
+              "(range) |", "|---|---|---|---|---|---|---|---|"]
+    for case, methods in result["cases"].items():
+        for method, r in methods.items():
+            if "skate_median_mm" not in r:
+                continue
+            lines.append(
+                f"| {case} | {method} | {r['skate_median_mm']:.2f} "
+                f"({r['own_skate_median_mm']:.2f}) | {r['skate_extra_worst_mm']:.2f} | "
+                f"{r['skating_clips_over']} | {r['pop_ratio_median']:.2f} "
+                f"({r['pop_ratio_worst']:.2f}) | {r['popping_clips_over_margin']} | "
+                f"{r['half_share_median']:.2f} ({r['half_share_min']:.2f}-"
+                f"{r['half_share_max']:.2f}) |")
     first = next(iter(next(iter(result["cases"].values())).values()))
     lines += ["", f"The clips themselves: largest acceleration {first['own_acc_median_mm']:.1f}"
               f" mm/frame² (median); {first['own_out_of_range']} of {first['frames']:,} frames "

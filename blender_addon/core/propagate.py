@@ -33,6 +33,13 @@ CURVES = ("hat", "smooth", "constant", "custom")
 SMOOTH_FRAMES = 2.0
 _SMOOTH_TAPS = int(np.ceil(3.0 * SMOOTH_FRAMES))
 METRIC_MODES = ("delta", "absolute")
+# A long range is solved on a subset of its frames: at most this many, evenly spaced (its
+# ends and the edited frame always among them); the other frames' changes are interpolated
+# between them in body space, smoothed and settled on their targets like every frame. Each
+# solved frame runs the full refinement (about 0.25-0.45 ms a frame), so solving all 999
+# frames of a 1,000-frame range took 370-540 ms; a range of up to this many frames is
+# solved whole, as before (the propagation suite's 79-frame ranges among them).
+SOLVED_FRAMES = 100
 
 
 def weight_curve(num_frames: int, center: int, radius: float, kind: str = "smooth",
@@ -122,10 +129,12 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
             values[name] = now[name] + w[live] * (goal - now[name])
     mask = np.repeat(mask1, len(live), axis=0)
     weights = np.repeat(weights1, len(live), 0)
+    settles = smooth and options.fix_lengths and options.refine_steps
     # The edited frame is solved exactly as a single pose; the others share one batch.
     edited = live == frame
+    solved = _solved_rows(live, edited) if settles else np.ones(len(live), dtype=bool)
     reached = False  # the edited frame's full-weight goals, within MISS_NOTE_M of the body
-    for rows, each_pose in ((edited, True), (~edited, False)):
+    for rows, each_pose in ((edited, True), (~edited & solved, False)):
         if rows.any():
             result = editor.solve_arrays(poses[rows], mask[rows], targets[rows],
                                          weights[rows], {k: v[rows] for k, v in values.items()},
@@ -138,9 +147,11 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
     others = ~edited
     # Refinement off, a frame shows the networks' answer, not its goals reached: kept as
     # solved (the settling re-aims the goals exactly).
-    if smooth and options.fix_lengths and options.refine_steps and others.any():
+    if settles and others.any():
         change = np.zeros_like(clip)  # each frame's change in its own facing frame
         change[live] = rotate_y(out[live] - poses, -yaw)
+        if not solved.all():
+            change[live] = interpolate_changes(live, solved, change[live])
         # Neighbours blend into the edited frame where it reached its goals; one left short
         # of them (beyond the rig's reach) would carry its shortfall to neighbours that reach.
         anchor = frame if reached else None
@@ -148,6 +159,41 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
         out[live[others]] = editor.settle(poses[others] + smoothed, poses[others],
                                           mask[others], targets[others], weights[others],
                                           tuple(values), options)
+    return out
+
+
+def _solved_rows(live: np.ndarray, edited: np.ndarray) -> np.ndarray:
+    """Which of the ``live`` frames are solved: all of a range up to :data:`SOLVED_FRAMES`,
+    else that many evenly spaced over it, with its first and last frames and the edited
+    one."""
+    n = len(live)
+    rows = np.ones(n, dtype=bool)
+    if n > SOLVED_FRAMES:
+        rows[:] = False
+        rows[np.linspace(0, n - 1, SOLVED_FRAMES).round().astype(int)] = True
+        rows[edited] = True
+    return rows
+
+
+def interpolate_changes(live: np.ndarray, solved: np.ndarray, change: np.ndarray
+                        ) -> np.ndarray:
+    """Changes (L, ...) of the ``live`` frames, those of the ``solved`` ones kept and the
+    others interpolated between them over frame numbers (Catmull-Rom: no kink at a solved
+    frame for the smoothing to leave as a pop)."""
+    known = np.flatnonzero(solved)
+    x = live[known].astype(np.float64)
+    y = change[known]
+    seg = np.clip(np.searchsorted(x, live, side="right") - 1, 0, len(x) - 2)
+    x0, x1 = x[seg], x[seg + 1]
+    u = ((live - x0) / (x1 - x0)).reshape(-1, *([1] * (change.ndim - 1)))
+    # Tangents per solved frame (finite differences over frame numbers, one-sided at ends).
+    slope = np.gradient(y, x, axis=0, edge_order=2) if len(x) > 2 else np.repeat(
+        ((y[1] - y[0]) / (x[1] - x[0]))[None], len(x), axis=0)
+    span = (x1 - x0).reshape(u.shape)
+    u2, u3 = u * u, u * u * u
+    out = ((2 * u3 - 3 * u2 + 1) * y[seg] + (u3 - 2 * u2 + u) * span * slope[seg]
+           + (-2 * u3 + 3 * u2) * y[seg + 1] + (u3 - u2) * span * slope[seg + 1])
+    out[solved] = change[solved]
     return out
 
 

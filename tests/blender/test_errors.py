@@ -42,7 +42,7 @@ def posed(mixamo_rig: bpy.types.Object) -> bpy.types.Object:
 def test_no_armature_selected(posed: bpy.types.Object) -> None:
     bpy.context.view_layer.objects.active = None
     for op in (bpy.ops.npe.solve, bpy.ops.npe.map_rig, bpy.ops.npe.add_effectors,
-               bpy.ops.npe.clean_pose, bpy.ops.npe.propagate, bpy.ops.npe.insert_keyframe):
+               bpy.ops.npe.clean_pose, bpy.ops.npe.spread_edit, bpy.ops.npe.insert_keyframe):
         _assert_cancels(posed, op, "Select an armature")
     mesh = bpy.data.objects.new("Plain", None)
     bpy.context.scene.collection.objects.link(mesh)
@@ -54,7 +54,7 @@ def test_unmapped_rig(scene: bpy.types.Scene) -> None:
     obj = rigs.mixamo()
     rigs.select_only(obj)
     for op in (bpy.ops.npe.solve, bpy.ops.npe.add_effectors, bpy.ops.npe.clean_pose,
-               bpy.ops.npe.propagate, bpy.ops.npe.insert_keyframe):
+               bpy.ops.npe.insert_keyframe):
         _assert_cancels(obj, op, "Map Rig")
     bpy.ops.npe.map_rig("EXEC_DEFAULT", True)
     next(i for i in obj.data.npe_mapping.joints if i.joint == "l_forearm").bone = ""
@@ -78,7 +78,7 @@ def test_broken_model_folder(posed: bpy.types.Object, models_dir: Path, tmp_path
     # Reported, never silently replaced by another set (the shipped one, say).
     expect = "missing" if damage == "missing" else "models"
     _assert_cancels(posed, bpy.ops.npe.solve, expect)
-    _assert_cancels(posed, bpy.ops.npe.propagate, expect)
+    _assert_cancels(posed, bpy.ops.npe.spread_edit, expect)
     assert bpy.context.scene.npe.model_set == str(broken)
     if damage == "missing":
         labels = [item[1] for item in model_sets.items(bpy.context, str(broken))]
@@ -110,7 +110,7 @@ def test_the_chosen_model_set_stays_chosen(scene: bpy.types.Scene, models_dir: P
 
 def test_effector_empty_deleted(posed: bpy.types.Object) -> None:
     bpy.data.objects.remove(posed.npe.effectors[0].empty)
-    for op in (bpy.ops.npe.solve, bpy.ops.npe.propagate):
+    for op in (bpy.ops.npe.solve, bpy.ops.npe.spread_edit):
         _assert_cancels(posed, op, "remove the effector")
     bpy.context.scene.npe.live = True  # live mode reports instead of raising
     posed.npe.effectors[1].empty.location.x += 0.01
@@ -134,16 +134,16 @@ def test_edit_mode_and_other_refusals(posed: bpy.types.Object) -> None:
     assert "Edit Mode" in message
     bpy.ops.object.mode_set(mode="OBJECT")
     posed.npe.solver = "classic"
-    _assert_cancels(posed, bpy.ops.npe.propagate, "Neural")
+    _assert_cancels(posed, bpy.ops.npe.spread_edit, "Neural")
     posed.npe.solver = "universal"
     _assert_cancels(posed, bpy.ops.npe.apply_metrics, "metric request")
     bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, all=True)
     _assert_cancels(posed, bpy.ops.npe.solve, "Nothing to solve")
 
 
-def test_propagate_without_an_action(mixamo_rig: bpy.types.Object) -> None:
+def test_spread_edit_without_an_action(mixamo_rig: bpy.types.Object) -> None:
     bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS")
-    _assert_cancels(mixamo_rig, bpy.ops.npe.propagate, "no action")
+    _assert_cancels(mixamo_rig, bpy.ops.npe.spread_edit, "no action")
 
 
 def test_unregister_removes_only_our_handlers(addon: None) -> None:

@@ -62,7 +62,7 @@ def test_null_propagate_changes_nothing(scene: bpy.types.Scene, bandai_bvh) -> N
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
     p = scene.npe.propagation
     p.range_mode, p.radius, p.curve = "RADIUS", NULL_CLIP_RADIUS, "SMOOTH"
-    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True) == {"FINISHED"}
     moves = []
     for f, heads in zip(frames, before, strict=True):
         scene.frame_set(f)

@@ -351,7 +351,7 @@ def test_fbx_animation_propagates(scene: bpy.types.Scene, tmp_path: Path) -> Non
     target = np.array(hand.location) + FBX_HAND_MOVE
     hand.location = target
     scene.npe.propagation.radius = 5
-    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True) == {"FINISHED"}
     scene.frame_set(11)
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - target) < REACH_TOL
     scene.frame_set(1)

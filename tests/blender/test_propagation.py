@@ -69,7 +69,7 @@ def test_propagation_follows_the_weight_curve(clip_rig: bpy.types.Object, curve:
     bpy.context.view_layer.update()
     window, w = propagation.weights(scene)
 
-    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True) == {"FINISHED"}
 
     inside = window[w > 0]
     lo, hi = inside.min(), inside.max()
@@ -95,7 +95,7 @@ def test_propagation_follows_the_weight_curve(clip_rig: bpy.types.Object, curve:
 def test_explicit_range_and_custom_curve(clip_rig: bpy.types.Object) -> None:
     scene = bpy.context.scene
     p = scene.npe.propagation
-    p.range_mode, p.frame_start, p.frame_end = "RANGE", CENTER - 5, CENTER + 20
+    p.range_mode, p.frame_start, p.frame_end = "START_END", CENTER - 5, CENTER + 20
     p.curve = "CUSTOM"  # makes the hidden curve node
     node = propagation.weight_curve_node()
     assert node is not None and node.id_data.use_fake_user
@@ -106,11 +106,12 @@ def test_explicit_range_and_custom_curve(clip_rig: bpy.types.Object) -> None:
     frames, w = propagation.weights(scene)
     assert frames[0] == CENTER - 5 and frames[-1] == CENTER + 20
     assert np.allclose(w, 1.0)
-    assert len(propagation.preview(scene)) > 2
+    mode, shown = propagation.preview(scene, obj=clip_rig)
+    assert mode == "EVERY_FRAME" and len(shown) > 2  # the clip is keyed on every frame
     keys_before = rigs.keys(obj := clip_rig)
     hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
     hand.location = _towards_chest(obj, np.array(hand.location))
-    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True) == {"FINISHED"}
     for channel, old in rigs.keys(obj).items():
         before = keys_before[channel]
         out = (before[:, 0] < CENTER - 5) | (before[:, 0] > CENTER + 20)
@@ -146,10 +147,11 @@ SPARSE_RADIUS = 5
 
 def test_a_hand_keyed_action_keeps_its_frames_outside_the_range(
         scene: bpy.types.Scene) -> None:
-    """Keys every tenth frame and the root's location never keyed, an edit at frame 21
-    propagated over 17-25: every frame outside the range stays where it was (the new keys
-    reshaped the curves up to the keys before and after, and the root's new location keys
-    held their edge values over the whole action: frames outside moved 4-25 mm)."""
+    """Every Frame mode on keys every tenth frame and the root's location never keyed, an
+    edit at frame 21 propagated over 17-25: every frame outside the range stays where it
+    was (the new keys reshaped the curves up to the keys before and after, and the root's
+    new location keys held their edge values over the whole action: frames outside moved
+    4-25 mm)."""
     obj = rigs.mixamo()
     rigs.select_only(obj)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -178,7 +180,7 @@ def test_a_hand_keyed_action_keeps_its_frames_outside_the_range(
     bpy.context.view_layer.update()
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     scene.npe.propagation.radius = SPARSE_RADIUS
-    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME") == {"FINISHED"}
     moved = np.linalg.norm(heads() - before, axis=-1).max(axis=1)
     outside = np.abs(frames - center) >= SPARSE_RADIUS
     assert moved[outside].max() < 1e-5, moved
@@ -226,7 +228,7 @@ def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.O
     solved = np.array(list(rigs.mapped_heads(rig).values()))
     p = scene.npe.propagation
     p.range_mode, p.radius, p.curve = "RADIUS", RADIUS, "SMOOTH"
-    assert bpy.ops.npe.propagate("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True) == {"FINISHED"}
     after = ends()
     assert np.linalg.norm(after - before, axis=-1).max() < HELD_TOL
     scene.frame_set(center)

@@ -48,4 +48,4 @@ def test_readme_scripting_example_runs(tmp_path: Path, bandai_bvh: Path, models_
     assert frame_40 and float(frame_40.group(1)) < REACH_CM, out[-3000:]
     frame_30 = re.search(r"frame 30: right wrist ([\d.]+) cm from where it was keyed", out)
     assert frame_30 and float(frame_30.group(1)) < KEPT_CM, out[-3000:]
-    assert "Propagated over frames" in out, out[-3000:]
+    assert "Spread Edit over frames" in out, out[-3000:]

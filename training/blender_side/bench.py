@@ -10,7 +10,7 @@ same problems (started by ``python -m training benchmark-blender``; writes one J
 - Accuracy against Blender's IK constraints: (x, x') pairs of test clips (x' within +-20
   frames): the rig at x, targets at x' joints, evaluate; Blender's Legacy IK (and iTaSC)
   with chains to the same five effectors, against the add-on's Solve.
-- Propagation: ``npe.propagate`` over a 1,000-frame action, keys written, a few runs.
+- Propagation: ``npe.spread_edit`` over a 1,000-frame action, keys written, a few runs.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from blender_addon import (
     editors,
     empties,
     grab,
+    key_edit,
     live,
     mapped_rig,
     metric_requests,
@@ -631,18 +632,45 @@ def long_action(obj: bpy.types.Object, frames: int) -> None:
     bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, frames
 
 
-def propagation_benchmark(models: Path, clip: Path, runs: int) -> dict[str, Any]:
-    """``npe.propagate`` over a 1,000-frame action (every frame edited and keyed)."""
-    host.progress(f"propagation: {runs} runs over {PROPAGATION_FRAMES} frames")
-    obj = setup_rig("bvh", models, clip)
+# Issue 49's targets: 1,000 frames spread (Every Frame) on each rig.
+PROPAGATION_TARGET_MS = {"bvh": 500.0, "generated": 2000.0}
+GENERATED_SWAY = (0.03, 0.02)  # m: the generated rig's torso control swaying, keyed
+
+
+def sway_action(obj: bpy.types.Object, frames: int) -> None:
+    """The generated Rigify rig's torso control swaying, keyed on ``frames`` frames through
+    F-curve data (its controls hold no clip to play)."""
+    obj.pose.bones["torso"].keyframe_insert("location", frame=1)
+    bag = rig_keys.channelbag(obj)
+    t = np.arange(1, frames + 1, dtype=np.float64)
+    values = (GENERATED_SWAY[0] * np.sin(t / 8.0), 0.0 * t, GENERATED_SWAY[1] * np.sin(t / 5.0))
+    for i, v in enumerate(values):
+        fc = bag.fcurves.find('pose.bones["torso"].location', index=i)
+        fc.keyframe_points.clear()
+        fc.keyframe_points.add(frames)
+        fc.keyframe_points.foreach_set("co", np.column_stack([t, v]).astype(np.float32).ravel())
+        fc.update()
+    bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, frames
+
+
+def propagation_benchmark(models: Path, clip: Path, runs: int, kind: str = "bvh"
+                          ) -> dict[str, Any]:
+    """``npe.spread_edit`` (Every Frame) over a 1,000-frame action, every frame edited and
+    keyed, on the BVH rig or the generated Rigify rig (its evaluated-rig correction
+    included)."""
+    host.progress(f"propagation ({kind}): {runs} runs over {PROPAGATION_FRAMES} frames")
+    obj = setup_rig(kind, models, clip)
     scene = bpy.context.scene
-    long_action(obj, PROPAGATION_FRAMES)
+    if kind == "bvh":
+        long_action(obj, PROPAGATION_FRAMES)
+    else:
+        sway_action(obj, PROPAGATION_FRAMES)
     scene.frame_set(PROPAGATION_CENTER)
     _op(bpy.ops.npe.remove_effectors, all=True)
     _op(bpy.ops.npe.add_effectors, preset="LIMBS")
     p = scene.npe.propagation
-    p.range_mode, p.frame_start, p.frame_end, p.curve = "RANGE", 1, PROPAGATION_FRAMES, \
-        "CONSTANT"
+    p.mode, p.range_mode, p.frame_start, p.frame_end, p.curve = \
+        "EVERY_FRAME", "START_END", 1, PROPAGATION_FRAMES, "CONSTANT"
     window, w = propagation.weights(scene)
     empty = effector_empty(obj, MOVED)
     empty.location = np.array(empty.location) + PROPAGATION_MOVE
@@ -654,7 +682,7 @@ def propagation_benchmark(models: Path, clip: Path, runs: int) -> dict[str, Any]
     try:
         for _ in range(runs):
             start = time.perf_counter()
-            _op(bpy.ops.npe.propagate)
+            _op(bpy.ops.npe.spread_edit)
             times.append(time.perf_counter() - start)
     finally:
         timer.restore()
@@ -664,13 +692,11 @@ def propagation_benchmark(models: Path, clip: Path, runs: int) -> dict[str, Any]
     scene.frame_set(PROPAGATION_CENTER)
     frame_set_ms = (time.perf_counter() - start) * MS
     info = mapped_rig.rig_for(obj)
-    written = sum(3 + (b in info.roots) * 3 for b in info.mapped  # Euler + root location
-                  if obj.pose.bones[info.names[b]].rotation_mode not in ("QUATERNION",
-                                                                         "AXIS_ANGLE"))
-    return {"frames": PROPAGATION_FRAMES, "edited_frames": int((w > 0).sum()),
+    written = len(key_edit.channel_paths(obj, info))
+    return {"rig": kind, "frames": PROPAGATION_FRAMES, "edited_frames": int((w > 0).sum()),
             "window": [int(window[0]), int(window[-1])], "runs": runs,
             "fcurves_written": written, **summary(times), "stages": stages,
-            "frame_set_alone_ms": frame_set_ms}
+            "frame_set_alone_ms": frame_set_ms, "target_ms": PROPAGATION_TARGET_MS[kind]}
 
 
 # ------------------------------------------------------------------ main
@@ -709,6 +735,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "propagation" not in args.skip:
         result["propagation"] = propagation_benchmark(args.models, args.clips[0],
                                                       args.propagation_runs)
+        result["propagation_generated"] = propagation_benchmark(
+            args.models, args.clips[0], args.propagation_runs, "generated")
     write_json(args.out, result)
     host.progress(f"wrote {args.out}")
 

@@ -243,7 +243,7 @@ def walkthrough(models: Path, bvh: Path, out: Path) -> dict[str, Any]:
     p = scene.npe.propagation
     p.range_mode, p.radius, p.curve = "RADIUS", RADIUS, "SMOOTH"
     window, w = (a.tolist() for a in propagation.weights(scene))
-    _op(bpy.ops.npe.propagate)
+    _op(bpy.ops.npe.spread_edit)
     scene.npe.live = False
     edited, moved = [], []
     for f, hand in zip(strip, hands, strict=True):

@@ -1,0 +1,135 @@
+"""Spread Edit's Layer mode: the edit alone, in an NLA track over the armature's action.
+
+The action stays the active action, untouched; its blend type becomes Combine (the same
+motion: combined over nothing, a channel keeps its value), and the edit is a strip in
+Combine mode on a track of its own, evaluated under it: the final rotation is the strip's
+quaternion times the action's, the final location and Euler angles their sum. So the strip
+holds only the change (a quaternion ``q_new q_old^-1``, a location or Euler difference),
+its influence scales it (0.5: half the edit), and muting or deleting the track gives back
+the action's own motion. An NLA strip in Combine mode works alike in Blender 4.2 to 5.0;
+slotted actions (4.4+) are given the object's slot.
+"""
+
+from __future__ import annotations
+
+import bpy
+import numpy as np
+
+from . import rig_keys
+from .core import conversions
+from .core.conversions import AXIS_ANGLE, QUATERNION
+from .core.quaternions import quat_multiply, quat_normalize
+from .errors import EditError
+from .rig_io import RigInfo, read_pose
+
+TRACK_PREFIX = "Spread Edit"
+_CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
+
+
+def check_rotation_modes(obj: bpy.types.Object, info: RigInfo) -> None:
+    """Layer mode combines quaternions and Euler angles; axis-angle bones are refused."""
+    pose = read_pose(obj, info)
+    bad = [info.names[b] for b in info.mapped if pose.modes[b] == AXIS_ANGLE]
+    if bad:
+        raise EditError(f"Layer mode cannot combine axis-angle rotations ({', '.join(bad)}): "
+                        "use Keys or Every Frame, or another rotation mode")
+
+
+class Layer:
+    """The layer of one Spread Edit: an action of changes on a new NLA track. :meth:`write`
+    (re)writes the changes for poses (the evaluated rig's correction writes again);
+    :meth:`remove` deletes track and action (a cancelled run)."""
+
+    def __init__(self, obj: bpy.types.Object, info: RigInfo, frames: np.ndarray,
+                 base_quats: np.ndarray, base_locs: np.ndarray, base_eulers: np.ndarray,
+                 center: int) -> None:
+        self.obj_name, self.info = obj.name, info
+        self.frames = np.asarray(frames, dtype=np.float64)
+        self.base_quats, self.base_locs, self.base_eulers = base_quats, base_locs, base_eulers
+        self.modes = read_pose(obj, info).modes
+        anim = obj.animation_data
+        name = f"{TRACK_PREFIX} {obj.name} f{center}"
+        self.action = bpy.data.actions.new(name)
+        self.slot = None
+        if hasattr(self.action, "layers"):  # 4.4+: a slot for the object, its channelbag
+            self.slot = self.action.slots.new(id_type="OBJECT", name=obj.name)
+            strip = self.action.layers.new("Layer").strips.new(type="KEYFRAME")
+            self.bag = strip.channelbag(self.slot, ensure=True)
+        else:
+            self.bag = self.action
+        self.track = anim.nla_tracks.new()
+        self.track.name = name
+        self.written = False
+        self.anim_blend = anim.action_blend_type
+
+    def _values(self, quats: np.ndarray, locs: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
+        """Each channel's change per frame (T,) from the action's pose to ``quats``/``locs``."""
+        info = self.info
+        out = {}
+        for b in info.mapped:
+            name, mode = info.names[b], self.modes[b]
+            if mode == QUATERNION:
+                base = quat_normalize(self.base_quats[:, b]) * _CONJUGATE
+                delta = quat_multiply(quat_normalize(quats[:, b]), base)
+                delta *= np.where(delta[:, :1] < 0.0, -1.0, 1.0)  # the short way
+                prop = "rotation_quaternion"
+            else:
+                new = conversions.quats_to_eulers(quats[:, b], mode, self.base_eulers[0, b])
+                delta = new - self.base_eulers[:, b]
+                prop = "rotation_euler"
+            out.update(((rig_keys.bone_path(name, prop), i), delta[:, i])
+                       for i in range(delta.shape[1]))
+            if b in info.roots:
+                out.update(((rig_keys.bone_path(name, "location"), i),
+                            locs[:, b, i] - self.base_locs[:, b, i]) for i in range(3))
+        return out
+
+    def write(self, quats: np.ndarray, locs: np.ndarray) -> int:
+        """Key the change to ``quats``/``locs`` on every frame; returns the F-curves."""
+        n = len(self.frames)
+        groups = {g.name: g for g in self.bag.groups}
+        for (path, index), vals in self._values(quats, locs).items():
+            fc = self.bag.fcurves.find(path, index=index)
+            if fc is None:
+                fc = self.bag.fcurves.new(path, index=index)
+                bone = path.split('"')[1]
+                fc.group = groups.get(bone) or groups.setdefault(bone,
+                                                                 self.bag.groups.new(bone))
+                fc.keyframe_points.add(n)
+            co = np.empty((n, 2), dtype=np.float32)
+            co[:, 0], co[:, 1] = self.frames, vals
+            fc.keyframe_points.foreach_set("co", co.ravel())
+            fc.update()
+        if not self.written:
+            self._strip()
+            self.written = True
+        obj = bpy.data.objects[self.obj_name]
+        obj.update_tag()
+        return len(self.bag.fcurves)
+
+    def _strip(self) -> None:
+        obj = bpy.data.objects[self.obj_name]
+        strip = self.track.strips.new(self.track.name, int(self.frames[0]), self.action)
+        if self.slot is not None and getattr(strip, "action_slot", None) is None:
+            strip.action_slot = self.slot
+        strip.blend_type = "COMBINE"
+        strip.extrapolation = "NOTHING"
+        strip.use_animated_influence = True  # keyable, as an animator fades a layer
+        strip.influence = 1.0
+        for fc in strip.fcurves:  # the influence F-curve Blender made: full, to be keyed
+            if fc.data_path == "influence":
+                for key in fc.keyframe_points:
+                    key.co.y = key.handle_left.y = key.handle_right.y = 1.0
+                fc.update()
+        obj.animation_data.action_blend_type = "COMBINE"
+
+    def remove(self) -> None:
+        """Delete the track and its action; the action's blend type as it was."""
+        obj = bpy.data.objects[self.obj_name]
+        anim = obj.animation_data
+        track = anim.nla_tracks.get(self.track.name)
+        if track is not None:
+            anim.nla_tracks.remove(track)
+        anim.action_blend_type = self.anim_blend
+        bpy.data.actions.remove(self.action)
+        obj.update_tag()
