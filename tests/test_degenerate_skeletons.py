@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from blender_addon.core import exact_reach, native, skeleton
+from blender_addon.core.mapping import MappingError
 from blender_addon.core.pipeline import PoseEditor
-from tests.synth import DEGENERATE_SKELETONS, synthetic_bvh
+from tests.synth import DEGENERATE_SKELETONS, TPOSE, synthetic_bvh
 from training.benchmark import METHODS, accuracy, sample_pairs
 from training.data import canonical_clip
 from training.evaluate import EFFECTOR_SETS, fixed_mask, random_effector_masks
@@ -42,6 +43,23 @@ def test_the_skeletons_are_degenerate() -> None:
     assert 0.0 < lengths["short"][1:].min() < 0.0015
     # the long spine's canonical joints are picked among 4 spine and 3 neck joints
     assert lengths["long_spine"][1:].min() > 0.05
+
+
+@pytest.mark.parametrize(("joint", "what", "words"), [
+    ("LowerArm_L", "upper arm", ("l_forearm (LowerArm_L)", "l_upperarm (UpperArm_L)")),
+    ("Foot_R", "shin", ("r_foot (Foot_R)", "r_shin (LowerLeg_R)")),
+])
+def test_a_limb_without_length_is_refused_naming_its_joints(joint: str, what: str,
+                                                            words: tuple[str, ...]) -> None:
+    """An elbow on its shoulder or an ankle on its knee leaves a two-bone limb nothing to
+    bend: the mapping is refused, naming the file, the joints and why."""
+    joints = tuple((n, p, (0.0, 0.0, 0.0) if n == joint else o) for n, p, o in TPOSE)
+    with pytest.raises(MappingError) as err:
+        canonical_clip("broken.bvh", synthetic_bvh(FRAMES, 0, joints=joints))
+    message = str(err.value)
+    assert message.startswith("broken.bvh: ") and f"the {what} has no length" in message
+    for word in words:
+        assert word in message
 
 
 @pytest.mark.parametrize("name", list(DEGENERATE_SKELETONS))
