@@ -91,6 +91,29 @@ UNFAMILIAR_TILT_DEG = 65.0
 # the training actor's toe rests at 4.3 cm and ankle at 11.7 cm).
 PLANTED_TOE_HEIGHT = 0.08
 PLANTED_ANKLE_HEIGHT = 0.15
+# A hand or knee touches the floor when its joint is this low (model space, canonical
+# metres; a wrist over a palm on the floor, a knee joint over a kneecap): it holds like a
+# planted foot (issue 47). One hand dragged 10-25 cm from CMU poses kneeling, crawling,
+# sitting or lying (benchmark --suite families): the contacts slid 4-8 mm (p90) before.
+CONTACT_HEIGHT = 0.12
+_CONTACTS = skeleton.joint_indices(["l_hand", "r_hand", "l_shin", "r_shin"])
+# The joints whose effector frees each contact: the hand itself; a knee's leg below it (a
+# foot the user moves takes its knee along).
+_CONTACT_FREED_BY = (skeleton.joint_indices(["l_hand"]), skeleton.joint_indices(["r_hand"]),
+                     skeleton.joint_indices(["l_shin", "l_foot", "l_toe"]),
+                     skeleton.joint_indices(["r_shin", "r_foot", "r_toe"]))
+# A pose the mocap hardly holds (lying, upside down, kneeling, crouching, sitting on the
+# floor, hands on the floor): the trunk tilted past FAMILIAR_TILT_DEG, a hand or knee on the
+# floor, or the pelvis this low (model space, canonical metres; standing 0.93, a squat
+# 0.3-0.5). There a refined drag takes the least change (rig IK from the start pose, the
+# contacts and planted feet held) instead of the networks' idea of how the body follows,
+# which the mocap never taught them for such poses (issue 47). One hand dragged 10-25 cm,
+# 100 CMU poses per family (benchmark --suite families), the other joints' mean
+# displacement over classic FABRIK's, networks refined -> least change: lying on the back
+# 1.21x -> 1.25x, side 1.11x -> 0.97x, front 0.97x -> 0.91x, upside down 1.22x -> 1.01x,
+# kneeling 1.15x -> 0.94x, crouching 1.42x -> 0.99x, sitting on the floor 1.21x -> 0.93x,
+# hands on the floor 1.13x -> 0.80x (contacts held in both).
+LOW_PELVIS_HEIGHT = 0.55
 ROOT = skeleton.ROOT
 FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
                for side in ("l", "r")}
@@ -324,6 +347,7 @@ class PoseEditor:
         self._starts: dict[bytes, _Start | RecordStart] = {}
         self.lengths = lengths
         self._universal = self._fused = None
+        self._contacts_held = False  # whether the last solve held a hand or knee
         if models is not None:
             self._universal = next(iter(models.by_role("ik_universal")), None)
             self._fused = next(iter(models.by_role("ik_universal_fused")), None)
@@ -372,6 +396,76 @@ class PoseEditor:
         if len(self._starts) >= START_CACHE_SIZE:
             self._starts.pop(next(iter(self._starts)))
         self._starts[key] = start
+
+    def _hold_contacts(self, p: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Pins on the hands and knees that touch the floor (:data:`CONTACT_HEIGHT`, the
+        rig's heights scaled as model space scales them) and that no effector frees, as the
+        planted feet are held: a body kneeling, crawling or lying keeps its contacts."""
+        heights = p[:, _CONTACTS, 1]
+        if self._rig_scale is not None:
+            heights = heights * self._rig_scale[0]
+        elif heights.min() < CONTACT_HEIGHT * 4:  # (a rig of any size: its own scale)
+            heights = heights * leg_scale(skeleton.bone_lengths(p))[:, None]
+        low = heights < CONTACT_HEIGHT
+        if not low.any():
+            return mask, t, w
+        for k, joints in enumerate(_CONTACT_FREED_BY):
+            low[:, k] &= ~(mask[:, joints] > 0).any(axis=1)
+        if not low.any():
+            return mask, t, w
+        hold = np.zeros(mask.shape, dtype=bool)
+        hold[:, _CONTACTS] = low
+        return (np.where(hold, 1.0, mask), np.where(hold[..., None], p, t),
+                np.where(hold, 1.0, w))
+
+    def _scale(self, p: np.ndarray) -> np.ndarray:
+        """(B,) the pelvis-height factor model space gives each pose (the rig's, else each
+        pose's own)."""
+        if self._rig_scale is not None:
+            return np.broadcast_to(self._rig_scale, (len(p),))
+        return leg_scale(skeleton.bone_lengths(p))
+
+    def _unfamiliar(self, p: np.ndarray, contacts: np.ndarray) -> np.ndarray:
+        """(B,) poses the mocap hardly holds (see :data:`LOW_PELVIS_HEIGHT`): a tilted
+        trunk (as :func:`familiarity` measures it), a held contact (``contacts`` (B, 21):
+        the hands and knees :meth:`_hold_contacts` holds), or a low pelvis."""
+        axis = p[:, skeleton.JOINT_INDEX["neck"]] - p[:, _ANKLES].mean(axis=1)
+        tilted = axis[:, 1] < math.cos(math.radians(FAMILIAR_TILT_DEG)) * np.sqrt(
+            np.add.reduce(axis * axis, axis=-1))
+        odd = tilted | contacts[:, _CONTACTS].any(axis=1)
+        if not odd.all():
+            odd |= p[:, ROOT, 1] * self._scale(p) < LOW_PELVIS_HEIGHT
+        return odd
+
+    def _least_change_of(self, odd: np.ndarray, p: np.ndarray, mask: np.ndarray,
+                         t: np.ndarray, w: np.ndarray, user_mask: np.ndarray,
+                         options: SolveOptions, each_pose: bool, drag: bool) -> EditResult:
+        """The ``odd`` poses by the least change: rig IK from the start pose with the goals
+        (effectors, held contacts, the planted feet) exact and the rest held as the least
+        change holds it; the others, and those whose goals it leaves over
+        :data:`MISS_NOTE_M` off (a far head: the networks' path settles the body and bends
+        the trunk), by the networks as usual."""
+        out = p.copy()
+        rows = np.flatnonzero(odd)
+        q, m, tq = p[rows], mask[rows], t[rows]
+        scale = self._scale(q)
+        feet = _on_feet((q[:, _TOES, 1] * scale[:, None] < PLANTED_TOE_HEIGHT)
+                        | (q[:, _ANKLES, 1] * scale[:, None] < PLANTED_ANKLE_HEIGHT))
+        m, tq, _ = _hold_planted_feet(feet[:, _ANKLES], q, m, tq, w[rows],
+                                      REACH_TOLERANCE / scale)
+        out[rows] = rig_ik.solve(q, m > 0, tq, REACH_TOLERANCE / scale, rig_ik.ITERATIONS,
+                                 stay_decay=LEAST_CHANGE_STAY_DECAY, rest=q,
+                                 stay_scale=_LEAST_CHANGE_HOLD)
+        missed = self._errors(out, t, mask).max(axis=1) > MISS_NOTE_M / self._scale(p)
+        if (others := ~odd | missed).any():
+            keep = np.flatnonzero(others)
+            out[keep] = self._solve_once(p[keep], user_mask[keep], t[keep], w[keep] * (
+                user_mask[keep] > 0), {}, options, each_pose, drag, unfamiliar=False
+            ).positions
+        errors = self._errors(out, t, user_mask)
+        notes = [] if drag else _reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask)
+        return EditResult(out, None, errors, notes)
 
     def _plants_feet(self, options: SolveOptions, metric_names: Iterable[str]) -> bool:
         """Whether an edit holds the planted feet: asked to, and no metric request on the
@@ -484,7 +578,34 @@ class PoseEditor:
                metrics: dict[str, np.ndarray], options: SolveOptions, each_pose: bool = True,
                drag: bool = False) -> EditResult:
         """The edit on checked float64 arrays: targets equal the pose off the effectors and
-        weights are 0 there; metric requests are in the rig's units."""
+        weights are 0 there; metric requests are in the rig's units. Poses whose held
+        contacts (hands, knees on the floor) keep an effector over :data:`MISS_NOTE_M` off
+        its target are solved again without them: a contact holds what the user leaves
+        alone, not against what they ask (a crawling body's head dragged up)."""
+        first = self._solve_once(p, mask, t, w, metrics, options, each_pose, drag)
+        if metrics or not options.keep_planted_feet or options.solver == "classic" \
+                or not self._contacts_held:
+            return first
+        missed = first.effector_error.max(axis=1) > MISS_NOTE_M / self._scale(p)
+        if not missed.any():
+            return first
+        if missed.all():
+            return self._solve_once(p, mask, t, w, metrics, options, each_pose, drag,
+                                    contacts=False)
+        rows = np.flatnonzero(missed)
+        again = self._solve_once(p[rows], mask[rows], t[rows], w[rows], metrics, options,
+                                 each_pose, drag, contacts=False)
+        out, errors = first.positions.copy(), first.effector_error.copy()
+        out[rows], errors[rows] = again.positions, again.effector_error
+        return EditResult(out, None, errors, first.notes)
+
+    def _solve_once(self, p: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
+                    metrics: dict[str, np.ndarray], options: SolveOptions,
+                    each_pose: bool = True, drag: bool = False, unfamiliar: bool = True,
+                    contacts: bool = True) -> EditResult:
+        """:meth:`_solve` once: with the contacts held where ``contacts`` (and the poses
+        the mocap hardly holds by the least change where ``unfamiliar``)."""
+        self._contacts_held = False
         if options.solver == "classic":
             if metrics:
                 raise ValueError("metric requests need the neural solver, not classic FABRIK")
@@ -496,6 +617,15 @@ class PoseEditor:
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
         user_mask = mask
+        if contacts and not metrics and options.keep_planted_feet:
+            mask, t, w = self._hold_contacts(p, mask, t, w)
+            self._contacts_held = mask is not user_mask
+            if unfamiliar and options.refine_steps and options.fix_lengths \
+                    and options.solver != "classic":
+                odd = self._unfamiliar(p, (mask > 0) & (user_mask <= 0))
+                if odd.any():
+                    return self._least_change_of(odd, p, mask, t, w, user_mask, options,
+                                                 each_pose, drag)
         start = request = begun = None
         if len(p) == 1 and SOLVE_KERNELS and not metrics and options.fix_lengths \
                 and options.solver == "universal" and (kernels := native.kernels()) is not None \
