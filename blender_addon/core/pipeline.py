@@ -119,6 +119,9 @@ FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
                for side in ("l", "r")}
 _ANKLES = np.array([FOOT_JOINTS[side][0] for side in ("l", "r")])
 _TOES = np.array([FOOT_JOINTS[side][1] for side in ("l", "r")])
+_NECK = skeleton.JOINT_INDEX["neck"]
+# What PoseEditor._ordinary reads: the contacts, the pelvis, the neck, the ankles.
+_ORDINARY_ROWS = np.r_[_CONTACTS, ROOT, _NECK, _ANKLES]
 _TRUNK = skeleton.joint_indices(["pelvis", "spine", "chest", "neck", "head"])
 _HAND_GOALS = np.isin(np.arange(skeleton.NUM_JOINTS), skeleton.joint_indices(["l_hand", "r_hand"]))
 # Model metres: a target this far off its joint asks for a move. Above float32 rounding
@@ -372,6 +375,7 @@ class PoseEditor:
         self._rig_lengths = None if value is None else value[None]
         self._rig_scale = None if value is None else np.ascontiguousarray(
             leg_scale(self._rig_lengths), dtype=np.float64)
+        self._rig_scale_value = None if value is None else float(self._rig_scale[0])
         # (their addresses, for the solve kernel that makes a start: read-only arrays' cost)
         self._rig_at = (None, None) if value is None else (
             native.address(self._rig_lengths), native.address(self._rig_scale))
@@ -419,6 +423,22 @@ class PoseEditor:
         return (np.where(hold, 1.0, mask), np.where(hold[..., None], p, t),
                 np.where(hold, 1.0, w))
 
+    def _ordinary(self, p: np.ndarray) -> bool:
+        """A single pose on this editor's rig, upright, its pelvis high and no hand or knee
+        near the floor: nothing for the contacts or the least change to do. Checked in plain
+        floats (a Live drag update's pose; numpy's calls on these few numbers cost tens of
+        microseconds)."""
+        if len(p) != 1 or self._rig_scale is None:
+            return False
+        scale = self._rig_scale_value
+        c1, c2, c3, c4, pelvis, neck, la, ra = p[0, _ORDINARY_ROWS].tolist()
+        if min(c1[1], c2[1], c3[1], c4[1]) * scale < CONTACT_HEIGHT \
+                or pelvis[1] * scale < LOW_PELVIS_HEIGHT:
+            return False
+        x, y, z = (neck[0] - 0.5 * (la[0] + ra[0]), neck[1] - 0.5 * (la[1] + ra[1]),
+                   neck[2] - 0.5 * (la[2] + ra[2]))
+        return y >= math.cos(math.radians(FAMILIAR_TILT_DEG)) * math.sqrt(x * x + y * y + z * z)
+
     def _scale(self, p: np.ndarray) -> np.ndarray:
         """(B,) the pelvis-height factor model space gives each pose (the rig's, else each
         pose's own)."""
@@ -430,7 +450,7 @@ class PoseEditor:
         """(B,) poses the mocap hardly holds (see :data:`LOW_PELVIS_HEIGHT`): a tilted
         trunk (as :func:`familiarity` measures it), a held contact (``contacts`` (B, 21):
         the hands and knees :meth:`_hold_contacts` holds), or a low pelvis."""
-        axis = p[:, skeleton.JOINT_INDEX["neck"]] - p[:, _ANKLES].mean(axis=1)
+        axis = p[:, _NECK] - p[:, _ANKLES].mean(axis=1)
         tilted = axis[:, 1] < math.cos(math.radians(FAMILIAR_TILT_DEG)) * np.sqrt(
             np.add.reduce(axis * axis, axis=-1))
         odd = tilted | contacts[:, _CONTACTS].any(axis=1)
@@ -617,7 +637,7 @@ class PoseEditor:
         if self.models is None:
             raise ValueError("no model set loaded: only solver='classic' is available")
         user_mask = mask
-        if contacts and not metrics and options.keep_planted_feet:
+        if contacts and not metrics and options.keep_planted_feet and not self._ordinary(p):
             mask, t, w = self._hold_contacts(p, mask, t, w)
             self._contacts_held = mask is not user_mask
             if unfamiliar and options.refine_steps and options.fix_lengths \
