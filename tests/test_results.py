@@ -385,3 +385,17 @@ def test_pose_family_figures_pass_and_come_out_again(tmp_path: Path) -> None:
                 got = fresh["families"][family]["methods"][method][key]
                 assert got == pytest.approx(want, abs=ABS_TOLERANCE[_unit(key)]), \
                     f"{family} / {method} / {key}"
+
+
+PLANTED_FEET_P90_MM = 3.0  # issue 47: planted feet held on any clip
+
+
+@pytest.mark.parametrize("name", [n for n in RESULTS if n.startswith("drags-")])
+def test_planted_feet_hold_on_every_drag_table(name: str) -> None:
+    """Every drag of every committed drag table (test splits and BVH suites, both model
+    sets), default options: the feet on the floor slide under 3 mm (p90)."""
+    committed = json.loads((REPO / RESULTS[name].json).read_text())
+    for case, by_pins in committed["cases"].items():
+        for pins, methods in by_pins.items():
+            slide = methods["default (refined)"]["planted_feet_p90_cm"] * 10.0
+            assert slide < PLANTED_FEET_P90_MM, f"{name}: {case} / {pins}: {slide:.2f} mm"
