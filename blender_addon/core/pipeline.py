@@ -233,7 +233,7 @@ class SolveOptions:
     refine_steps: int = DEFAULT_REFINE_STEPS  # latent refinement steps (0 = off)
     fix_lengths: bool = True  # back to the rig's bone lengths (and exact reach when refining)
     keep_details: bool = True  # decode the change and add it to the input pose
-    keep_planted_feet: bool = True  # feet on the floor that are not effectors stay put
+    keep_planted_feet: bool = True  # feet, hands, knees on the floor, not effectors, stay
     body_follow: float = DEFAULT_BODY_FOLLOW  # 0: only what is needed moves; 1: learned
 
     def check(self) -> None:
