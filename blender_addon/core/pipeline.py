@@ -613,19 +613,25 @@ class PoseEditor:
         alone, not against what they ask (a crawling body's head dragged up)."""
         first = self._solve_once(p, mask, t, w, metrics, options, each_pose, drag)
         if metrics or not options.keep_planted_feet or options.solver == "classic" \
-                or not self._contacts_held:
-            return first
-        missed = first.effector_error.max(axis=1) > MISS_NOTE_M / self._scale(p)
+                or not options.refine_steps or not self._contacts_held:
+            return first  # (the networks' answer alone is no exact reach to let go for)
+        scale = self._scale(p)
+        worst = first.effector_error.max(axis=1)
+        missed = worst > MISS_NOTE_M / scale
         if not missed.any():
             return first
-        if missed.all():
-            return self._solve_once(p, mask, t, w, metrics, options, each_pose, drag,
-                                    contacts=False)
         rows = np.flatnonzero(missed)
         again = self._solve_once(p[rows], mask[rows], t[rows], w[rows], metrics, options,
                                  each_pose, drag, contacts=False)
+        # (kept where letting go gets nearer: a target beyond reach anyway keeps them)
+        better = again.effector_error.max(axis=1) < worst[rows] - REACH_TOLERANCE / scale[rows]
+        if not better.any():
+            return first
+        if len(p) == 1:
+            return again
         out, errors = first.positions.copy(), first.effector_error.copy()
-        out[rows], errors[rows] = again.positions, again.effector_error
+        out[rows[better]] = again.positions[better]
+        errors[rows[better]] = again.effector_error[better]
         return EditResult(out, None, errors, first.notes)
 
     def _solve_once(self, p: np.ndarray, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
