@@ -78,12 +78,14 @@ def test_every_method_keeps_bone_lengths(shipped_models, kernel: str, name: str)
     assert max(worst.values()) < MAX_LENGTH_ERROR_MM, worst
 
 
-def test_benchmark_bvh_keeps_bone_lengths(shipped_models, tmp_path) -> None:
-    """The issue's command: ``benchmark --bvh <CMU ASF-converted clip> --map auto``."""
+@pytest.mark.parametrize("name", list(DEGENERATE_SKELETONS))
+def test_benchmark_bvh_keeps_bone_lengths(shipped_models, tmp_path, name: str) -> None:
+    """The issue's command: ``benchmark --bvh <clip> --map auto`` (CMU's ASF-converted
+    skeleton first)."""
     from training.cli import main
 
-    path = tmp_path / "cmu_asf.bvh"
-    path.write_text(synthetic_bvh(FRAMES, 0, joints=DEGENERATE_SKELETONS["cmu_asf"]))
+    path = tmp_path / f"{name}.bvh"
+    path.write_text(synthetic_bvh(FRAMES, 0, joints=DEGENERATE_SKELETONS[name]))
     report = tmp_path / "engine.json"
     assert main(["benchmark", "--bvh", str(path), "--map", "auto", "--models",
                  str(shipped_models.folder), "--pairs", str(PAIRS), "--solves", "2",
