@@ -358,7 +358,6 @@ class PoseEditor:
         self._starts: dict[bytes, _Start | RecordStart] = {}
         self.lengths = lengths
         self._universal = self._fused = None
-        self._contacts_held = False  # whether the last solve held a hand or knee
         if models is not None:
             self._universal = next(iter(models.by_role("ik_universal")), None)
             self._fused = next(iter(models.by_role("ik_universal_fused")), None)
@@ -613,11 +612,14 @@ class PoseEditor:
         alone, not against what they ask (a crawling body's head dragged up)."""
         first = self._solve_once(p, mask, t, w, metrics, options, each_pose, drag)
         if metrics or not options.keep_planted_feet or options.solver == "classic" \
-                or not options.refine_steps or not self._contacts_held:
+                or not options.refine_steps:
             return first  # (the networks' answer alone is no exact reach to let go for)
         scale = self._scale(p)
         worst = first.effector_error.max(axis=1)
         missed = worst > MISS_NOTE_M / scale
+        if missed.any():  # of those, the poses that held a contact
+            held, _, _ = self._hold_contacts(p, mask, t, w)
+            missed &= (held[:, _CONTACTS] > mask[:, _CONTACTS]).any(axis=1)
         if not missed.any():
             return first
         rows = np.flatnonzero(missed)
@@ -640,7 +642,6 @@ class PoseEditor:
                     contacts: bool = True) -> EditResult:
         """:meth:`_solve` once: with the contacts held where ``contacts`` (and the poses
         the mocap hardly holds by the least change where ``unfamiliar``)."""
-        self._contacts_held = False
         if options.solver == "classic":
             if metrics:
                 raise ValueError("metric requests need the neural solver, not classic FABRIK")
@@ -654,7 +655,6 @@ class PoseEditor:
         user_mask = mask
         if contacts and not metrics and options.keep_planted_feet and not self._ordinary(p):
             mask, t, w = self._hold_contacts(p, mask, t, w)
-            self._contacts_held = mask is not user_mask
             if unfamiliar and options.refine_steps and options.fix_lengths \
                     and options.solver != "classic":
                 odd = self._unfamiliar(p, (mask > 0) & (user_mask <= 0))
