@@ -383,6 +383,7 @@ class PoseEditor:
         self._rig_scale = None if value is None else np.ascontiguousarray(
             leg_scale(self._rig_lengths), dtype=np.float64)
         self._rig_scale_value = None if value is None else float(self._rig_scale[0])
+        self._ordinary_poses: dict[bytes, bool] = {}  # (their answers hold for this rig)
         # (their addresses, for the solve kernel that makes a start: read-only arrays' cost)
         self._rig_at = (None, None) if value is None else (
             native.address(self._rig_lengths), native.address(self._rig_scale))
@@ -437,6 +438,16 @@ class PoseEditor:
         microseconds)."""
         if len(p) != 1 or self._rig_scale is None:
             return False
+        key = p.tobytes()  # (a drag solves one start pose on every update: kept)
+        if (known := self._ordinary_poses.get(key)) is not None:
+            return known
+        if len(self._ordinary_poses) >= START_CACHE_SIZE:
+            self._ordinary_poses.pop(next(iter(self._ordinary_poses)))
+        self._ordinary_poses[key] = known = self._ordinary_now(p)
+        return known
+
+    def _ordinary_now(self, p: np.ndarray) -> bool:
+        """:meth:`_ordinary`, measured."""
         scale = self._rig_scale_value
         c1, c2, c3, c4, pelvis, neck, la, ra = p[0, _ORDINARY_ROWS].tolist()
         if min(c1[1], c2[1], c3[1], c4[1]) * scale < CONTACT_HEIGHT \
@@ -614,6 +625,9 @@ class PoseEditor:
         if metrics or not options.keep_planted_feet or options.solver == "classic" \
                 or not options.refine_steps:
             return first  # (the networks' answer alone is no exact reach to let go for)
+        if len(p) == 1 and self._rig_scale_value is not None and float(
+                first.effector_error.max()) * self._rig_scale_value <= MISS_NOTE_M:
+            return first  # (a drag update that reached: the common case, in floats)
         scale = self._scale(p)
         worst = first.effector_error.max(axis=1)
         missed = worst > MISS_NOTE_M / scale
