@@ -117,3 +117,22 @@ def test_the_least_change_takes_unusual_poses(shipped_models,
     assert editor._unfamiliar(lying, none).all()
     low = standing - np.array([0.0, 0.5, 0.0])  # the whole body lowered: a low pelvis
     assert editor._unfamiliar(low, none).all()
+
+
+@pytest.mark.parametrize("rig_lengths", [False, True])
+def test_the_single_pose_check_agrees_with_the_batched_one(synthetic_clip: np.ndarray,
+                                                           rig_lengths: bool) -> None:
+    """A drag update's plain-float check (nothing to hold, nothing unusual) says what the
+    batched contacts and least-change tests say, lowered through every case."""
+    editor = PoseEditor(None, skeleton.bone_lengths(synthetic_clip[0]) if rig_lengths
+                        else None)
+    seen = set()
+    for drop in np.linspace(0.0, 0.9, 10):
+        q = synthetic_clip - np.array([0.0, drop, 0.0])
+        none = np.zeros(q.shape[:2])
+        held, _, _ = editor._hold_contacts(q, none, q, none)
+        batched = ~(editor._unfamiliar(q, held > 0) | (held > 0).any(axis=1))
+        single = np.array([editor._ordinary(q[i:i + 1]) for i in range(len(q))])
+        np.testing.assert_array_equal(single, batched)
+        seen |= set(single.tolist())
+    assert seen == {True, False}

@@ -128,8 +128,12 @@ FOOT_JOINTS = {side: skeleton.joint_indices([f"{side}_foot", f"{side}_toe"])
 _ANKLES = np.array([FOOT_JOINTS[side][0] for side in ("l", "r")])
 _TOES = np.array([FOOT_JOINTS[side][1] for side in ("l", "r")])
 _NECK = skeleton.JOINT_INDEX["neck"]
-# What PoseEditor._ordinary reads: the contacts, the pelvis, the neck, the ankles.
-_ORDINARY_ROWS = np.r_[_CONTACTS, ROOT, _NECK, _ANKLES]
+# What PoseEditor._ordinary reads: the contacts (hands, then knees), the pelvis, the neck,
+# the ankles, the hips; and the canonical leg (thigh and shin bones, normalize.leg_scale's).
+_ORDINARY_ROWS = np.r_[_CONTACTS, ROOT, _NECK, _ANKLES,
+                       skeleton.joint_indices(["l_thigh", "r_thigh"])]
+_CANONICAL_LEG = float(skeleton.BONE_LENGTHS[skeleton.joint_indices(
+    ["l_shin", "l_foot", "r_shin", "r_foot"])].sum()) / 2.0
 _TRUNK = skeleton.joint_indices(["pelvis", "spine", "chest", "neck", "head"])
 _HAND_GOALS = np.isin(np.arange(skeleton.NUM_JOINTS), skeleton.joint_indices(["l_hand", "r_hand"]))
 # Model metres: a target this far off its joint asks for a move. Above float32 rounding
@@ -436,7 +440,7 @@ class PoseEditor:
         near the floor: nothing for the contacts or the least change to do. Checked in plain
         floats (a Live drag update's pose; numpy's calls on these few numbers cost tens of
         microseconds)."""
-        if len(p) != 1 or self._rig_scale is None:
+        if len(p) != 1:
             return False
         key = p.tobytes()  # (a drag solves one start pose on every update: kept)
         if (known := self._ordinary_poses.get(key)) is not None:
@@ -447,9 +451,15 @@ class PoseEditor:
         return known
 
     def _ordinary_now(self, p: np.ndarray) -> bool:
-        """:meth:`_ordinary`, measured."""
+        """:meth:`_ordinary`, measured (the pose's own leg scale without the rig's)."""
+        c1, c2, c3, c4, pelvis, neck, la, ra, lt, rt = p[0, _ORDINARY_ROWS].tolist()
         scale = self._rig_scale_value
-        c1, c2, c3, c4, pelvis, neck, la, ra = p[0, _ORDINARY_ROWS].tolist()
+        if scale is None:  # normalize.leg_scale of the pose's own bones
+            leg = 0.5 * (math.dist(lt, c3) + math.dist(c3, la) + math.dist(rt, c4)
+                         + math.dist(c4, ra))
+            if not leg > 0.0:
+                return False
+            scale = _CANONICAL_LEG / leg
         if min(c1[1], c2[1], c3[1], c4[1]) * scale < CONTACT_HEIGHT \
                 or pelvis[1] * scale < LOW_PELVIS_HEIGHT:
             return False
@@ -625,9 +635,8 @@ class PoseEditor:
         if metrics or not options.keep_planted_feet or options.solver == "classic" \
                 or not options.refine_steps:
             return first  # (the networks' answer alone is no exact reach to let go for)
-        if len(p) == 1 and self._rig_scale_value is not None and float(
-                first.effector_error.max()) * self._rig_scale_value <= MISS_NOTE_M:
-            return first  # (a drag update that reached: the common case, in floats)
+        if self._ordinary(p):
+            return first  # (a single pose with nothing on the floor: kept from the solve)
         scale = self._scale(p)
         worst = first.effector_error.max(axis=1)
         missed = worst > MISS_NOTE_M / scale
