@@ -192,6 +192,9 @@ def run(models_dir: str, paths: list[str], n: int = 100, seed: int = 0,
                 f"{', '.join(paths)}", "poses_per_family": n, "seed": seed,
         "models": models_dir, "families": {}}
     picked = family_poses(clips, n, rng)
+    if not picked:
+        raise ValueError(f"no pose of any family ({', '.join(FAMILIES)}) in {len(clips)} "
+                         f"clips of {', '.join(paths)}")
     for family, (x, clip_count) in tqdm(picked.items(), desc="families", disable=not progress,
                                         leave=False):
         mask, targets, dragged = hand_drags(x, rng)
