@@ -321,7 +321,8 @@ class NPE_ObjectSettings(PropertyGroup):
     )
     keep_planted_feet: BoolProperty(
         name="Keep Planted Feet",
-        description="Feet on the floor that have no effector stay where they are",
+        description="Feet, hands and knees on the floor that have no effector stay where "
+        "they are (a hand or knee lets go where it keeps a target out of reach)",
         default=_SOLVE.keep_planted_feet,
     )
     body_follow: FloatProperty(

@@ -58,6 +58,22 @@ def _fill(obj: bpy.types.Object, joints: dict[str, str], source: str) -> None:
             invalidate(other.name)
 
 
+def check_lengths(obj: bpy.types.Object, joint_map: mapping.JointMap) -> None:
+    """Refuse a mapping whose limbs or trunk have no length on the rig's rest pose (a twist
+    bone mapped for the elbow: its head on the shoulder), before anything is changed."""
+    import numpy as np
+
+    bones = obj.data.bones
+    rest = np.zeros((len(JOINTS), 3))
+    for j, joint in enumerate(JOINTS):
+        if bone := joint_map.joints.get(joint):
+            rest[j] = bones[bone].head_local
+    try:
+        mapping.check_lengths(joint_map, rest)
+    except mapping.MappingError as exc:
+        raise EditError(f"{obj.name}: {exc}; the mapping was not changed") from exc
+
+
 def map_rig(obj: bpy.types.Object, spec: str, view_layer: bpy.types.ViewLayer
             ) -> tuple[mapping.JointMap | None, list[str], list[str]]:
     """Map by ``spec`` ("auto" or a preset name); returns the map (None when incomplete),
@@ -75,6 +91,7 @@ def map_rig(obj: bpy.types.Object, spec: str, view_layer: bpy.types.ViewLayer
         if not missing:  # detection found it all but a name clash: report the core's reason
             raise EditError(str(exc)) from exc
         return None, missing, []
+    check_lengths(obj, joint_map)
     _fill(obj, joint_map.joints, joint_map.source)
     return joint_map, [], prepare(obj, joint_map.joints, view_layer)
 
@@ -141,5 +158,6 @@ def load(obj: bpy.types.Object, path: str | os.PathLike[str],
     except mapping.MappingError as exc:
         raise EditError(f"{where} does not map {obj.name} completely ({exc}): the mapping "
                         "was not changed") from exc
+    check_lengths(obj, jm)
     _fill(obj, jm.joints, where)
     return prepare(obj, jm.joints, view_layer)

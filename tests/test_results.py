@@ -349,3 +349,57 @@ def test_quiet_machine_table_comes_from_its_runs(tmp_path: Path) -> None:
     worst = max(s["max_ms"] for s in universal["sets"].values())
     line = next(x for x in committed.splitlines() if x.startswith(f"| {universal['label']} |"))
     assert ("**missed**" in line) == (worst > universal["target_ms"])
+
+
+# Issue 47's targets for the pose families (one hand dragged, default options): the other
+# joints at most this many times classic FABRIK's in every family and on average, the
+# contacts (planted feet, hands and knees on the floor) held to this p90.
+FAMILY_MAX_X_FABRIK = 1.5
+FAMILY_MEAN_X_FABRIK = 1.0
+FAMILY_CONTACTS_P90_MM = 3.0
+
+
+def test_pose_family_figures_pass_and_come_out_again(tmp_path: Path) -> None:
+    """The committed pose-family table meets the targets in every family, and its command
+    gives the same figures again (the CMU clips read from ../shared)."""
+    from training.pose_families import DEFAULT, FAMILIES
+
+    result = RESULTS["pose-families"]
+    committed = json.loads((REPO / result.json).read_text())
+    assert list(committed["families"]) == list(FAMILIES)
+    for family, rows in committed["families"].items():
+        ours = rows["methods"][DEFAULT]
+        assert ours["others_x_fabrik"] <= FAMILY_MAX_X_FABRIK, family
+        assert ours["contacts_p90_mm"] < FAMILY_CONTACTS_P90_MM, family
+    assert committed["default_others_x_fabrik_mean"] <= FAMILY_MEAN_X_FABRIK
+    source = REPO.parent / "shared" / "data" / "cmu"
+    if not source.is_dir():
+        pytest.skip(f"real mocap not found at {source} (needs ../shared beside the repo)")
+    argv = list(result.argv)
+    argv[argv.index("--bvh") + 1] = str(source)
+    argv[argv.index("--json") + 1] = str(tmp_path / "fresh.json")
+    argv[argv.index("--out") + 1] = str(tmp_path)
+    argv[argv.index("--models") + 1] = str(REPO / argv[argv.index("--models") + 1])
+    assert main(argv) == 0
+    fresh = json.loads((tmp_path / "fresh.json").read_text())
+    for family, rows in committed["families"].items():
+        assert fresh["families"][family]["poses"] == rows["poses"]
+        for method, figures in rows["methods"].items():
+            for key, want in figures.items():
+                got = fresh["families"][family]["methods"][method][key]
+                assert got == pytest.approx(want, abs=ABS_TOLERANCE[_unit(key)]), \
+                    f"{family} / {method} / {key}"
+
+
+PLANTED_FEET_P90_MM = 3.0  # issue 47: planted feet held on any clip
+
+
+@pytest.mark.parametrize("name", [n for n in RESULTS if n.startswith("drags-")])
+def test_planted_feet_hold_on_every_drag_table(name: str) -> None:
+    """Every drag of every committed drag table (test splits and BVH suites, both model
+    sets), default options: the feet on the floor slide under 3 mm (p90)."""
+    committed = json.loads((REPO / RESULTS[name].json).read_text())
+    for case, by_pins in committed["cases"].items():
+        for pins, methods in by_pins.items():
+            slide = methods["default (refined)"]["planted_feet_p90_cm"] * 10.0
+            assert slide < PLANTED_FEET_P90_MM, f"{name}: {case} / {pins}: {slide:.2f} mm"

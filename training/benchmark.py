@@ -57,7 +57,7 @@ def load_clips(data: str | None, bvh: list[str] | None, map_spec: str, units: st
     """Clips (T, 21, 3): the test split of a dataset, or BVH clips in their own proportions
     (``up``: each ``bvh`` entry's up axis, ``auto``: :func:`.data.dataset_up`)."""
     if bvh:
-        clips, skipped, turned = [], 0, []
+        clips, skipped, turned, why = [], 0, [], ""
         for entry in bvh:
             if len(clips) >= max_clips:
                 break
@@ -69,10 +69,11 @@ def load_clips(data: str | None, bvh: list[str] | None, map_spec: str, units: st
                     break
                 try:
                     clips.append(canonical_clip(source, text, map_spec, units, up=axis)[0])
-                except ValueError:
+                except ValueError as exc:
                     skipped += 1
+                    why = why or f": {exc}"
         if not clips:
-            raise ValueError(f"no usable BVH clip in {bvh} ({skipped} skipped)")
+            raise ValueError(f"no usable BVH clip in {bvh} ({skipped} skipped{why})")
         return clips, (f"{len(clips)} BVH clips from {', '.join(bvh)} (map {map_spec}"
                        + (f"; Z-up, turned to Y-up: {', '.join(turned)}" if turned else "")
                        + ")")

@@ -484,13 +484,15 @@ def _add_benchmark(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="runs/benchmark", help="folder for the figure and reports")
     p.add_argument("--json", default=None, help="JSON report path (default OUT/<suite>.json)")
     p.add_argument("--suite", default="engine",
-                   choices=("engine", "drags", "latency", "sliders", "propagation"),
+                   choices=("engine", "drags", "latency", "sliders", "propagation", "families"),
                    help="engine: (x, x') pairs, latency, propagation, memory; drags: user-style "
                    "drags from start poses, planted feet, plausibility; latency: single solves "
                    "and Live drag updates alone, with the machine; sliders: each metric asked "
                    "for its value + delta, as evaluate's sweep; propagation: a hand moved at "
-                   "one frame and propagated, judged as motion (pops, goals, plausibility) "
-                   "(default %(default)s)")
+                   "one frame and propagated, judged as motion (pops, goals, plausibility); "
+                   "families: one hand dragged on CMU poses lying, upside down, kneeling, "
+                   "crouching, sitting or with hands on the floor (--bvh: the CMU clips; "
+                   "--pairs: poses per family) (default %(default)s)")
     p.add_argument("--max-clips", type=int, default=400, help="clips read (default %(default)s)")
     p.set_defaults(run=_run_benchmark)
 
@@ -511,7 +513,7 @@ def _run_benchmark(args: argparse.Namespace) -> int:
 
 def _benchmark(args: argparse.Namespace) -> int:
     from blender_addon.core.fileio import atomic_open
-    from training import benchmark, drags, latency, propagation_quality, sliders
+    from training import benchmark, drags, latency, pose_families, propagation_quality, sliders
 
     out = Path(args.out)
     data = args.data or (None if args.bvh else DEFAULT_DATA)
@@ -527,6 +529,13 @@ def _benchmark(args: argparse.Namespace) -> int:
                            seed=args.seed, figure=figure)
         text = drags.markdown(result)
         short = drags.summary(result)
+    elif args.suite == "families":
+        if not args.bvh:
+            raise SystemExit("--suite families reads CMU's BVH clips: give --bvh (the CMU "
+                             "folder or archive, e.g. ../shared/data/cmu)")
+        result = pose_families.run(args.models, args.bvh, n=args.pairs, seed=args.seed,
+                                   map_spec=args.map_spec, units=args.units)
+        text = short = pose_families.markdown(result)
     elif args.suite == "propagation":
         result = propagation_quality.run(args.models, clips, description,
                                          drags_ranges(ranges_data, clips), n=args.pairs,

@@ -158,7 +158,10 @@ def canonical_clip(source: str, text: str, map_spec: str = "auto", units: str = 
     if z_up:
         positions = skeleton.blender_to_yup(positions)
         ends = {j: skeleton.blender_to_yup(e) for j, e in ends.items()}
-    canon, notes = apply_mapping(joint_map, clip.names, positions, ends)
+    try:
+        canon, notes = apply_mapping(joint_map, clip.names, positions, ends)
+    except MappingError as exc:  # (a skeleton whose mapped limbs have no length)
+        raise MappingError(f"{source}: {exc}") from exc
     if z_up:
         notes.append(Z_UP_NOTE)
     drop = first_frame == "always" or (first_frame == "auto" and is_synthetic_tpose(canon))

@@ -103,8 +103,12 @@ def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: 
     to_t = target - s
     d = norm(to_t)
     u = to_t / np.maximum(d, _EPS)[:, None]
-    d = _clip(d, np.abs(l1 - l2) + _SLACK * (l1 + l2),
-              (l1 + l2) * np.minimum(1.0 - _SLACK, straightest))
+    # Never straighter than asked, never shorter than the shortest reach |l1 - l2|: with a
+    # zero-length bone (a neck on the chest) that reach is the whole range, which the slack
+    # and a straightness bound would otherwise stretch or shrink the other bone to.
+    shortest = np.abs(l1 - l2)
+    high = np.maximum((l1 + l2) * np.minimum(1.0 - _SLACK, straightest), shortest)
+    d = _clip(d, np.minimum(shortest + _SLACK * (l1 + l2), high), high)
     # The bend direction: the middle joint's offset from the start-target line (any
     # perpendicular when the limb is straight along it).
     side = (a - s) - u * np.add.reduce((a - s) * u, -1, keepdims=True)
@@ -114,7 +118,8 @@ def _bend(s: np.ndarray, a: np.ndarray, target: np.ndarray, l1: np.ndarray, l2: 
         side[straight] = np.stack([np.zeros(straight.sum()), u[straight, 2], -u[straight, 1]], 1)
         side_n = norm(side)
     side /= np.maximum(side_n, _EPS)[:, None]
-    cos_a = _clip((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0, 1.0)
+    cos_a = _clip((l1 * l1 + d * d - l2 * l2) / np.maximum(2.0 * l1 * d, _EPS * _EPS),
+                  -1.0, 1.0)
     new_a = s + l1[:, None] * (cos_a[:, None] * u + np.sqrt(1.0 - cos_a * cos_a)[:, None] * side)
     return new_a, s + u * d[:, None]
 
@@ -138,9 +143,17 @@ def _two_bone(p: np.ndarray, rows: np.ndarray, limb: np.ndarray, target: np.ndar
 def _rotation(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(B, 3, 3) the smallest rotations taking the directions of ``a`` to those of ``b``
     (B, 3): ``I + [v]x + [v]x^2 / (1 + c)`` with ``v = a x b``, ``c = a . b`` (the turns
-    here are small; opposite directions would have no smallest one)."""
-    a = a / np.maximum(norm(a), _EPS)[:, None]
-    b = b / np.maximum(norm(b), _EPS)[:, None]
+    here are small; opposite directions would have no smallest one). A zero vector has no
+    direction (a zero-length bone: CMU's ASF-converted skeletons put the neck and the
+    clavicles on the chest): the identity, as turning such a bone moves nothing."""
+    na, nb = norm(a), norm(b)
+    flat = (na <= _EPS) | (nb <= _EPS)
+    if flat.any():
+        a, b = a.copy(), b.copy()
+        a[flat] = b[flat] = (1.0, 0.0, 0.0)
+        na, nb = np.where(flat, 1.0, na), np.where(flat, 1.0, nb)
+    a = a / na[:, None]
+    b = b / nb[:, None]
     v = a[:, _YZX] * b[:, _ZXY] - a[:, _ZXY] * b[:, _YZX]
     cos = np.add.reduce(a * b, axis=-1)
     # [v]x^2 = v v^T - |v|^2 I, and |v|^2 = 1 - c^2: I + [v]x + [v]x^2 / (1 + c)

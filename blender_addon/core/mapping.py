@@ -686,6 +686,47 @@ def save_mapping_json(path: str | os.PathLike[str], joint_map: JointMap) -> None
     })  # fmt: skip
 
 
+# Bones the engine bends a limb or holds the body by: an elbow or a knee on its shoulder,
+# hip, wrist or ankle leaves a two-bone limb nothing to bend, and a head on the pelvis no
+# trunk. Zero-length bones elsewhere are fine (CMU's ASF-converted BVH puts the lower back,
+# the neck and the clavicles on their parents; the engine keeps them at zero length).
+_NEEDS_LENGTH: tuple[tuple[str, str, str], ...] = (
+    *((f"{side}_{a}", f"{side}_{b}", what)
+      for side in "lr"
+      for a, b, what in (("upperarm", "forearm", "upper arm"), ("forearm", "hand", "forearm"),
+                         ("thigh", "shin", "thigh"), ("shin", "foot", "shin"))),
+    ("pelvis", "head", "trunk"),
+)
+# Shorter than this share of the body's size (the mapped joints' extent) is no bone: a
+# twist or helper joint mapped in the joint's place (real limbs' bones are 10-25 %).
+MIN_BONE_SHARE = 0.02
+
+
+def check_lengths(joint_map: JointMap, canonical: np.ndarray) -> None:
+    """Refuse a mapping whose limbs or trunk have no length (see :data:`_NEEDS_LENGTH`),
+    naming the joints, their source joints and what to map instead. ``canonical``: mapped
+    positions (..., 21, 3), a rest pose or a clip's frames (the longest distance counts)."""
+    pos = np.asarray(canonical, dtype=np.float64).reshape(-1, len(JOINTS), 3)
+    if not len(pos):
+        return
+    mapped = [JOINT_INDEX[c] for c in JOINTS if c in joint_map.joints]
+    extent = np.linalg.norm(pos[:, mapped].max(axis=1) - pos[:, mapped].min(axis=1),
+                            axis=-1).max()
+    problems = []
+    for a, b, what in _NEEDS_LENGTH:
+        length = np.linalg.norm(pos[:, JOINT_INDEX[b]] - pos[:, JOINT_INDEX[a]], axis=-1).max()
+        if not length > MIN_BONE_SHARE * extent:
+            problems.append(
+                f"{b} ({joint_map.joints.get(b, b)}) is {length / max(extent, _EPS):.1%} of "
+                f"the body's size from {a} ({joint_map.joints.get(a, a)}): the {what} has no "
+                "length")
+    if problems:
+        raise MappingError(
+            f"mapping ({joint_map.source}) does not fit this skeleton: {'; '.join(problems)} "
+            f"(a bone under {MIN_BONE_SHARE:.0%} of it is a helper joint mapped in a joint's "
+            "place): map the joints at the elbows, wrists, knees and ankles")
+
+
 def _toe_offset(out: np.ndarray, side: str, up_axis: int) -> tuple[np.ndarray, float]:
     """Canonical foot -> toe vector: horizontal forward tilted down, scaled by the shin."""
     up = np.zeros(3)
@@ -760,4 +801,5 @@ def apply_mapping(
             f"{BONE_LENGTHS[ti] * scale:.3f} m forward, {TOE_PITCH_DEG:g} deg down "
             f"(canonical toe scaled by the rig's shin, x{scale:.2f})"
         )
+    check_lengths(joint_map, out)
     return out, notes

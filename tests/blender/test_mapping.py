@@ -138,3 +138,44 @@ def test_selecting_properties_are_not_remembered() -> None:
     assert [e.joint for e in obj.npe.effectors] == ["r_hand", "l_foot", "r_foot"]
     assert bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True) == {"FINISHED"}  # the active
     assert len(obj.npe.effectors) == 2
+
+
+def test_a_rig_whose_limb_has_no_length_is_refused_unchanged() -> None:
+    """Issue 47: a forearm bone whose head sits on the shoulder (a helper bone mapped as the
+    elbow) leaves the arm nothing to bend: Map Rig names the joints and why, and changes
+    nothing (no half-filled mapping)."""
+    bones = [(n, p, (h if n != "mixamorig:LeftForeArm" else next(
+        b[2] for b in rigs.mixamo_bones() if b[0] == "mixamorig:LeftArm")), t)
+        for n, p, h, t in rigs.mixamo_bones()]
+    obj = rigs.build_armature("NoForearm", bones)
+    rigs.select_only(obj)
+    message = rigs.cancelled(bpy.ops.npe.map_rig, "EXEC_DEFAULT", True, preset="auto")
+    for word in ("l_forearm", "mixamorig:LeftForeArm", "l_upperarm", "upper arm",
+                 "not changed"):
+        assert word in message, message
+    assert len(obj.data.npe_mapping.joints) == 0 and obj.data.npe_mapping.source == ""
+
+
+def test_cmu_asf_rig_with_zero_length_joints_maps_and_keeps_lengths(
+        scene: bpy.types.Scene, tmp_path: Path) -> None:
+    """CMU's ASF-converted BVH (hips, lower back, neck and shoulders on their parents),
+    imported by Blender's importer: Map Rig maps it, and a solve with a hand moved and the
+    other ends held keeps every bone's length, read from the rig Blender evaluates."""
+    import numpy as np
+
+    from tests.synth import CMU_ASF, synthetic_bvh
+
+    path = tmp_path / "cmu_asf.bvh"
+    path.write_text(synthetic_bvh(10, 0, joints=CMU_ASF))
+    obj = rigs.import_bvh(path)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    assert mapped_rig.mapping_problems(obj.data) == []
+    distances = rigs.joint_distances(obj)
+    assert distances[JOINTS.index("l_clavicle")] < 1e-6  # a zero-length joint, mapped
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    hand = next(e.empty for e in obj.npe.effectors if e.joint == "l_hand")
+    hand.location = np.array(hand.location) + np.array([0.05, -0.08, 0.10])
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert np.linalg.norm(rigs.mapped_heads(obj)["l_hand"] - np.array(hand.location)) < 0.01
+    assert np.abs(rigs.joint_distances(obj) - distances).max() < 1e-4

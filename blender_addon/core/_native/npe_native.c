@@ -608,7 +608,12 @@ static void bend(const Reach *r, const double *s, const double *a, const double 
     double d = sqrt(dot3(to_t, to_t)), dn = d > EPS ? d : EPS;
     for (int i = 0; i < 3; i++) u[i] = to_t[i] / dn;
     double most = 1.0 - r->slack < straightest ? 1.0 - r->slack : straightest;
-    d = clip(d, fabs(l1 - l2) + r->slack * (l1 + l2), (l1 + l2) * most);
+    /* never straighter than asked, never shorter than the shortest reach (a zero-length
+     * bone: that reach is the whole range) */
+    double shortest = fabs(l1 - l2), high = (l1 + l2) * most;
+    high = high > shortest ? high : shortest;
+    double low = shortest + r->slack * (l1 + l2);
+    d = clip(d, low < high ? low : high, high);
     for (int i = 0; i < 3; i++) as[i] = a[i] - s[i];
     double along = dot3(as, u);
     for (int i = 0; i < 3; i++) side[i] = as[i] - u[i] * along;
@@ -619,7 +624,9 @@ static void bend(const Reach *r, const double *s, const double *a, const double 
     }
     double sn = side_n > EPS ? side_n : EPS;
     for (int i = 0; i < 3; i++) side[i] /= sn;
-    double cos_a = clip((l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d), -1.0, 1.0);
+    double den = 2.0 * l1 * d;
+    double cos_a = clip((l1 * l1 + d * d - l2 * l2) / (den > EPS * EPS ? den : EPS * EPS),
+                        -1.0, 1.0);
     double sin_a = sqrt(1.0 - cos_a * cos_a);
     for (int i = 0; i < 3; i++) {
         new_a[i] = s[i] + l1 * (cos_a * u[i] + sin_a * side[i]);
@@ -628,13 +635,13 @@ static void bend(const Reach *r, const double *s, const double *a, const double 
 }
 
 /* exact_reach._turn_about: the joints of a mask turned about the pivot joint by the
- * smallest rotation taking direction old to new (c I + [v]x + v v^T / (1 + c)). */
+ * smallest rotation taking direction old to new (c I + [v]x + v v^T / (1 + c)); a zero
+ * vector (a zero-length bone) has no direction and turns nothing. */
 static void turn_about(const Reach *r, double *p, int64_t pivot, const int64_t *mask,
                        const double *old_in, const double *new_in) {
     double a[3], b[3], v[3], m[9], centre[3];
     double na = sqrt(dot3(old_in, old_in)), nb = sqrt(dot3(new_in, new_in));
-    na = na > EPS ? na : EPS;
-    nb = nb > EPS ? nb : EPS;
+    if (!(na > EPS) || !(nb > EPS)) return;
     for (int i = 0; i < 3; i++) { a[i] = old_in[i] / na; b[i] = new_in[i] / nb; }
     cross3(a, b, v);
     double c = dot3(a, b), k = 1.0 + c > EPS ? 1.0 + c : EPS;
