@@ -56,13 +56,16 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
 
 
 def prepare_controls(obj: bpy.types.Object) -> list[str]:
-    """Limbs whose mapped FK controls were switched back to IK since Map Rig go to FK
-    again (their controls first put where the limbs are); notes for the report."""
+    """The FK controls of limbs in IK go where the limbs are shown, when the IK controls
+    put them elsewhere (the solve reads its start from the FK controls; the switch and
+    what is shown do not change); notes for the report, none when nothing moved."""
     view_layer = bpy.context.view_layer
     if view_layer is None:
         return []
     joints = mapped_rig.mapping_dict(obj.data)
-    return rig_controls.fk_note(rig_controls.switch_to_fk(obj, joints.values(), view_layer))
+    matched = rig_controls.match_fk_to_shown(obj, joints.values(), view_layer)
+    return [f"FK controls of {', '.join(matched)} put where the IK limb is (it stays in "
+            "IK)"] if matched else []
 
 
 def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:

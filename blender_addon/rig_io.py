@@ -288,6 +288,9 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
     # component is enough for the pose (and what depends on it, constraints and deformed
     # meshes); tagging its data too makes Blender redo far more (2x on a Rigify rig).
     obj.update_tag(refresh={"OBJECT"})
+    # A control rig's limbs in IK show the FK controls just written only once their IK
+    # controls are placed there (nothing happens on other rigs).
+    rig_controls.follow_fk(obj, [info.names[b] for b in sorted(rotated)])
     new = replace(pose, raw=raw, **changed)
     if rotated:
         idx = sorted(rotated)
