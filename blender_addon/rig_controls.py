@@ -240,7 +240,8 @@ def match_fk_to_shown(obj: bpy.types.Object, names: Iterable[str],
     return [limb.holder for limb in ik_snap.match_fk(obj, found, view_layer)]
 
 
-_FOLLOW: dict[str, object] = {"deferred": 0, "pending": {}}  # see deferred()
+_DEFERRED = {"depth": 0}  # see deferred()
+_PENDING: dict[str, set[str]] = {}  # armature -> FK controls written while deferred
 
 
 @contextmanager
@@ -249,11 +250,11 @@ def deferred() -> Iterator[None]:
     depsgraph again crashes Blender), :func:`follow_fk` only notes what to place;
     :func:`follow_pending` places it (a timer :func:`follow_later` starts, or the drag's
     pause)."""
-    _FOLLOW["deferred"] += 1
+    _DEFERRED["depth"] += 1
     try:
         yield
     finally:
-        _FOLLOW["deferred"] -= 1
+        _DEFERRED["depth"] -= 1
 
 
 def follow_fk(obj: bpy.types.Object, names: Iterable[str]) -> None:
@@ -265,20 +266,21 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str]) -> None:
     view_layer = bpy.context.view_layer
     if not found or view_layer is None:
         return
-    if _FOLLOW["deferred"]:
-        _FOLLOW["pending"].setdefault(obj.name, set()).update(names)
+    if _DEFERRED["depth"]:
+        _PENDING.setdefault(obj.name, set()).update(names)
         return
     from . import ik_snap
 
     ik_snap.place(obj, found, view_layer)
 
 
-def follow_pending() -> None:
-    """Place the IK controls :func:`follow_fk` left for later (looked up by name: the
-    armature may be gone); a timer callback too (returns None: runs once)."""
+def _place_pending() -> None:
+    """Place the IK controls :func:`follow_fk` left for later (armatures looked up by
+    name: one may be gone); the timer's callback (returns None: runs once)."""
     from .guard import busy
 
-    pending, _FOLLOW["pending"] = _FOLLOW["pending"], {}
+    pending = dict(_PENDING)
+    _PENDING.clear()
     for name, names in pending.items():
         obj = bpy.data.objects.get(name)
         if obj is not None and obj.type == "ARMATURE" and obj.mode != "EDIT":
@@ -286,17 +288,26 @@ def follow_pending() -> None:
                 follow_fk(obj, names)
 
 
+def follow_pending() -> None:
+    """Place now what :func:`follow_fk` left for later, instead of the timer (the drag's
+    pause; background Blender, which runs no timers)."""
+    if bpy.app.timers.is_registered(_place_pending):
+        bpy.app.timers.unregister(_place_pending)
+    _place_pending()
+
+
 def follow_later() -> None:
-    """Run :func:`follow_pending` as soon as Blender is out of the handler (a timer)."""
-    if _FOLLOW["pending"] and not bpy.app.timers.is_registered(follow_pending):
-        bpy.app.timers.register(follow_pending, first_interval=0.0)
+    """Run :func:`follow_pending` as soon as Blender is out of the handler: a timer,
+    persistent (Blender 4.5 can hang at exit after a file load freed a timer)."""
+    if _PENDING and not bpy.app.timers.is_registered(_place_pending):
+        bpy.app.timers.register(_place_pending, first_interval=0.0, persistent=True)
 
 
 def cancel_follow() -> None:
     """Drop what was left to place, and its timer (a file load, unregistering)."""
-    _FOLLOW["pending"] = {}
-    if bpy.app.timers.is_registered(follow_pending):
-        bpy.app.timers.unregister(follow_pending)
+    _PENDING.clear()
+    if bpy.app.timers.is_registered(_place_pending):
+        bpy.app.timers.unregister(_place_pending)
 
 
 def keyed_bones(obj: bpy.types.Object, mapped_bone_names: Sequence[str]) -> list[str]:
