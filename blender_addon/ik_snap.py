@@ -12,8 +12,8 @@ pose delta between the IK chain's end and that control
 (``convert_pose_matrix_via_pose_delta``), the pole turns about the line from the chain's
 root to its end by the angle between the IK and FK elbows, and without a pole the chain's
 first control turns about its own Y axis (its only free channel) until the elbows agree;
-a tail control (the toe) takes its FK twin's matrix. Reimplemented here in one small
-function rather than called, because the ``rig_ui`` text is registered as a module only
+a tail control (the toe) takes its FK twin's matrix. Reimplemented here rather than
+called, because the ``rig_ui`` text is registered as a module only
 when the file's scripts are trusted (a rig opened untrusted has none of its operators),
 its operators need a pose-mode context, key by themselves and search the twist by a
 ternary search over some twenty depsgraph updates; here every limb is placed at once, one
@@ -36,8 +36,10 @@ from mathutils import Matrix, Quaternion, Vector
 if TYPE_CHECKING:
     from .rig_controls import Limb
 
-PLACE_TOL = 5e-5  # armature units: IK end and toe this close to the FK ones: placed
-# (Blender's IK answers a target moved by less with the same pose, within some 3e-5)
+# Armature units: IK end and toe this close to the FK ones are placed. Blender's IK
+# stops short of its target by up to some 3e-5 whichever way the target moves by that much
+# (a foot 2.5e-5 short, bpy 4.5): below this, passes change nothing.
+PLACE_TOL = 5e-5
 PLANE_TOL = 1e-4  # rad: the IK elbow's angle about the root->end line from the FK elbow
 MAX_PASSES = 8  # depsgraph updates at most (measured: 3-5 to converge)
 STRAIGHT = 1e-3  # of the chain's length: an elbow this near the root-end line has no plane
