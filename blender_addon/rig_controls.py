@@ -328,10 +328,22 @@ def keyed_bones(obj: bpy.types.Object, mapped_bone_names: Sequence[str]) -> list
     return out + extra
 
 
-def ik_note(found: list[Limb]) -> list[str]:
-    """The Map Rig report line for limbs in IK (none when there are none)."""
-    if not found:
-        return []
-    return [f"{', '.join(limb.holder for limb in found)} in IK: each solve places "
-            f"their IK controls ({', '.join(limb.control for limb in found)}) and poles "
-            "where the FK controls put the limb; the IK/FK switches are left as they are"]
+def ik_notes(obj: bpy.types.Object, names: Iterable[str]) -> list[str]:
+    """The Map Rig report lines for limbs in IK: those whose IK controls each solve
+    places, and those it cannot (an IK chain not built as Rigify's limbs are)."""
+    names = list(names)
+    pbones = obj.pose.bones
+    found = ik_limbs(obj, names)
+    placed = {limb.holder for limb in found}
+    stuck = [h for h in _limb_switches(obj, names)
+             if h not in placed and float(pbones[h][IK_FK]) < 1.0]
+    notes = []
+    if found:
+        notes.append(f"{', '.join(limb.holder for limb in found)} in IK: each solve places "
+                     f"their IK controls ({', '.join(limb.control for limb in found)}) "
+                     "where the FK controls put the limb; the IK/FK switches are left as "
+                     "they are")
+    if stuck:
+        notes.append(f"{', '.join(stuck)} in IK, with an IK chain the add-on cannot place: "
+                     f"set {IK_FK} to 1 (FK) to pose {'it' if len(stuck) == 1 else 'them'}")
+    return notes

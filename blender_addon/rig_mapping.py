@@ -85,7 +85,7 @@ def prepare(obj: bpy.types.Object, joints: dict[str, str],
     them; the IK/FK switches stay as they are) and say which
     mapped bones Blender still poses by itself; returns notes for the report."""
     rig_controls.match_fk_to_shown(obj, joints.values(), view_layer)
-    notes = rig_controls.ik_note(rig_controls.ik_limbs(obj, joints.values()))
+    notes = rig_controls.ik_notes(obj, joints.values())
     driven = rig_controls.driven_bones(obj, joints.values())
     obj.data.npe_mapping.warning = ""
     if driven:

@@ -17,7 +17,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 
 from mathutils import Matrix  # noqa: E402
 
-from blender_addon import mapped_rig, rig_controls  # noqa: E402
+from blender_addon import mapped_rig, rig_controls, rig_mapping  # noqa: E402
 
 SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
 HAND_DRAG = np.array([0.0, -0.15, 0.20])  # m, world: the left hand's empty, 25 cm
@@ -212,3 +212,17 @@ def test_the_ik_placement_shows_what_rigifys_own_snap_shows(
         namespace["unregister"]()
     assert np.linalg.norm(theirs[2] - ours[2]) < RIGIFY_HAND_TOL
     assert _plane_angle(theirs, ours) < RIGIFY_PLANE_DEG
+
+
+def test_an_ik_limb_the_addon_cannot_place_is_reported(rigify_rig: bpy.types.Object) -> None:
+    """A limb in IK whose chain is not built as Rigify's are (here its hand no longer
+    copies the IK chain's end): Map Rig says so and how to pose it, and switches nothing."""
+    rig = rigify_rig
+    org = rig.pose.bones["ORG-hand.L"]
+    org.constraints.remove(org.constraints[1])  # the Copy Transforms from the IK chain
+    _, _, notes = rig_mapping.map_rig(rig, "auto", bpy.context.view_layer)
+    assert any(n.startswith("upper_arm_parent.L in IK, with an IK chain the add-on cannot "
+                            "place: set IK_FK to 1") for n in notes), notes
+    assert any(n.startswith("upper_arm_parent.R, thigh_parent.L, thigh_parent.R in IK: each "
+                            "solve places") for n in notes), notes
+    assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in SWITCHES)
