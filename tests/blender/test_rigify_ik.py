@@ -32,6 +32,7 @@ PLANE_TOL_DEG = 2.0  # the elbow's plane as solved (the issue's bar)
 ELBOW_TOL = 5e-3
 ANIM_TOL = 1e-5  # m: the animation's frame shows its own pose (float32 keys)
 FEET_TOL = 1e-4  # m: the planted feet's deform bones stay (as in test_production_rigs)
+RESET_TOL = 1e-4  # m: Reset Edits puts the hands and feet back (IK placed within 0.05 mm)
 RIGIFY_HAND_TOL = 1e-5  # m: Rigify's own snap and the add-on's put the hand alike (0.0003 mm)
 RIGIFY_PLANE_DEG = 1.0  # Rigify's twist search (no pole) stops within a degree (0.03 seen)
 
@@ -226,3 +227,48 @@ def test_an_ik_limb_the_addon_cannot_place_is_reported(rigify_rig: bpy.types.Obj
     assert any(n.startswith("upper_arm_parent.R, thigh_parent.L, thigh_parent.R in IK: each "
                             "solve places") for n in notes), notes
     assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in SWITCHES)
+
+
+def test_reset_edits_brings_an_ik_limb_back(rigify_rig: bpy.types.Object) -> None:
+    """Reset Edits after a Solve on limbs in IK: the base pose goes back on the FK
+    controls and the IK controls follow, so the evaluated hands and feet are where they
+    were before the drag."""
+    rig = rigify_rig
+    name = rig.name
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    ends = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R")
+    before = _deform_heads(rig)
+    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
+    hand.matrix_world.translation = np.array(hand.matrix_world.translation) + HAND_DRAG
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    assert np.linalg.norm(_deform_heads(rig)["DEF-hand.L"] - before["DEF-hand.L"]) > 0.2
+    assert bpy.ops.npe.reset_edits("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    after = _deform_heads(rig)
+    assert max(np.linalg.norm(after[n] - before[n]) for n in ends) < RESET_TOL
+    assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in SWITCHES)
+
+
+def test_a_limb_between_ik_and_fk_shows_the_solve(rigify_rig: bpy.types.Object) -> None:
+    """The left arm half way between IK and FK (IK_FK 0.5): both of its chains are put
+    on the solved pose, so the blend shows it; keys cover both sets of controls."""
+    rig = rigify_rig
+    name = rig.name
+    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 0.5
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
+    target = np.array(hand.matrix_world.translation) + HAND_DRAG
+    hand.matrix_world.translation = target
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 0.5
+    shown = _arm(rig, DEF_ARM)
+    assert np.linalg.norm(shown[2] - target) < HAND_TOL
+    assert _plane_angle(shown, _arm(rig, FK_ARM)) < PLANE_TOL_DEG
+    keyed = set(rig_controls.keyed_bones(rig, _mapped(rig)))
+    assert {"hand_fk.L", "hand_ik.L", "upper_arm_ik.L"} <= keyed
