@@ -58,16 +58,18 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
 
 
 def prepare_controls(obj: bpy.types.Object) -> list[str]:
-    """Limbs whose mapped FK controls were switched back to IK since Map Rig go to FK
-    again (their controls first put where the limbs are); notes for the report."""
+    """The FK controls of limbs in IK go where the limbs are shown, when the IK controls
+    put them elsewhere (the solve reads its start from the FK controls; the switch and
+    what is shown do not change); notes for the report, none when nothing moved."""
     view_layer = bpy.context.view_layer
     if view_layer is None:
         return []
     joints = mapped_rig.mapping_dict(obj.data)
-    switched = rig_controls.switch_to_fk(obj, joints.values(), view_layer)
-    if switched:  # the FK controls put where the limbs are: no user's move
+    matched = rig_controls.match_fk_to_shown(obj, joints.values(), view_layer)
+    if matched:  # the FK controls put where the limbs are: no user's move
         pose_writes.mark(obj.name)
-    return rig_controls.fk_note(switched)
+    return [f"FK controls of {', '.join(matched)} put where the IK limb is (it stays in "
+            "IK)"] if matched else []
 
 
 def _read_pose(obj: bpy.types.Object, state: kept.ArmatureState) -> rig_io.Pose:
@@ -299,8 +301,9 @@ def insert_keyframe(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     becomes the new base."""
     info = mapped_rig.rig_for(obj)
     frame = scene.frame_current
-    bones = [info.names[b] for b in info.mapped]
-    roots = [info.names[b] for b in info.roots]
+    mapped = [info.names[b] for b in info.mapped]
+    bones = rig_controls.keyed_bones(obj, mapped)  # a limb in IK: its IK controls
+    roots = {info.names[b] for b in info.roots} | (set(bones) - set(mapped))
     channels = keying.keying_set_channels(scene, obj, bones)
     if channels is None:  # the mapped bones' rotations, the roots' locations
         channels = [(b, p, None) for b in bones for p in
@@ -323,13 +326,15 @@ def auto_key(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
     turned = 1.0 - np.abs(np.sum(quats[mapped] * after.quats[mapped], axis=1)) \
         > base_pose.QUAT_TOL
     moved = np.abs(locs[mapped] - after.locations[mapped]).max(axis=1) > base_pose.LOC_ATOL
-    bones = [info.names[b] for b, t, m in zip(mapped, turned, moved, strict=True) if t or m]
-    if not bones:
+    changed = [info.names[b] for b, t, m in zip(mapped, turned, moved, strict=True) if t or m]
+    if not changed:
         return []
+    bones = rig_controls.keyed_bones(obj, changed)  # a limb in IK: its IK controls
+    located = {info.names[b] for b, m in zip(mapped, moved, strict=True) if m} \
+        | (set(bones) - set(changed))
     channels = keying.keying_set_channels(scene, obj, bones)
     if channels is None:
-        channels = keying.changed_channels(
-            obj, bones, [info.names[b] for b, m in zip(mapped, moved, strict=True) if m])
+        channels = keying.changed_channels(obj, bones, located)
     n = keying.key_channels(obj, scene.frame_current, channels,
                             keying.KeyStyle.of(scene, auto=True))
     return [f"Auto Keying: {n} keys on {len(bones)} bones at frame {scene.frame_current}"]

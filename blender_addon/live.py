@@ -27,7 +27,7 @@ import time
 import bpy
 from bpy.app.handlers import persistent
 
-from . import edits, empties, live_controls, metric_requests
+from . import edits, empties, live_controls, metric_requests, rig_controls
 from . import state as kept
 from .core import reach_bounds
 from .core.pipeline import SHORT_MARK
@@ -62,13 +62,14 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
     for owner in owners.values():
         if owner.mode == "EDIT" or scene.objects.get(owner.name) is None:
             continue
-        with busy():
+        with busy(), rig_controls.deferred():  # no evaluation inside the handler
             live_edit(scene, owner, depsgraph)
     for name, rig in rigs.items():  # rig controls as effectors (live_controls)
         if name not in owners and scene.objects.get(name) is not None:
-            with busy():
+            with busy(), rig_controls.deferred():
                 if live_controls.live_update(scene, rig, depsgraph):
                     pause_later(scene, rig)
+    rig_controls.follow_later()
 
 
 def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
@@ -131,6 +132,7 @@ def drag_paused() -> bool:
     if scene is None:
         return False
     done = False
+    rig_controls.follow_pending()  # limbs in IK left by the drag's last update
     for name in [*sorted(armatures - {last}), last]:  # the last one's metrics are shown
         obj = bpy.data.objects.get(name)
         if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
@@ -138,7 +140,7 @@ def drag_paused() -> bool:
         try:
             with busy():
                 if kept.is_kept(name):  # not dropped by an undo
-                    switched = edits.prepare_controls(obj)  # a limb put back in IK
+                    switched = edits.prepare_controls(obj)  # IK controls moved by hand
                     depsgraph = bpy.context.evaluated_depsgraph_get() \
                         if bpy.context.scene == scene else None
                     outcome = edits.edit_with(
@@ -169,6 +171,7 @@ def cancel_pause(unregister: bool = False) -> None:
     too (the add-on is being unregistered). The timer is persistent: one freed by a file
     load can leave Blender 4.5 hanging at exit."""
     _PENDING.clear()
+    rig_controls.cancel_follow()
     if unregister and bpy.app.timers.is_registered(_pause_timer):
         bpy.app.timers.unregister(_pause_timer)
 

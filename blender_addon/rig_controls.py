@@ -1,23 +1,31 @@
-"""Control rigs: mapped bones that Blender overrides, and Rigify's IK/FK switch.
+"""Control rigs: mapped bones that Blender overrides, and Rigify's IK/FK limbs.
 
 A bone whose pose comes from constraints or drivers does not move when the add-on writes
 its rotation: :func:`driven_bones` finds such mapped bones so Map Rig can say so. A
-generated Rigify rig is posed through its FK controls (the ``rigify_controls`` preset);
-its limbs follow the FK controls only with their ``IK_FK`` switch at 1, so
-:func:`switch_to_fk` first puts the FK controls where the limbs are (matching the ORG
-bones, as Rigify's own IK→FK snap does, stretch included) and then switches, so the pose
-shown is unchanged.
+generated Rigify rig is posed through its FK controls (the ``rigify_controls`` preset):
+they carry the solve. Its limbs show their FK controls only with their ``IK_FK`` switch at
+1; the switch is the animator's and is never changed. A limb in IK (``IK_FK`` < 1) is
+handled as Rigify's own snap buttons would: before a solve its FK controls are put where
+the limb is shown (:func:`match_fk_to_shown`, Rigify's FK→IK snap), and after each write
+of the FK controls its IK control, pole and toe are put where the FK controls are
+(:func:`follow_fk`, Rigify's IK→FK snap, :mod:`.ik_snap`), so Blender's IK shows the
+solved pose. Keys go on the controls each limb uses (:func:`keyed_bones`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import bpy
 import numpy as np
 
 IK_FK = "IK_FK"  # Rigify's IK/FK switch (0: IK, 1: FK) on the limb's "<first>_parent" bone
+POLE_SWITCH = "pole_vector"  # Rigify's "use a pole target" option, on the same bone
+IK_SUFFIX = "_ik"  # Rigify's IK control of a limb's end: ORG-hand.L -> hand_ik.L
+MECHANISM_PREFIXES = ("ORG-", "MCH-", "DEF-", "VIS_")  # Rigify's bones that are no controls
 FK_SUFFIX = re.compile(r"^(?P<base>.+)_fk(?P<side>\.[LR](?:\.\d+)?)?$")
 PARENT_SUFFIX = "_parent"
 ORG_PREFIX = "ORG-"
@@ -111,6 +119,37 @@ def followed_parents(obj: bpy.types.Object, names: Sequence[str], parents: np.nd
     return out
 
 
+@dataclass(frozen=True)
+class Limb:
+    """A Rigify limb with an IK/FK switch, named as the generated rig has it (found from
+    the ``ORG-`` bones' Copy Transforms constraints, not from name patterns)."""
+
+    holder: str  # the bone with the IK_FK and pole_vector properties (upper_arm_parent.L)
+    fk: tuple[str, ...]  # FK controls, root first: upper_arm_fk.L, forearm_fk.L, hand_fk.L
+    orgs: tuple[str, ...]  # the ORG bones showing them: ORG-upper_arm.L, ...
+    ik_out: tuple[str, str, str]  # what the ORG bones copy in IK: upper_arm_ik.L,
+    # MCH-forearm_ik.L (carries the IK constraint), MCH-upper_arm_ik_target.L (the end)
+    control: str  # the IK control moving the end: hand_ik.L, foot_ik.L
+    base: str | None  # the IK chain's first control, its twist the plane without a pole
+    pole: str | None  # the pole control: upper_arm_ik_target.L, thigh_ik_target.L
+    tails: tuple[tuple[str, str], ...]  # past the end, (FK control, IK control): toe_fk.L
+
+    def switch(self, obj: bpy.types.Object) -> float:
+        """The ``IK_FK`` value now (0: IK, 1: FK)."""
+        return float(obj.pose.bones[self.holder][IK_FK])
+
+    def uses_pole(self, obj: bpy.types.Object) -> bool:
+        """Rigify's own test (``RigifyLimbIk2FkBase.get_use_pole``)."""
+        holder = obj.pose.bones[self.holder]
+        return self.pole is not None and POLE_SWITCH in holder and bool(holder[POLE_SWITCH])
+
+    def ik_controls(self, obj: bpy.types.Object) -> list[str]:
+        """The controls that pose the limb in IK: end, chain base, pole (when used), toe."""
+        out = [self.control, *([self.base] if self.base else []),
+               *([self.pole] if self.uses_pole(obj) else [])]
+        return out + [ik for _fk, ik in self.tails]
+
+
 def _limb_switches(obj: bpy.types.Object, names: Iterable[str]
                    ) -> dict[str, list[str]]:
     """IK/FK switch bone -> the mapped FK controls of its limb (parents first)."""
@@ -120,7 +159,7 @@ def _limb_switches(obj: bpy.types.Object, names: Iterable[str]
         m = FK_SUFFIX.match(name)
         if m is None or pbones.get(name) is None:
             continue
-        bone = pbones[name].bone
+        bone, top = pbones[name].bone, m
         while bone is not None:  # the limb's first FK control is the topmost *_fk above
             first = FK_SUFFIX.match(bone.name)
             if first and first["side"] == m["side"]:
@@ -134,31 +173,177 @@ def _limb_switches(obj: bpy.types.Object, names: Iterable[str]
     return out
 
 
-def switch_to_fk(obj: bpy.types.Object, names: Iterable[str],
-                 view_layer: bpy.types.ViewLayer) -> list[str]:
-    """Switch the limbs whose FK controls are mapped to FK (``IK_FK`` = 1), the FK
-    controls first put where the limbs are; returns the switches changed."""
-    changed = []
+def _ik_partner(org: bpy.types.PoseBone, fk: str) -> str | None:
+    """The bone an ORG bone copies besides its FK control (its IK chain's), or None."""
+    for c in org.constraints:
+        if c.type == "COPY_TRANSFORMS" and c.subtarget and c.subtarget != fk:
+            return c.subtarget
+    return None
+
+
+def _is_control(name: str) -> bool:
+    return not name.startswith(MECHANISM_PREFIXES)
+
+
+def _limb(obj: bpy.types.Object, holder: str, controls: list[str]) -> Limb | None:
+    """The limb of a switch from its mapped FK controls; None when it is not a two-bone
+    IK chain built as Rigify's limbs are."""
     pbones = obj.pose.bones
-    for holder, controls in _limb_switches(obj, names).items():
-        if float(pbones[holder][IK_FK]) >= 1.0:
-            continue
-        for name in controls:  # parents first: each reads its parent's new place
-            org = pbones.get(ORG_PREFIX + FK_SUFFIX.sub(r"\g<base>\g<side>", name))
-            if org is not None:
-                view_layer.update()
-                pbones[name].matrix = org.matrix.copy()
-        pbones[holder][IK_FK] = 1.0
-        changed.append(holder)
-    if changed:
-        obj.update_tag()
-        view_layer.update()
-    return changed
+    orgs, partners = [], []
+    for fk in controls:
+        org = pbones.get(ORG_PREFIX + FK_SUFFIX.sub(r"\g<base>\g<side>", fk))
+        partner = _ik_partner(org, fk) if org is not None else None
+        if partner is None or pbones.get(partner) is None:
+            return None
+        orgs.append(org.name)
+        partners.append(partner)
+    if len(controls) < 3:
+        return None
+    ik_out = tuple(partners[:3])
+    end = pbones[ik_out[2]]
+    control = FK_SUFFIX.sub(rf"\g<base>{IK_SUFFIX}\g<side>", controls[2])
+    if pbones.get(control) is None or control not in {b.name for b in end.bone.parent_recursive}:
+        return None  # no IK control carrying the chain's end
+    poles = [c.pole_subtarget for c in pbones[ik_out[1]].constraints
+             if c.type == "IK" and c.subtarget == ik_out[2] and c.pole_target == obj
+             and c.pole_subtarget in pbones]
+    tails = tuple((fk, ik) for fk, ik in zip(controls[3:], partners[3:], strict=True)
+                  if _is_control(ik))
+    return Limb(holder, tuple(controls), tuple(orgs), ik_out, control,
+                ik_out[0] if _is_control(ik_out[0]) else None, poles[0] if poles else None,
+                tails)
 
 
-def fk_note(switched: list[str]) -> list[str]:
-    """The report line for limbs :func:`switch_to_fk` switched (none when empty)."""
-    if not switched:
+def limbs(obj: bpy.types.Object, names: Iterable[str]) -> list[Limb]:
+    """The limbs with an IK/FK switch whose FK controls are among the mapped ``names``."""
+    found = (_limb(obj, holder, controls)
+             for holder, controls in _limb_switches(obj, names).items())
+    return [limb for limb in found if limb is not None]
+
+
+def ik_limbs(obj: bpy.types.Object, names: Iterable[str]) -> list[Limb]:
+    """Of :func:`limbs`, those that show their IK chain, wholly or partly (``IK_FK`` < 1)."""
+    return [limb for limb in limbs(obj, names) if limb.switch(obj) < 1.0]
+
+
+def match_fk_to_shown(obj: bpy.types.Object, names: Iterable[str],
+                      view_layer: bpy.types.ViewLayer) -> list[str]:
+    """Put the FK controls of limbs in IK where the limb is shown, as Rigify's FK→IK snap
+    does, when they are elsewhere (the animator moved the IK controls, or changed frame):
+    the solve reads its start pose from the FK controls. Nothing shown moves and the
+    switch stays. Returns the switches of the limbs matched (see :func:`.ik_snap.match_fk`)."""
+    found = ik_limbs(obj, names)
+    if not found:
         return []
-    return [f"switched {', '.join(switched)} to FK (IK_FK = 1) so the FK controls pose the "
-            "limbs; the pose shown is unchanged"]
+    from . import ik_snap
+
+    return [limb.holder for limb in ik_snap.match_fk(obj, found, view_layer)]
+
+
+_DEFERRED = {"depth": 0}  # see deferred()
+_PENDING: dict[str, set[str]] = {}  # armature -> FK controls written while deferred
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """While set (inside a ``depsgraph_update_post`` handler, where evaluating the
+    depsgraph again crashes Blender), :func:`follow_fk` only notes what to place;
+    :func:`follow_pending` places it (a timer :func:`follow_later` starts, or the drag's
+    pause)."""
+    _DEFERRED["depth"] += 1
+    try:
+        yield
+    finally:
+        _DEFERRED["depth"] -= 1
+
+
+def follow_fk(obj: bpy.types.Object, names: Iterable[str]) -> None:
+    """After the FK controls ``names`` were written: place the IK controls of the limbs in
+    IK so that Blender's IK shows the FK controls' pose (see :mod:`.ik_snap`). Nothing
+    happens on a rig without such limbs, or outside a view layer."""
+    names = list(names)
+    found = ik_limbs(obj, names)
+    view_layer = bpy.context.view_layer
+    if not found or view_layer is None:
+        return
+    if _DEFERRED["depth"]:
+        _PENDING.setdefault(obj.name, set()).update(names)
+        return
+    from . import ik_snap
+
+    ik_snap.place(obj, found, view_layer)
+
+
+def _place_pending() -> None:
+    """Place the IK controls :func:`follow_fk` left for later (armatures looked up by
+    name: one may be gone); the timer's callback (returns None: runs once)."""
+    from .guard import busy
+
+    pending = dict(_PENDING)
+    _PENDING.clear()
+    for name, names in pending.items():
+        obj = bpy.data.objects.get(name)
+        if obj is not None and obj.type == "ARMATURE" and obj.mode != "EDIT":
+            with busy():
+                follow_fk(obj, names)
+
+
+def follow_pending() -> None:
+    """Place now what :func:`follow_fk` left for later, instead of the timer (the drag's
+    pause; background Blender, which runs no timers)."""
+    if bpy.app.timers.is_registered(_place_pending):
+        bpy.app.timers.unregister(_place_pending)
+    _place_pending()
+
+
+def follow_later() -> None:
+    """Run :func:`follow_pending` as soon as Blender is out of the handler: a timer,
+    persistent (Blender 4.5 can hang at exit after a file load freed a timer)."""
+    if _PENDING and not bpy.app.timers.is_registered(_place_pending):
+        bpy.app.timers.register(_place_pending, first_interval=0.0, persistent=True)
+
+
+def cancel_follow() -> None:
+    """Drop what was left to place, and its timer (a file load, unregistering)."""
+    _PENDING.clear()
+    if bpy.app.timers.is_registered(_place_pending):
+        bpy.app.timers.unregister(_place_pending)
+
+
+def keyed_bones(obj: bpy.types.Object, mapped_bone_names: Sequence[str]) -> list[str]:
+    """The bones whose keys hold the pose the add-on wrote on the mapped bones: each mapped
+    bone, except that a limb in IK is keyed on its IK controls (end, chain base, pole when
+    used, toe) instead of its FK controls, and a limb between the two (0 < ``IK_FK`` < 1)
+    on both. The switch itself is never keyed: it stays as the animator set it."""
+    out = list(mapped_bone_names)
+    extra: list[str] = []
+    for limb in limbs(obj, mapped_bone_names):
+        switch = limb.switch(obj)
+        if switch >= 1.0:
+            continue
+        if switch <= 0.0:
+            fk = set(limb.fk)
+            out = [n for n in out if n not in fk]
+        extra += [n for n in limb.ik_controls(obj) if n not in out and n not in extra]
+    return out + extra
+
+
+def ik_notes(obj: bpy.types.Object, names: Iterable[str]) -> list[str]:
+    """The Map Rig report lines for limbs in IK: those whose IK controls each solve
+    places, and those it cannot (an IK chain not built as Rigify's limbs are)."""
+    names = list(names)
+    pbones = obj.pose.bones
+    found = ik_limbs(obj, names)
+    placed = {limb.holder for limb in found}
+    stuck = [h for h in _limb_switches(obj, names)
+             if h not in placed and float(pbones[h][IK_FK]) < 1.0]
+    notes = []
+    if found:
+        notes.append(f"{', '.join(limb.holder for limb in found)} in IK: each solve places "
+                     f"their IK controls ({', '.join(limb.control for limb in found)}) "
+                     "where the FK controls put the limb; the IK/FK switches are left as "
+                     "they are")
+    if stuck:
+        notes.append(f"{', '.join(stuck)} in IK, with an IK chain the add-on cannot place: "
+                     f"set {IK_FK} to 1 (FK) to pose {'it' if len(stuck) == 1 else 'them'}")
+    return notes

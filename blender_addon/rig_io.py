@@ -290,6 +290,9 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
     obj.update_tag(refresh={"OBJECT"})
     if "location" in values:  # a location the add-on wrote is no move of a rig control
         pose_writes.mark(obj.name)
+    # A control rig's limbs in IK show the FK controls just written only once their IK
+    # controls are placed there (nothing happens on other rigs).
+    rig_controls.follow_fk(obj, [info.names[b] for b in sorted(rotated)])
     new = replace(pose, raw=raw, **changed)
     if rotated:
         idx = sorted(rotated)

@@ -78,7 +78,7 @@ def map_rig(obj: bpy.types.Object, spec: str, view_layer: bpy.types.ViewLayer
             ) -> tuple[mapping.JointMap | None, list[str], list[str]]:
     """Map by ``spec`` ("auto" or a preset name); returns the map (None when incomplete),
     the joints left unmapped (toes excepted: they sit at the foot bone's tail) and notes
-    for the report (limbs switched to FK, bones Blender poses by itself)."""
+    for the report (limbs in IK, bones Blender poses by itself)."""
     names, parents = bones_and_parents(obj.data)
     if not names:
         raise EditError(f"{obj.name} has no bones")
@@ -98,9 +98,11 @@ def map_rig(obj: bpy.types.Object, spec: str, view_layer: bpy.types.ViewLayer
 
 def prepare(obj: bpy.types.Object, joints: dict[str, str],
             view_layer: bpy.types.ViewLayer) -> list[str]:
-    """Make the mapped bones movable where the rig allows it (limbs to FK) and say which
+    """Put the FK controls of limbs in IK where the limbs are shown (the solve starts from
+    them; the IK/FK switches stay as they are) and say which
     mapped bones Blender still poses by itself; returns notes for the report."""
-    notes = rig_controls.fk_note(rig_controls.switch_to_fk(obj, joints.values(), view_layer))
+    rig_controls.match_fk_to_shown(obj, joints.values(), view_layer)
+    notes = rig_controls.ik_notes(obj, joints.values())
     driven = rig_controls.driven_bones(obj, joints.values())
     obj.data.npe_mapping.warning = ""
     if driven:

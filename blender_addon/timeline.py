@@ -19,11 +19,13 @@ the frame playback stops on). Our own frame changes (propagation, scripts inside
 
 from __future__ import annotations
 
+import functools
+
 import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import base_pose, empties, mapped_rig, metric_requests, rig_io, rig_keys
+from . import base_pose, edits, empties, mapped_rig, metric_requests, rig_io, rig_keys
 from . import state as kept
 from .errors import STATUS, EditError
 from .guard import busy, is_busy
@@ -102,14 +104,31 @@ def on_playback_stop(scene: bpy.types.Scene, *_args: object) -> None:
 
 
 def _follow_all(scene: bpy.types.Scene) -> None:
+    followed = []
     for obj in _characters(scene):
         if obj.npe.base_frame == scene.frame_current:
             continue  # our own write, or nothing new to follow
         try:
             with busy():
                 follow_frame(scene, obj)
+            followed.append(obj.name)
         except (EditError, rig_io.RigError) as exc:
             STATUS[obj.name] = str(exc)
+    if followed:  # limbs in IK: their FK controls to the frame's pose, outside the handler
+        bpy.app.timers.register(functools.partial(match_controls, followed),
+                                first_interval=0.0)
+
+
+def match_controls(names: list[str]) -> None:
+    """Put the FK controls of limbs in IK where the frame shows them (a control rig's
+    solve starts from them; evaluating the rig is not allowed inside a frame handler)."""
+    for name in names:
+        obj = bpy.data.objects.get(name)
+        if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
+            continue
+        with busy():
+            if edits.prepare_controls(obj):
+                kept.invalidate(name)
 
 
 HANDLERS = (("frame_change_pre", on_frame_change_pre),

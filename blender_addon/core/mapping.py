@@ -97,7 +97,8 @@ _RIGIFY_LIMBS = ("shoulder", "upper_arm", "forearm", "hand", "thigh", "shin", "f
 _RIGIFY_SPINE = ("spine", "spine.001", "spine.003", "spine.004", "spine.006")
 # A generated Rigify rig posed through its FK controls (its DEF/ORG bones follow them by
 # constraints): the torso control at the pelvis, the upper spine's FK controls, and the
-# limbs' FK controls (the add-on switches the limbs to FK for the edit).
+# limbs' FK controls (they carry the solve; a limb left in IK gets its IK controls
+# placed where they are, see blender_addon/rig_controls.py).
 _RIGIFY_CONTROL_SPINE = ("torso", "spine_fk.002", "spine_fk.003", "neck", "head")
 _RIGIFY_CONTROL_LIMBS = ("shoulder", "upper_arm_fk", "forearm_fk", "hand_fk", "thigh_fk",
                          "shin_fk", "foot_fk", "toe_fk")

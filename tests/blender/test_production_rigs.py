@@ -12,7 +12,15 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy42 / .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import edits, live, mapped_rig, rig_io, rig_keys, rig_mapping  # noqa: E402
+from blender_addon import (  # noqa: E402
+    edits,
+    live,
+    mapped_rig,
+    rig_controls,
+    rig_io,
+    rig_keys,
+    rig_mapping,
+)
 from blender_addon.core import pipeline, skeleton  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 from training.blender_side.rigs import fbx_character  # noqa: E402
@@ -20,7 +28,7 @@ from training.plausibility import ANGLE_NAMES, joint_angles  # noqa: E402
 
 REACH_TOL = 0.01  # m: the evaluated deform bone ends this close to its empty
 FEET_TOL = 0.003  # m: feet without effectors stay put (planted); measured 0.2-1.3 mm
-SNAP_TOL = 1e-4  # m: switching the limbs to FK leaves every deform bone where it was
+SNAP_TOL = 1e-4  # m: putting the FK controls where IK limbs are leaves every deform bone
 HAND_DRAG = np.array([0.0, 0.0, 0.30])  # m, world: the left hand's empty 30 cm up
 IK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
 MECHANISM = ("DEF-", "ORG-", "MCH-")  # Rigify's bones that are not controls
@@ -55,12 +63,14 @@ def test_generated_rigify_maps_to_its_controls_without_changing_the_pose(
     ik_hand = rig.pose.bones["hand_ik.L"]  # the limb in IK, posed away from its FK chain
     ik_hand.location = (0.05, -0.04, 0.08)
     before = _deform_heads(rig)
+    fk_hand = np.array(rig.pose.bones["hand_fk.L"].matrix_basis)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     assert rig.data.npe_mapping.source == "rigify_controls"
     assert rig.data.npe_mapping.warning == ""  # the controls are free to move
     joints = mapped_rig.mapping_dict(rig.data)
     assert joints["l_hand"] == "hand_fk.L" and joints["pelvis"] == "torso"
-    assert all(rig.pose.bones[h]["IK_FK"] == 1.0 for h in IK_SWITCHES)
+    assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in IK_SWITCHES)  # left in IK
+    assert not np.allclose(np.array(rig.pose.bones["hand_fk.L"].matrix_basis), fk_hand)
     after = _deform_heads(rig)
     moved = max(np.linalg.norm(after[n] - before[n]) for n in before)
     assert moved < SNAP_TOL, f"a deform bone moved {moved * 1e3:.2f} mm at Map Rig"
@@ -100,8 +110,9 @@ def test_generated_rigify_follows_a_hand_drag(rigify_rig: bpy.types.Object) -> N
 
 
 def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> None:
-    """Live mode on the generated rig: the drag's pause leaves DEF-hand.L on its empty,
-    even when the arm was switched to IK meanwhile."""
+    """Live mode on the generated rig, its limbs in IK: each drag step shows the hand
+    near its empty (the IK controls follow), the drag's pause puts DEF-hand.L on it, and
+    the arm stays in IK."""
     scene = bpy.context.scene
     rig = rigify_rig
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -112,9 +123,11 @@ def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> 
     for k in range(1, 4):
         hand.location = start + HAND_DRAG * k / 3
         bpy.context.view_layer.update()  # the handler solves here
-    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 0.0  # the user flips the arm to IK
+        rig_controls.follow_pending()  # the timer it starts (background Blender runs none)
+        heads = _deform_heads(rig)
+        assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG * k / 3)) < REACH_TOL
     assert live.drag_paused()
-    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0  # back to FK for the edit
+    assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in IK_SWITCHES)
     scene.npe.live = False
     heads = _deform_heads(rig)
     assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG)) < REACH_TOL
@@ -319,18 +332,18 @@ def test_characters_from_other_tools_map_and_pose(scene: bpy.types.Scene, tool: 
     assert np.abs(shown[FEET_JOINTS] - before[FEET_JOINTS]).max() < HELD_TOL
 
 
-def test_a_limb_switched_back_to_ik_is_switched_again(rigify_rig: bpy.types.Object) -> None:
-    """The user puts the left arm back in IK and moves its IK hand after Map Rig: adding
-    effectors switches it to FK again without moving anything, and the empty appears on
-    the hand the user sees."""
+def test_a_limb_posed_in_ik_after_map_rig_is_edited_as_shown(
+        rigify_rig: bpy.types.Object) -> None:
+    """The user moves the left arm's IK hand after Map Rig: adding effectors puts the FK
+    controls where the arm is shown without moving anything or switching it, and the
+    empty appears on the hand the user sees."""
     rig = rigify_rig
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
-    rig.pose.bones["upper_arm_parent.L"]["IK_FK"] = 0.0
     rig.pose.bones["hand_ik.L"].location = (0.04, -0.06, 0.05)
     rig.update_tag()
     before = _deform_heads(rig)
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
-    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 1.0
+    assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 0.0
     after = _deform_heads(rig)
     assert max(np.linalg.norm(after[n] - before[n]) for n in before) < SNAP_TOL
     empty = np.array(_empty(rig, "l_hand").matrix_world.translation)

@@ -198,9 +198,13 @@ def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.O
     not exactly the one Blender shows), a keyed clip, every end an effector and the left
     hand moved: the held ends stay where they were on every frame and the edited frame is
     the pose Solve gives, read back from the evaluated rig (without a correction from it,
-    the held head moved 5.1 mm)."""
+    the held head moved 5.1 mm). The limbs are switched to FK first, as an animator
+    propagating through FK controls has them (propagation keys the FK controls only)."""
     rig = rigify_rig
     scene = bpy.context.scene  # the Rigify file's own
+    for switch in ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L",
+                   "thigh_parent.R"):
+        rig.pose.bones[switch]["IK_FK"] = 1.0
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     torso = rig.pose.bones["torso"]
     for f in range(1, SWAY_FRAMES + 1):  # the torso control swaying, keyed on every frame

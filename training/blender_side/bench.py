@@ -40,6 +40,7 @@ from blender_addon import (
     metric_requests,
     model_sets,
     propagation,
+    rig_controls,
     rig_io,
     rig_keys,
     state,
@@ -61,6 +62,9 @@ PROPAGATION_FRAMES = 1000
 PROPAGATION_CENTER = 500
 PROPAGATION_MOVE = np.array([0.0, 0.0, 0.10])  # m, world: the right hand raised
 DEFAULT_REFINE = SolveOptions().refine_steps  # the add-on's default Refinement
+# The generated Rigify rig's IK/FK switches: its limbs are put in FK for the benchmark (a
+# limb left in IK also has its IK controls placed after every solve: rig_controls).
+FK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
 # The generated Rigify rig, made once per Blender version (generating takes seconds).
 GENERATED_BLEND = Path(tempfile.gettempdir()) / (
     f"npe-bench-generated-rigify-{'.'.join(map(str, bpy.app.version))}.blend")
@@ -227,6 +231,8 @@ def setup_rig(kind: str, models: Path, bvh: Path | None) -> bpy.types.Object:
     if kind == "generated":
         obj = rigs.open_rigify(rigs.rigify_blend(GENERATED_BLEND))
         host.use_models(bpy.context.scene, models)
+        for switch in FK_SWITCHES:  # limbs in FK, as the published figures had them
+            obj.pose.bones[switch][rig_controls.IK_FK] = 1.0
     else:
         host.new_scene(models)
         obj = rigs.import_bvh(bvh) if kind == "bvh" else rigs.rigify(full=True)
@@ -274,11 +280,13 @@ def live_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray,
         if timer is None:
             empty.location = target
             view_layer.update()  # the handler solves and writes the pose here...
+            rig_controls.follow_pending()  # (limbs in IK: the timer it starts)
             view_layer.update()  # ...and this evaluates it, if the first did not already
         else:
             with timer.stage(DEPSGRAPH):
                 empty.location = target
                 view_layer.update()
+                rig_controls.follow_pending()
                 view_layer.update()
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)

@@ -1,0 +1,267 @@
+"""Rigify's snaps between a limb's IK and FK chains, for limbs left in IK.
+
+:func:`place` is the "IK→FK" snap: it places the IK control, the pole (or the chain's
+twist) and the toe so that Blender's IK shows the pose of the FK controls (the solve's
+carrier). :func:`match_fk` is the other way ("FK→IK"): before a solve it puts the FK
+controls where the limb is shown, so the solve starts from what the animator sees.
+
+The method is Rigify's own (``RigifyLimbIk2FkBase.apply_frame_state`` in
+``rigify/rigs/limbs/limb_rigs.py``, with ``match_pole_target`` / ``correct_rotation`` from
+the generated ``rig_ui`` script): the end control takes the FK end's matrix through the
+pose delta between the IK chain's end and that control
+(``convert_pose_matrix_via_pose_delta``), the pole turns about the line from the chain's
+root to its end by the angle between the IK and FK elbows, and without a pole the chain's
+first control turns about its own Y axis (its only free channel) until the elbows agree;
+a tail control (the toe) takes its FK twin's matrix. Reimplemented here rather than
+called, because the ``rig_ui`` text is registered as a module only
+when the file's scripts are trusted (a rig opened untrusted has none of its operators),
+its operators need a pose-mode context, key by themselves and search the twist by a
+ternary search over some twenty depsgraph updates; here every limb is placed at once, one
+depsgraph update per pass, the twist found by secant steps on the signed angle between the
+elbows (a few passes). Differences from Rigify's snap, on purpose: the foot's heel roll
+and spin controls keep the animator's values (the end control is placed through them, as
+the pose delta allows) instead of being reset; the chain's base scale is not corrected
+(the add-on writes rotations only, so the FK controls keep their scale).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import bpy
+from mathutils import Matrix, Quaternion, Vector
+
+if TYPE_CHECKING:
+    from .rig_controls import Limb
+
+# Armature units: IK end and toe this close to the FK ones are placed. Blender's IK
+# stops short of its target by up to some 3e-5 whichever way the target moves by that much
+# (a foot 2.5e-5 short, bpy 4.5): below this, passes change nothing.
+PLACE_TOL = 5e-5
+PLANE_TOL = 1e-4  # rad: the IK elbow's angle about the root->end line from the FK elbow
+MAX_PASSES = 8  # depsgraph updates at most (measured: 3-5 to converge)
+STRAIGHT = 1e-3  # of the chain's length: an elbow this near the root-end line has no plane
+MAX_TWIST_STEP = math.pi / 2  # rad: one secant step of the chain's twist, at most
+# What the FK controls must match of the limb shown before a solve (else they are put
+# there): the end's head and axes (armature units) and the elbow's plane (rad). The IK
+# placement ends well inside both, so a limb the add-on placed is not matched again.
+MATCH_TOL = 1e-4
+MATCH_PLANE = 1e-3
+
+
+@dataclass
+class _Search:
+    """One limb's placement in progress: the secant search of a pole-less chain's twist
+    (turned so far, and the last turn's (twist, remaining elbow angle)), and how far the
+    IK target is put past the FK end to make up for where Blender's IK stops short."""
+
+    turned: float = 0.0
+    last: tuple[float, float] | None = None
+    offset: Vector = field(default_factory=lambda: Vector((0.0, 0.0, 0.0)))
+
+
+def _set_rotation(pb: bpy.types.PoseBone, rotation: Quaternion) -> None:
+    """Write a local rotation in the bone's own mode, continuous with the current one."""
+    mode = pb.rotation_mode
+    if mode == "QUATERNION":
+        if rotation.dot(pb.rotation_quaternion) < 0.0:
+            rotation = -rotation
+        pb.rotation_quaternion = rotation
+    elif mode == "AXIS_ANGLE":
+        axis, angle = rotation.to_axis_angle()
+        pb.rotation_axis_angle = (angle, *axis)
+    else:
+        euler = rotation.to_euler(mode, pb.rotation_euler)
+        pb.rotation_euler = [old if lock else new for old, new, lock
+                             in zip(pb.rotation_euler, euler, pb.lock_rotation, strict=True)]
+
+
+def _set_matrix(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix, *,
+                rotate: bool = True) -> None:
+    """Give a control this armature-space matrix (its parent as last evaluated): location
+    and rotation, locked channels and scale kept (Rigify's ``set_transform_from_matrix``)."""
+    local = obj.convert_space(pose_bone=pb, matrix=matrix, from_space="POSE", to_space="LOCAL")
+    if not pb.bone.use_connect:
+        pb.location = [old if lock else new for old, new, lock
+                       in zip(pb.location, local.to_translation(), pb.lock_location,
+                              strict=True)]
+    if rotate:
+        _set_rotation(pb, local.to_quaternion())
+
+
+def _elbow_angle(s: Vector, end: Vector, fk_elbow: Vector, ik_elbow: Vector) -> float | None:
+    """Signed angle (rad) about the root->end line taking the IK elbow to the FK one; None
+    for a chain too straight to have a plane."""
+    axis = end - s
+    length = axis.length
+    if length == 0.0:
+        return None
+    axis /= length
+    want = (fk_elbow - s) - axis * (fk_elbow - s).dot(axis)
+    have = (ik_elbow - s) - axis * (ik_elbow - s).dot(axis)
+    if min(want.length, have.length) < STRAIGHT * length:
+        return None
+    return math.atan2(axis.dot(have.cross(want)), have.dot(want))
+
+
+def _turn_pole(obj: bpy.types.Object, pole: bpy.types.PoseBone, s: Vector, end: Vector,
+               fk_elbow: Vector, angle: float, reach: float) -> None:
+    """Rigify's ``match_pole_target``, its two tries replaced by the signed angle: the pole
+    turns about the root->end line; one lying on that line goes out towards the FK elbow."""
+    axis = (end - s).normalized()
+    offset = pole.head - s
+    if (offset - axis * offset.dot(axis)).length < STRAIGHT * reach:
+        toward = (fk_elbow - s) - axis * (fk_elbow - s).dot(axis)
+        place = s + (end - s) / 2 + toward.normalized() * reach
+    else:
+        place = s + Matrix.Rotation(angle, 3, axis) @ offset
+    matrix = pole.matrix.copy()
+    matrix.translation = place
+    _set_matrix(obj, pole, matrix, rotate=False)
+
+
+def _turn_base(base: bpy.types.PoseBone, twist: _Search, angle: float) -> None:
+    """Rigify's ``correct_rotation`` as secant steps: turn the chain's first control about
+    its Y axis until the IK elbow meets the FK one (the first step takes the elbow's angle
+    itself)."""
+    step = angle
+    if twist.last is not None:
+        last_turned, last_angle = twist.last
+        if abs(angle - last_angle) > 1e-12 and twist.turned != last_turned:
+            step = -angle * (twist.turned - last_turned) / (angle - last_angle)
+    step = max(-MAX_TWIST_STEP, min(MAX_TWIST_STEP, step))
+    twist.last = (twist.turned, angle)
+    twist.turned += step
+    rotation = base.matrix_basis.to_quaternion() @ Quaternion((0.0, 1.0, 0.0), step)
+    _set_rotation(base, rotation)
+
+
+def _miss(a: Matrix, b: Matrix) -> float:
+    """How far two bone matrices are apart: their heads, and their unit axes."""
+    return max((a.translation - b.translation).length,
+               max((a.col[i].xyz.normalized() - b.col[i].xyz.normalized()).length
+                   for i in range(3)))
+
+
+def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer) -> None:
+    """Place the IK controls of ``limbs`` (in IK) where their FK controls are, all limbs at
+    once; evaluated after each pass (at most :data:`MAX_PASSES`), done when the IK chain's
+    end (its last bone's tail, where the hand or foot hangs, and the end's axes) and toes
+    are within :data:`PLACE_TOL` of the FK chain's and its elbow within :data:`PLANE_TOL`
+    of the FK elbow's plane. Blender's IK stops a fraction of a millimetre short of its
+    target: the target goes that much further, as :func:`.edits._settle` does for FK
+    writes. The elbow itself can sit a few millimetres off in its plane: Rigify's IK chains
+    stretch (``ik_stretch`` 0.1) when their end moves, so Blender's IK bends them a little
+    less or more than the FK chain. The rig is left evaluated."""
+    pbones = obj.pose.bones
+    searches = {limb.holder: _Search() for limb in limbs}
+    pending = list(limbs)
+    for number in range(MAX_PASSES + 1):
+        obj.update_tag()
+        view_layer.update()
+        if number == MAX_PASSES:
+            break
+        still = []
+        for limb in pending:
+            search = searches[limb.holder]
+            fk = [pbones[n] for n in limb.fk]
+            ik = [pbones[n] for n in limb.ik_out]
+            control = pbones[limb.control]
+            target = Matrix.Translation(search.offset) @ fk[2].matrix
+            target_miss = _miss(ik[2].matrix, target)
+            short = fk[2].head - ik[1].tail  # where the IK chain ends, against the FK end
+            angle = _elbow_angle(ik[0].head, ik[2].head, fk[1].head, ik[1].head)
+            tails = [(pbones[f], pbones[i]) for f, i in limb.tails]
+            tail_miss = max((_miss(i.matrix, f.matrix) for f, i in tails), default=0.0)
+            if max(target_miss, short.length, tail_miss) < PLACE_TOL \
+                    and abs(angle or 0.0) < PLANE_TOL:
+                continue
+            still.append(limb)
+            if target_miss < PLACE_TOL and short.length >= PLACE_TOL:
+                search.offset += short
+                target = Matrix.Translation(search.offset) @ fk[2].matrix
+                target_miss = PLACE_TOL
+            if target_miss >= PLACE_TOL:
+                _set_matrix(obj, control, target @ ik[2].matrix.inverted() @ control.matrix)
+            if angle is not None and abs(angle) >= PLANE_TOL:
+                s, end = ik[0].head, ik[2].head
+                if limb.uses_pole(obj):
+                    reach = ik[0].length + ik[1].length
+                    _turn_pole(obj, pbones[limb.pole], s, end, fk[1].head, angle, reach)
+                elif limb.base is not None:
+                    _turn_base(pbones[limb.base], search, angle)
+            for f, i in tails:  # their parents follow the end: placed again next pass
+                _set_matrix(obj, i, f.matrix)
+        pending = still
+        if not pending:
+            break
+
+
+def _aimed(matrix: Matrix, head: Vector, direction: Vector) -> Matrix:
+    """``matrix``'s rotation (its scale dropped) turned the least way to point its Y axis
+    along ``direction``, at ``head``."""
+    rotation = matrix.to_3x3().normalized().to_quaternion()
+    turn = (rotation @ Vector((0.0, 1.0, 0.0))).rotation_difference(direction)
+    out = (turn @ rotation).to_matrix().to_4x4()
+    out.translation = head
+    return out
+
+
+def _fk_pose(obj: bpy.types.Object, limb: Limb) -> list[Matrix]:
+    """Matrices for the FK controls that show the limb as it is shown (its ORG bones):
+    the end and the toes exactly, the elbow in the same plane, at the FK bones' own
+    lengths (the shown chain may be stretched by its IK; the FK controls keep their scale
+    at 1, as the solve models them)."""
+    pbones = obj.pose.bones
+    org = [pbones[n] for n in limb.orgs]
+    s, w, shown_elbow = org[0].head, org[2].head, org[1].head
+    upper, lower = (pbones[n].bone.length for n in limb.fk[:2])
+    axis = w - s
+    d = max(axis.length, 1e-9)
+    axis /= d
+    along = min(max((upper * upper - lower * lower + d * d) / (2.0 * d), -upper), upper)
+    side = (shown_elbow - s) - axis * (shown_elbow - s).dot(axis)
+    if side.length < STRAIGHT * (upper + lower):
+        side = axis.orthogonal()
+    elbow = s + axis * along + side.normalized() * math.sqrt(max(upper * upper - along * along,
+                                                                 0.0))
+    out = [_aimed(org[0].matrix, s, elbow - s), _aimed(org[1].matrix, elbow, w - elbow)]
+    for bone in org[2:]:
+        matrix = bone.matrix.to_3x3().normalized().to_4x4()
+        matrix.translation = bone.head
+        out.append(matrix)
+    return out
+
+
+def _shown_differs(obj: bpy.types.Object, limb: Limb) -> bool:
+    """Whether the FK controls are off the limb shown: its end, toes or elbow plane."""
+    pbones = obj.pose.bones
+    fk = [pbones[n] for n in limb.fk]
+    org = [pbones[n] for n in limb.orgs]
+    if max(_miss(f.matrix, o.matrix) for f, o in zip(fk[2:], org[2:], strict=True)) \
+            > MATCH_TOL or (fk[0].head - org[0].head).length > MATCH_TOL:
+        return True
+    angle = _elbow_angle(org[0].head, org[2].head, fk[1].head, org[1].head)
+    return angle is not None and abs(angle) > MATCH_PLANE
+
+
+def match_fk(obj: bpy.types.Object, limbs: list[Limb],
+             view_layer: bpy.types.ViewLayer) -> list[Limb]:
+    """Rigify's FK→IK snap: put the FK controls of ``limbs`` where the limb is shown when
+    they are elsewhere (:func:`_shown_differs`), parents first, one depsgraph update per
+    level of the chains; returns the limbs moved. The rig is left evaluated."""
+    view_layer.update()
+    off = [limb for limb in limbs if _shown_differs(obj, limb)]
+    if not off:
+        return []
+    pbones = obj.pose.bones
+    poses = {limb.holder: _fk_pose(obj, limb) for limb in off}
+    for level in range(max(len(limb.fk) for limb in off)):
+        for limb in off:  # each reads its parent's new place
+            if level < len(limb.fk):
+                pbones[limb.fk[level]].matrix = poses[limb.holder][level]
+        obj.update_tag()
+        view_layer.update()
+    return off
