@@ -17,13 +17,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import bpy
 import numpy as np
 
-IK_FK = "IK_FK"  # Rigify's IK/FK switch (0: IK, 1: FK) on the limb's "<first>_parent" bone
-POLE_SWITCH = "pole_vector"  # Rigify's "use a pole target" option, on the same bone
+from .ik_snap import IK_FK, POLE_SWITCH, Limb  # noqa: F401 - IK_FK is the switch's name here too
+
 IK_SUFFIX = "_ik"  # Rigify's IK control of a limb's end: ORG-hand.L -> hand_ik.L
 MECHANISM_PREFIXES = ("ORG-", "MCH-", "DEF-", "VIS_")  # Rigify's bones that are no controls
 FK_SUFFIX = re.compile(r"^(?P<base>.+)_fk(?P<side>\.[LR](?:\.\d+)?)?$")
@@ -117,37 +116,6 @@ def followed_parents(obj: bpy.types.Object, names: Sequence[str], parents: np.nd
         if up != b:
             out[b] = source
     return out
-
-
-@dataclass(frozen=True)
-class Limb:
-    """A Rigify limb with an IK/FK switch, named as the generated rig has it (found from
-    the ``ORG-`` bones' Copy Transforms constraints, not from name patterns)."""
-
-    holder: str  # the bone with the IK_FK and pole_vector properties (upper_arm_parent.L)
-    fk: tuple[str, ...]  # FK controls, root first: upper_arm_fk.L, forearm_fk.L, hand_fk.L
-    orgs: tuple[str, ...]  # the ORG bones showing them: ORG-upper_arm.L, ...
-    ik_out: tuple[str, str, str]  # what the ORG bones copy in IK: upper_arm_ik.L,
-    # MCH-forearm_ik.L (carries the IK constraint), MCH-upper_arm_ik_target.L (the end)
-    control: str  # the IK control moving the end: hand_ik.L, foot_ik.L
-    base: str | None  # the IK chain's first control, its twist the plane without a pole
-    pole: str | None  # the pole control: upper_arm_ik_target.L, thigh_ik_target.L
-    tails: tuple[tuple[str, str], ...]  # past the end, (FK control, IK control): toe_fk.L
-
-    def switch(self, obj: bpy.types.Object) -> float:
-        """The ``IK_FK`` value now (0: IK, 1: FK)."""
-        return float(obj.pose.bones[self.holder][IK_FK])
-
-    def uses_pole(self, obj: bpy.types.Object) -> bool:
-        """Rigify's own test (``RigifyLimbIk2FkBase.get_use_pole``)."""
-        holder = obj.pose.bones[self.holder]
-        return self.pole is not None and POLE_SWITCH in holder and bool(holder[POLE_SWITCH])
-
-    def ik_controls(self, obj: bpy.types.Object) -> list[str]:
-        """The controls that pose the limb in IK: end, chain base, pole (when used), toe."""
-        out = [self.control, *([self.base] if self.base else []),
-               *([self.pole] if self.uses_pole(obj) else [])]
-        return out + [ik for _fk, ik in self.tails]
 
 
 def _limb_switches(obj: bpy.types.Object, names: Iterable[str]

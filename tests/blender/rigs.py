@@ -17,6 +17,7 @@ from training.blender_side.rigs import (  # noqa: F401 - the builders, re-export
     build_armature,
     extract_bvh,
     import_bvh,
+    limbs_to_fk,
     mapped_heads,
     mixamo,
     mixamo_bones,

@@ -105,7 +105,7 @@ def test_generated_rigify_follows_a_hand_drag(rigify_rig: bpy.types.Object) -> N
     rigs.select_only(rig)
     assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
     keyed = {path.split('"')[1] for path, _ in rigs.keys(rig)}
-    assert "hand_fk.L" in keyed and "torso" in keyed
+    assert "hand_ik.L" in keyed and "torso" in keyed and "hand_fk.L" not in keyed  # in IK
     assert not [b for b in keyed if b.startswith(MECHANISM)]
 
 

@@ -202,9 +202,7 @@ def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.O
     propagating through FK controls has them (propagation keys the FK controls only)."""
     rig = rigify_rig
     scene = bpy.context.scene  # the Rigify file's own
-    for switch in ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L",
-                   "thigh_parent.R"):
-        rig.pose.bones[switch]["IK_FK"] = 1.0
+    rigs.limbs_to_fk(rig)
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     torso = rig.pose.bones["torso"]
     for f in range(1, SWAY_FRAMES + 1):  # the torso control swaying, keyed on every frame

@@ -64,7 +64,6 @@ PROPAGATION_MOVE = np.array([0.0, 0.0, 0.10])  # m, world: the right hand raised
 DEFAULT_REFINE = SolveOptions().refine_steps  # the add-on's default Refinement
 # The generated Rigify rig's IK/FK switches: its limbs are put in FK for the benchmark (a
 # limb left in IK also has its IK controls placed after every solve: rig_controls).
-FK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L", "thigh_parent.R")
 # The generated Rigify rig, made once per Blender version (generating takes seconds).
 GENERATED_BLEND = Path(tempfile.gettempdir()) / (
     f"npe-bench-generated-rigify-{'.'.join(map(str, bpy.app.version))}.blend")
@@ -231,8 +230,7 @@ def setup_rig(kind: str, models: Path, bvh: Path | None) -> bpy.types.Object:
     if kind == "generated":
         obj = rigs.open_rigify(rigs.rigify_blend(GENERATED_BLEND))
         host.use_models(bpy.context.scene, models)
-        for switch in FK_SWITCHES:  # limbs in FK, as the published figures had them
-            obj.pose.bones[switch][rig_controls.IK_FK] = 1.0
+        rigs.limbs_to_fk(obj)  # limbs in FK, as the published figures had them
     else:
         host.new_scene(models)
         obj = rigs.import_bvh(bvh) if kind == "bvh" else rigs.rigify(full=True)

@@ -334,6 +334,17 @@ def rigify_blend(path: Path) -> Path:
     return path
 
 
+RIGIFY_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L",
+                   "thigh_parent.R")  # a generated rig's limbs' IK/FK switch holders
+
+
+def limbs_to_fk(obj: bpy.types.Object) -> None:
+    """Switch a generated Rigify rig's limbs to FK (``IK_FK`` = 1), as an animator posing
+    through FK controls has them."""
+    for switch in RIGIFY_SWITCHES:
+        obj.pose.bones[switch]["IK_FK"] = 1.0
+
+
 def open_rigify(path: Path) -> bpy.types.Object:
     """Open a file made by :func:`rigify_blend`: its rig, selected and active."""
     bpy.ops.wm.open_mainfile(filepath=str(path))
