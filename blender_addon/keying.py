@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from . import rig_keys
+from . import rig_controls, rig_keys
 
 FRAME_ATOL = 1e-3  # a key this near the frame is the frame's key
 ROTATION_PROPS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
@@ -76,7 +76,7 @@ def keying_set_channels(scene: bpy.types.Scene, obj: bpy.types.Object,
     if len(ks.paths):  # a keying set of paths
         out = []
         for path in ks.paths:
-            channel = rig_keys.parse_bone_path(path.data_path)
+            channel = rig_controls.parse_bone_path(path.data_path)
             if path.id != obj or channel is None or channel[0] not in wanted:
                 continue
             out.append((*channel, None if path.use_entire_array else path.array_index))

@@ -32,7 +32,17 @@ ORG_PREFIX = "ORG-"
 HARMLESS = frozenset({"LIMIT_ROTATION", "LIMIT_LOCATION", "LIMIT_SCALE", "LIMIT_DISTANCE",
                       "MAINTAIN_VOLUME", "COPY_SCALE"})
 POSE_CHANNELS = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle")
-DRIVER_PATH = re.compile(r'^pose\.bones\["(?P<bone>(?:[^"\\]|\\.)*)"\]\.(?P<prop>\w+)$')
+# A bone channel's data path (``pose.bones["name"].prop``, the name escaped).
+BONE_PATH = re.compile(r'^pose\.bones\["(?P<bone>(?:[^"\\]|\\.)*)"\]\.(?P<prop>\w+)$')
+
+
+def parse_bone_path(path: str) -> tuple[str, str] | None:
+    """(bone, property) of a bone channel's data path (drivers, F-curves, keying sets),
+    or None."""
+    m = BONE_PATH.match(path or "")
+    if m is None:
+        return None
+    return m["bone"].replace('\\"', '"').replace("\\\\", "\\"), m["prop"]
 
 
 def _active(constraint: bpy.types.Constraint) -> bool:
@@ -68,9 +78,9 @@ def driven_bones(obj: bpy.types.Object, names: Iterable[str]) -> dict[str, str]:
                 bone, depth = bone.parent, depth + 1
     anim = obj.animation_data
     for fc in anim.drivers if anim is not None else ():
-        m = DRIVER_PATH.match(fc.data_path)
-        if m and m["prop"] in POSE_CHANNELS and not fc.mute:
-            bone = m["bone"].replace('\\"', '"').replace("\\\\", "\\")
+        channel = parse_bone_path(fc.data_path)
+        if channel and channel[1] in POSE_CHANNELS and not fc.mute:
+            bone = channel[0]
             if bone in wanted and bone not in out:
                 out[bone] = "has drivers on its pose"
     return out

@@ -7,7 +7,6 @@ alike. Poses are in :class:`.rig_io.RigInfo` bone order, as :mod:`.rig_io` gives
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import bpy
@@ -58,18 +57,6 @@ def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_str
 
 def bone_path(name: str, prop: str) -> str:
     return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
-
-
-# A bone channel's data path (the inverse of bone_path): its bone name escaped.
-_BONE_PATH = re.compile(r'^pose\.bones\["(?P<bone>(?:[^"\\]|\\.)*)"\]\.(?P<prop>\w+)$')
-
-
-def parse_bone_path(path: str) -> tuple[str, str] | None:
-    """(bone, property) of a bone channel's data path, or None."""
-    m = _BONE_PATH.match(path or "")
-    if m is None:
-        return None
-    return m["bone"].replace('\\"', '"').replace("\\\\", "\\"), m["prop"]
 
 
 def find_curve(obj: bpy.types.Object, bone: str, prop: str, index: int

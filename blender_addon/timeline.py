@@ -62,7 +62,7 @@ def unkeyed_edit(obj: bpy.types.Object, info: rig_io.RigInfo, frame: int) -> boo
 
 def follow_frame(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
     """Start the character's edit session again from the frame shown (see the module)."""
-    info = mapped_rig.rig_for(obj)
+    info = mapped_rig.rig_for(obj, fresh=False)  # the kept rig: a frame change moves no bone
     base_pose.make_current_base(scene, obj, info)
     empties.snap(obj, info, animated=False, evaluated=True)
     metric_requests.switch_off(obj)

@@ -11,7 +11,7 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from blender_addon import live, rig_keys  # noqa: E402
+from blender_addon import live, rig_controls, rig_keys  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 FRAME = 12
@@ -76,7 +76,7 @@ def test_auto_keying_keys_the_changed_bones_as_blender_would(keyed_rig: bpy.type
     scene.npe.live = False
     turn = {n: 1.0 - abs(q @ before[n]) for n, q in _rotations(keyed_rig).items()}
     keys = _keys_at(keyed_rig, FRAME)
-    keyed = {rig_keys.parse_bone_path(k.rsplit("[", 1)[0])[0] for k in keys}
+    keyed = {rig_controls.parse_bone_path(k.rsplit("[", 1)[0])[0] for k in keys}
     assert {n for n, t in turn.items() if t > TURNED} <= keyed  # what turned is keyed
     assert keyed <= {n for n, t in turn.items() if t > 0.0}  # and nothing else
     assert {"mixamorig:RightArm", "mixamorig:RightForeArm"} <= keyed
@@ -120,7 +120,8 @@ def test_auto_keying_uses_the_active_keying_set(keyed_rig: bpy.types.Object,
     scene.keying_sets_all.active = next(k for k in scene.keying_sets_all
                                         if k.bl_idname == keying_set)
     _drag(keyed_rig)
-    keyed = {rig_keys.parse_bone_path(k.rsplit("[", 1)[0])[1] for k in _keys_at(keyed_rig, FRAME)}
+    keys = _keys_at(keyed_rig, FRAME)
+    keyed = {rig_controls.parse_bone_path(k.rsplit("[", 1)[0])[1] for k in keys}
     assert keyed == props
 
 
