@@ -19,8 +19,6 @@ the frame playback stops on). Our own frame changes (propagation, scripts inside
 
 from __future__ import annotations
 
-import functools
-
 import bpy
 import numpy as np
 from bpy.app.handlers import persistent
@@ -115,8 +113,18 @@ def _follow_all(scene: bpy.types.Scene) -> None:
         except (EditError, rig_io.RigError) as exc:
             STATUS[obj.name] = str(exc)
     if followed:  # limbs in IK: their FK controls to the frame's pose, outside the handler
-        bpy.app.timers.register(functools.partial(match_controls, followed),
-                                first_interval=0.0)
+        _TO_MATCH.update(followed)
+        if not bpy.app.timers.is_registered(_match_timer):
+            bpy.app.timers.register(_match_timer, first_interval=0.0, persistent=True)
+
+
+_TO_MATCH: set[str] = set()  # characters whose IK limbs' FK controls a timer matches
+
+
+def _match_timer() -> None:
+    names = sorted(_TO_MATCH)
+    _TO_MATCH.clear()
+    match_controls(names)
 
 
 def match_controls(names: list[str]) -> None:
@@ -144,6 +152,10 @@ def register() -> None:
 
 
 def unregister() -> None:
+    """Our handlers and our timer (one left registered hangs bpy 4.5 at exit)."""
+    _TO_MATCH.clear()
+    if bpy.app.timers.is_registered(_match_timer):
+        bpy.app.timers.unregister(_match_timer)
     for name, func in HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
         if func in handlers:
