@@ -139,6 +139,8 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     empties.mark_solved(obj, empty_matrices)
     state.solved = empty_matrices.reshape(len(empty_matrices), 16)
     notes = list(result.notes)
+    if not live and obj.npe.settle_due:
+        obj.npe.settle_due = False  # settled: an undo step stored from now on needs nothing
     if live:
         return Outcome(f"Solved {obj.name}", notes, deferred=True)
     seen = _settle(obj, state, (quats, locs, solved_arm, goals, orientations), mw)

@@ -85,6 +85,8 @@ def live_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
         outcome = edits.edit_with(scene, obj, state, empty_matrices, allow_nothing=True,
                                   live=True, refine=not moved_only or obj.npe.live_refine)
         if outcome.deferred:
+            if not obj.npe.settle_due:
+                obj.npe.settle_due = True
             pause_later(scene, obj)
     except EditError as exc:
         if STATUS.get(obj.name) != str(exc):
@@ -137,33 +139,55 @@ def drag_paused() -> bool:
         obj = bpy.data.objects.get(name)
         if obj is None or obj.type != "ARMATURE" or obj.mode == "EDIT":
             continue
-        try:
-            with busy():
-                if kept.is_kept(name):  # not dropped by an undo
-                    switched = edits.prepare_controls(obj)  # IK controls moved by hand
-                    depsgraph = bpy.context.evaluated_depsgraph_get() \
-                        if bpy.context.scene == scene else None
-                    outcome = edits.edit_with(
-                        scene, obj, kept.get(scene, obj, fresh=bool(switched)),
-                        empties.matrices(obj, depsgraph), allow_nothing=True, live=False,
-                        extra=live_controls.held(name))
-                    live_controls.settled(scene, obj)
-                else:
-                    metric_requests.measure(scene, obj)
-                    outcome = None
-        except EditError as exc:
-            STATUS[name] = str(exc)
-            continue
-        # A target no pose of the rig can reach, or one left short, stays said in the
-        # panel (no operator reports a live drag); the next update clears it.
-        said = [n for mark in (reach_bounds.NOTE_MARK, SHORT_MARK)
-                for n in (outcome.notes if outcome else ()) if mark in n]
-        if said:
-            STATUS[name] = said[0]
-        else:
-            STATUS.pop(name, None)
-        done = True
+        done = settle(scene, obj, fresh=False) or done
     return done
+
+
+def settle(scene: bpy.types.Scene, obj: bpy.types.Object, *, fresh: bool) -> bool:
+    """Solve ``obj`` again as an operator does, from its base pose and empties (its rig
+    controls held by the drag too). ``fresh``: its kept state was dropped by an undo and is
+    read again (the pose of the step the undo loaded); otherwise a dropped state is only
+    measured. Errors become the panel's status line. True when it was solved or measured."""
+    name = obj.name
+    try:
+        with busy():
+            if fresh or kept.is_kept(name):  # not dropped by an undo
+                switched = edits.prepare_controls(obj)  # IK controls moved by hand
+                depsgraph = bpy.context.evaluated_depsgraph_get() \
+                    if bpy.context.scene == scene else None
+                outcome = edits.edit_with(
+                    scene, obj, kept.get(scene, obj, fresh=fresh or bool(switched)),
+                    empties.matrices(obj, depsgraph), allow_nothing=True, live=False,
+                    extra=live_controls.held(name))
+                live_controls.settled(scene, obj)
+            else:
+                metric_requests.measure(scene, obj)
+                outcome = None
+    except EditError as exc:
+        STATUS[name] = str(exc)
+        return False
+    # A target no pose of the rig can reach, or one left short, stays said in the
+    # panel (no operator reports a live drag); the next update clears it.
+    said = [n for mark in (reach_bounds.NOTE_MARK, SHORT_MARK)
+            for n in (outcome.notes if outcome else ()) if mark in n]
+    if said:
+        STATUS[name] = said[0]
+    else:
+        STATUS.pop(name, None)
+    return True
+
+
+def settle_loaded_steps() -> None:
+    """After an undo or redo: a step stored mid-drag (Ctrl+Z right after a Live drag,
+    before its pause) shows its settled pose, the one the animator saw, so the pause's
+    settle belongs to the drag's undo step. The settle is a function of the step's base
+    pose and empties, so it is re-run rather than stored."""
+    for scene in bpy.data.scenes:
+        if not scene.npe.live:
+            continue
+        for obj in scene.objects:
+            if obj.type == "ARMATURE" and obj.npe.settle_due and obj.mode != "EDIT":
+                settle(scene, obj, fresh=True)
 
 
 def cancel_pause(unregister: bool = False) -> None:
@@ -199,9 +223,13 @@ def on_load_post(*_args: object) -> None:
 
 @persistent
 def on_undo_redo(*_args: object) -> None:
-    """Undo and redo replace the data the kept edit states were read from."""
+    """Undo and redo replace the data the kept edit states were read from; a pause due
+    then belongs to the step left, and the step loaded is settled if it was stored
+    mid-drag."""
     kept.invalidate()
     live_controls.see_all()
+    cancel_pause()
+    settle_loaded_steps()
 
 
 def _set_installed(handlers: list, func: object, installed: bool) -> None:

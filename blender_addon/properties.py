@@ -340,6 +340,10 @@ class NPE_ObjectSettings(PropertyGroup):
     metrics_folder: StringProperty(
         name="Metrics Folder", description="Model set the metric list was made from",
         options={"HIDDEN"})
+    settle_due: BoolProperty(
+        name="Settle Due", description="A Live drag left this pose without its final "
+        "settle (stored with the pose, so an undo step taken mid-drag knows)",
+        options={"HIDDEN"})
 
 
 # --------------------------------------------------------------------------- propagation

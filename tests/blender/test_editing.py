@@ -30,6 +30,7 @@ LENGTH_TOL = 1e-4  # m: bone lengths are unchanged to 0.1 mm
 LIMB_SETTLE = 0.01  # pose-matrix entries: what Solve's evaluated-rig correction re-aims (5e-3)
 HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world: a reachable move of the right hand
 PAUSE_JUMP = 0.005  # m: a joint moving this far when a drag pauses is seen to jump
+SETTLE_SEEN = 1e-6  # pose-matrix entries: a settle that changes the pose at least this much
 # A hand pulled up (m): within the rig's spans (to 0.95), and within what a rig pose on the
 # planted feet reaches.
 PULL_UP_M = 0.92
@@ -122,6 +123,7 @@ def test_live_mode_follows_the_empty(rig: bpy.types.Object) -> None:
     _setup_hands_and_pinned_feet(obj)
     scene = bpy.context.scene
     scene.npe.live = True
+    obj.npe.live_refine = False  # the pause refines: a settle that changes the pose
     assert live.on_depsgraph_update in bpy.app.handlers.depsgraph_update_post
     hand = _empty(obj, "r_hand")
     rest = rigs.pose_matrices(obj)
@@ -133,18 +135,30 @@ def test_live_mode_follows_the_empty(rig: bpy.types.Object) -> None:
     posed = rigs.pose_matrices(obj)
     bpy.context.view_layer.update()  # our own pose write must not re-solve in a loop
     assert np.array_equal(rigs.pose_matrices(obj), posed)
+    # The mouse is released before the pause: the drag's undo step is stored unsettled,
+    # then the pause settles (refined, corrected from the evaluated rig).
     bpy.ops.ed.undo_push(message="the drag")
+    assert obj.npe.settle_due
+    assert live.drag_paused()
+    assert not obj.npe.settle_due
+    settled = rigs.pose_matrices(obj)
+    step = float(np.abs(settled - posed).max())
+    assert step > SETTLE_SEEN, f"the settle changed nothing ({step:.2e}): the test shows nothing"
 
     name = obj.name
     bpy.ops.ed.undo()  # empty and pose go back together; live mode must not re-solve
     obj = bpy.data.objects[name]
     bpy.context.view_layer.update()
     assert np.allclose(rigs.pose_matrices(obj), rest, atol=1e-6)
-    bpy.ops.ed.redo()
+    bpy.ops.ed.redo()  # the drag's step: its settle belongs to it
     obj = bpy.data.objects[name]
     hand = _empty(obj, "r_hand")
     bpy.context.view_layer.update()
-    assert np.allclose(rigs.pose_matrices(obj), posed, atol=1e-6)
+    redone = rigs.pose_matrices(obj)
+    gap = float(np.abs(redone - settled).max())
+    print(f"redo of a Live drag: {gap:.2e} from its settled pose, settle step {step:.2e}")
+    assert gap < 1e-6
+    posed = redone
 
     scene = bpy.context.scene
     scene.npe.live = False
