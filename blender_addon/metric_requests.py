@@ -8,7 +8,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 
-from . import editors, mapped_rig, model_sets, rig_io
+from . import editors, mapped_rig, metric_sliders, model_sets, rig_io
 from .core.models import ModelSet
 from .core.pipeline import PoseEditor
 from .errors import EditError
@@ -20,7 +20,8 @@ def sync_metrics(obj: bpy.types.Object, models: ModelSet) -> None:
     is unchanged)."""
     s = obj.npe
     names = list(models.metrics)
-    if s.metrics_folder == str(models.folder) and [m.name for m in s.metrics] == names:
+    if s.metrics_folder == str(models.folder) and [m.name for m in s.metrics] == names \
+            and all(metric_sliders.REQUEST_KEY in m for m in s.metrics):
         return
     with updates_suspended():
         s.metrics.clear()
@@ -32,7 +33,8 @@ def sync_metrics(obj: bpy.types.Object, models: ModelSet) -> None:
             item.description = spec.description
             item.unit = spec.unit
             lo, hi = module.value_range or (0.0, 0.0)
-            item.set_requested(0.5 * (lo + hi))
+            metric_sliders.show(item, lo, hi)
+            metric_sliders.put(item, 0.5 * (lo + hi))
         s.metrics_folder = str(models.folder)
 
 
@@ -107,6 +109,7 @@ def store_measured(obj: bpy.types.Object, models: ModelSet, editor: PoseEditor,
             item.has_measured = True
         if item.name in ranges:
             item.range_min, item.range_max = ranges[item.name]
+            metric_sliders.show(item, item.range_min, item.range_max)
 
 
 def measure_pose(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,

@@ -6,7 +6,7 @@ import textwrap
 
 import bpy
 
-from . import spread_items
+from . import metric_sliders, spread_items
 
 CATEGORY = "Neural Pose"
 CLOSED = {"DEFAULT_CLOSED"}  # bl_options of sub-panels folded at first
@@ -272,19 +272,11 @@ class NPE_PT_metrics(_Panel, bpy.types.Panel):
             row.prop(item, "enabled", text="")
             sub = row.row(align=True)
             sub.active = item.enabled
-            sub.prop(item, item.value_prop, text=item.label, slider=True)
+            sub.prop(item, f'["{metric_sliders.REQUEST_KEY}"]', text=item.label, slider=True)
             value = row.row(align=True)
             value.ui_units_x = 3.5
             value.label(text=shown_value(context, item.unit, item.measured)
                         if item.has_measured else "–")
-            if item.enabled:
-                hint = col.column(align=True)
-                hint.active = False
-                hint.label(text=f"    {item.description}")
-                if item.range_max > item.range_min:
-                    lo, hi = (shown_value(context, item.unit, v)
-                              for v in (item.range_min, item.range_max))
-                    hint.label(text=f"    models know {lo} to {hi} on this rig")
         row = layout.row(align=True)
         row.operator("npe.apply_metrics", icon="CHECKMARK")
         row.operator("npe.measure", icon="DRIVER_DISTANCE")

@@ -12,7 +12,6 @@ Update callbacks stay thin: they call :mod:`.state`, :mod:`.edits`, :mod:`.model
 and :mod:`.live`.
 """
 
-import math
 
 import bpy
 from bpy.props import (
@@ -31,8 +30,6 @@ from . import spread_items
 from .core.pipeline import MAX_REFINE_STEPS, SolveOptions
 
 _SOLVE = SolveOptions()  # the panel's defaults are the engine's
-ANGLE_SOFT_MAX = 180.0  # degrees: slider range of angle metrics
-DISTANCE_SOFT_MAX = 2.0  # metres: slider range of distance and height metrics
 MIN_WEIGHT = 0.01  # the core needs weights in (0, 1]
 
 # --------------------------------------------------------------------------- callbacks
@@ -48,12 +45,6 @@ def _effector_edited(self: "NPE_Effector", context: bpy.types.Context) -> None:
     from . import live
 
     live.effector_settings_changed(context, self.id_data)
-
-
-def _request_edited(self: "NPE_MetricRequest", context: bpy.types.Context) -> None:
-    from . import edits
-
-    edits.metric_request_changed(context, self, enabled_changed=False)
 
 
 def _request_toggled(self: "NPE_MetricRequest", context: bpy.types.Context) -> None:
@@ -226,31 +217,26 @@ class NPE_MetricRequest(PropertyGroup):
         "the effectors and the other requests)",
         update=_request_toggled,
     )
-    # Shown in the scene's units: an angle is stored in radians (Blender's ANGLE subtype,
-    # degrees or radians as the scene says), a distance in world units (LENGTH).
-    angle: FloatProperty(
-        name="Requested Angle", description="The angle this metric should take",
-        subtype="ANGLE", unit="ROTATION", soft_min=0.0, soft_max=math.radians(ANGLE_SOFT_MAX),
-        precision=1, update=_request_edited)
-    distance: FloatProperty(
-        name="Requested Distance", description="The distance this metric should take, on "
-        "the rig as it is (its proportions and scale)", subtype="DISTANCE", unit="LENGTH",
-        soft_min=0.0, soft_max=DISTANCE_SOFT_MAX, precision=3, update=_request_edited)
-
-    @property
-    def value_prop(self) -> str:
-        """Name of the property that holds the requested value for this metric's unit."""
-        return "angle" if self.unit == "deg" else "distance"
+    # The requested value is the ID property ``metric_sliders.REQUEST_KEY`` (its own soft
+    # range and tooltip per item); ``applied`` is the value the pose answers.
+    applied: FloatProperty(
+        name="Applied", description="The requested value the pose answers (radians or "
+        "world units)", options={"HIDDEN"})
 
     @property
     def requested(self) -> float:
         """The requested value in the engine's units (degrees or rig metres)."""
-        value = float(getattr(self, self.value_prop))
-        return math.degrees(value) if self.unit == "deg" else value
+        from . import metric_sliders
+
+        return metric_sliders.from_raw(self.unit, metric_sliders.raw_value(self))
 
     def set_requested(self, value: float) -> None:
-        """Set the request from a value in the engine's units (runs the slider's update)."""
-        setattr(self, self.value_prop, math.radians(value) if self.unit == "deg" else value)
+        """Set the request from a value in the engine's units and edit the pose as the
+        slider does."""
+        from . import edits, metric_sliders
+
+        metric_sliders.put(self, value)
+        edits.metric_request_changed(bpy.context, self, enabled_changed=False)
 
 
 class NPE_ObjectSettings(PropertyGroup):

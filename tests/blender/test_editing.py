@@ -3,6 +3,7 @@ mode, metric sliders, the base pose (no drift), reset and keying."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,7 @@ from blender_addon import (  # noqa: E402
     live,
     mapped_rig,
     metric_requests,
+    metric_sliders,
     rig_io,
 )
 from blender_addon.core import reach_bounds  # noqa: E402
@@ -246,6 +248,47 @@ def test_distance_metrics_are_in_the_rigs_own_units(scene: bpy.types.Scene) -> N
     heads = rigs.mapped_heads(obj)
     now = float(np.linalg.norm(heads["l_foot"] - heads["r_foot"]))
     assert abs(now - wanted) < (1.0 - METRIC_PROGRESS) * abs(feet - wanted)
+
+
+def test_a_slider_has_its_rigs_range_and_its_metrics_tooltip(scene: bpy.types.Scene) -> None:
+    """Each metric slider is an ID property with its own soft range (what the models know
+    on this rig: a giant's distances are twice a man's) and the metric's description as
+    its tooltip; moving it in the UI (which tags the character) edits the pose."""
+    ranges = {}
+    for scale in (1.0, 2.0):
+        obj = rigs.mixamo(scale=scale)
+        rigs.select_only(obj)
+        assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+        metric_requests.measure(scene, obj)
+        for item in obj.npe.metrics:
+            ui = item.id_properties_ui(metric_sliders.REQUEST_KEY).as_dict()
+            assert ui["description"] == item.description and item.description
+            assert ui["subtype"] == ("ANGLE" if item.unit == "deg" else "DISTANCE")
+            lo, hi = (metric_sliders.to_raw(item.unit, v)
+                      for v in (item.range_min, item.range_max))
+            assert hi > lo
+            assert ui["soft_min"] == pytest.approx(lo) and ui["soft_max"] == pytest.approx(hi)
+        ranges[scale] = {i.name: (i.range_min, i.range_max) for i in obj.npe.metrics}
+    feet = [ranges[s]["feet_distance"][1] for s in (1.0, 2.0)]
+    assert feet[1] == pytest.approx(2.0 * feet[0], rel=1e-3)
+    knee = [ranges[s]["l_knee_bend"] for s in (1.0, 2.0)]
+    assert knee[1] == pytest.approx(knee[0], abs=1e-3)  # an angle does not scale
+
+    item = obj.npe.metrics["l_elbow_bend"]
+    item.enabled = True
+    start = item.measured
+    wanted = start + 40.0
+    item[metric_sliders.REQUEST_KEY] = math.radians(wanted)  # what the UI's slider writes
+    obj.update_tag()  # and the tag Blender's UI adds to an ID property's owner
+    bpy.context.view_layer.update()
+    assert obj.name in metric_sliders._PENDING
+    metric_sliders.apply_pending()  # the timer's work
+    measured = metric_requests.measure(scene, obj)["l_elbow_bend"]
+    assert abs(measured - wanted) < (1.0 - METRIC_PROGRESS) * abs(start - wanted)
+    posed = rigs.pose_matrices(obj)
+    bpy.context.view_layer.update()  # our own pose write is no slider move
+    assert not metric_sliders._PENDING
+    assert np.array_equal(rigs.pose_matrices(obj), posed)
 
 
 def test_a_request_beyond_what_the_models_know_is_clamped_and_said(

@@ -11,13 +11,14 @@ import pytest
 
 bpy = pytest.importorskip("bpy")
 
-from blender_addon import rig_keys  # noqa: E402
+from blender_addon import metric_requests, rig_keys  # noqa: E402
 from blender_addon.core.models import default_models_dir  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 COLLECTION = "Character"
 HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world
 REACH_M = 1e-3
+ELBOW_MORE = 30.0  # degrees asked of the left elbow
 
 
 def _library(path: Path) -> None:
@@ -59,6 +60,16 @@ def test_a_linked_overridden_character_is_mapped_dragged_and_keyed(
     goal = np.array(hand.location) + HAND_MOVE
     hand.location = goal
     rigs.select_only(obj)
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - goal) < REACH_M
+    # Its metric sliders (ID properties on the override) request as on a local rig.
+    elbow = obj.npe.metrics["l_elbow_bend"]
+    elbow.enabled = True
+    start = elbow.measured
+    elbow.set_requested(start + ELBOW_MORE)
+    now = metric_requests.measure(scene, obj)["l_elbow_bend"]
+    assert abs(now - (start + ELBOW_MORE)) < 0.5 * ELBOW_MORE
+    elbow.enabled = False
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - goal) < REACH_M
     assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}

@@ -20,6 +20,9 @@ _CONTAINERS = ("row", "column", "box", "split", "grid_flow", "column_flow")
 
 
 def _has_prop(data: Any, name: str) -> bool:
+    """An RNA property, or an ID property drawn as ``'["key"]'``."""
+    if name.startswith('["') and name.endswith('"]'):
+        return name[2:-2] in data.keys()
     return name in data.bl_rna.properties
 
 
@@ -112,9 +115,9 @@ def test_panels_draw_in_every_state(scene: bpy.types.Scene) -> None:
     assert "hand Blender poses itself: map the controls" in _draw_all()
     obj.data.npe_mapping.warning = ""
     knee = next(m for m in obj.npe.metrics if m.name == "l_knee_bend")
-    knee.enabled = True  # a request shows the range the models know on this rig
+    knee.enabled = True  # its slider spans the range the models know on this rig
     assert knee.range_min < knee.measured < knee.range_max
-    assert any("models know" in label and "°" in label for label in _draw_all())
+    _draw_all()
     knee.enabled = False
     bpy.data.objects.remove(obj.npe.effectors[0].empty)
     assert any("empty deleted" in label for label in _draw_all())
