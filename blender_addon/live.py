@@ -252,6 +252,11 @@ def sync() -> None:
     _set_installed(bpy.app.handlers.frame_change_post, live_controls.on_frame_change, wanted)
     if wanted:
         live_controls.see_all()
+        # IK controls moved while Live was off: the first drag starts from the limbs shown.
+        from . import timeline
+
+        timeline.match_later([o.name for o in bpy.data.objects if o.type == "ARMATURE"
+                              and len(o.data.npe_mapping.joints)])
 
 
 def register() -> None:

@@ -113,9 +113,14 @@ def _follow_all(scene: bpy.types.Scene) -> None:
         except (EditError, rig_io.RigError) as exc:
             STATUS[obj.name] = str(exc)
     if followed:  # limbs in IK: their FK controls to the frame's pose, outside the handler
-        _TO_MATCH.update(followed)
-        if not bpy.app.timers.is_registered(_match_timer):
-            bpy.app.timers.register(_match_timer, first_interval=0.0, persistent=True)
+        match_later(followed)
+
+
+def match_later(names: list[str]) -> None:
+    """:func:`match_controls` on the next tick (a handler may not evaluate the rig)."""
+    _TO_MATCH.update(names)
+    if not bpy.app.timers.is_registered(_match_timer):
+        bpy.app.timers.register(_match_timer, first_interval=0.0, persistent=True)
 
 
 _TO_MATCH: set[str] = set()  # characters whose IK limbs' FK controls a timer matches

@@ -34,6 +34,7 @@ ANIM_TOL = 1e-5  # m: the animation's frame shows its own pose (float32 keys)
 FEET_TOL = 1e-4  # m: the planted feet's deform bones stay (as in test_production_rigs)
 RESET_TOL = 1e-4  # m: Reset Edits puts the hands and feet back (IK placed within 0.05 mm)
 RIGIFY_HAND_TOL = 1e-5  # m: Rigify's own snap and the add-on's put the hand alike (0.0003 mm)
+IK_MOVE = (0.02, -0.03, 0.04)  # hand_ik.L moved by hand (local): well within reach
 RIGIFY_PLANE_DEG = 1.0  # Rigify's twist search (no pole) stops within a degree (0.03 seen)
 
 
@@ -278,3 +279,34 @@ def test_a_limb_between_ik_and_fk_shows_the_solve(rigify_rig: bpy.types.Object) 
     assert _plane_angle(shown, _arm(rig, FK_ARM)) < PLANE_TOL_DEG
     keyed = set(rig_controls.keyed_bones(rig, _mapped(rig)))
     assert {"hand_fk.L", "hand_ik.L", "upper_arm_ik.L"} <= keyed
+
+
+def test_turning_live_on_matches_fk_controls_to_ik_limbs(rigify_rig: bpy.types.Object) -> None:
+    """An IK control moved while Live was off leaves the FK controls (a solve's start)
+    elsewhere; turning Live on matches them on the next tick, so the first drag starts
+    from the limb shown, not from a pose that pops at the pause."""
+    from blender_addon import timeline
+
+    scene = bpy.context.scene
+    rig = rigify_rig
+    name = rig.name
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[name]
+    rig.pose.bones["hand_ik.L"].location = IK_MOVE  # by hand, Live off
+    stale = max(np.linalg.norm(a - b) for a, b in zip(_arm(rig, FK_ARM), _arm(rig, DEF_ARM),
+                                                       strict=True))
+    assert stale > 10 * HAND_TOL, "the IK move left the FK controls in place: nothing to show"
+    scene.npe.live = True
+    try:
+        assert name in timeline._TO_MATCH
+        timeline._match_timer()  # the timer's work (background Blender runs no timers)
+        rig = bpy.data.objects[name]
+        gaps = [float(np.linalg.norm(a - b)) for a, b in zip(_arm(rig, FK_ARM),
+                                                              _arm(rig, DEF_ARM), strict=True)]
+        print(f"FK controls from the IK limb: {stale * 1000:.1f} mm before; after, elbow "
+              f"{gaps[1] * 1000:.3f} mm, hand {gaps[2] * 1000:.5f} mm")
+        assert gaps[2] < RIGIFY_HAND_TOL
+        assert gaps[1] < ELBOW_TOL  # Rigify's IK chain stretches a little (see ELBOW_TOL)
+        assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in SWITCHES)
+    finally:
+        scene.npe.live = False
