@@ -27,7 +27,7 @@ import time
 import bpy
 from bpy.app.handlers import persistent
 
-from . import edits, empties, live_controls, metric_requests, rig_controls
+from . import app_hooks, edits, empties, live_controls, metric_requests, rig_controls
 from . import state as kept
 from .core import reach_bounds
 from .core.pipeline import SHORT_MARK
@@ -103,8 +103,7 @@ def pause_later(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
     armatures.add(obj.name)
     _PENDING.update(scene=scene.name, last=obj.name, armatures=armatures,
                     due=time.monotonic() + PAUSE_DELAY_S)
-    if not bpy.app.timers.is_registered(_pause_timer):
-        bpy.app.timers.register(_pause_timer, first_interval=PAUSE_DELAY_S, persistent=True)
+    app_hooks.start_timer(_pause_timer, PAUSE_DELAY_S)
 
 
 def _pause_timer() -> float | None:
@@ -196,8 +195,8 @@ def cancel_pause(unregister: bool = False) -> None:
     load can leave Blender 4.5 hanging at exit."""
     _PENDING.clear()
     rig_controls.cancel_follow()
-    if unregister and bpy.app.timers.is_registered(_pause_timer):
-        bpy.app.timers.unregister(_pause_timer)
+    if unregister:
+        app_hooks.stop_timer(_pause_timer)
 
 
 def effector_settings_changed(context: bpy.types.Context, obj: bpy.types.Object) -> None:
@@ -232,14 +231,6 @@ def on_undo_redo(*_args: object) -> None:
     settle_loaded_steps()
 
 
-def _set_installed(handlers: list, func: object, installed: bool) -> None:
-    present = func in handlers
-    if installed and not present:
-        handlers.append(func)
-    elif not installed and present:
-        handlers.remove(func)
-
-
 def sync() -> None:
     """Install the depsgraph handler iff a scene has Live on; remove it otherwise."""
     kept.invalidate()
@@ -248,8 +239,9 @@ def sync() -> None:
         wanted = any(s.npe.live for s in scenes)
     except AttributeError:  # restricted context while add-ons load: nothing is live yet
         wanted = False
-    _set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, wanted)
-    _set_installed(bpy.app.handlers.frame_change_post, live_controls.on_frame_change, wanted)
+    handlers = bpy.app.handlers
+    app_hooks.set_installed(handlers.depsgraph_update_post, on_depsgraph_update, wanted)
+    app_hooks.set_installed(handlers.frame_change_post, live_controls.on_frame_change, wanted)
     if wanted:
         live_controls.see_all()
         # IK controls moved while Live was off: the first drag starts from the limbs shown.
@@ -261,18 +253,18 @@ def sync() -> None:
 
 def register() -> None:
     handlers = bpy.app.handlers
-    _set_installed(handlers.load_post, on_load_post, True)
-    _set_installed(handlers.undo_post, on_undo_redo, True)
-    _set_installed(handlers.redo_post, on_undo_redo, True)
+    app_hooks.set_installed(handlers.load_post, on_load_post, True)
+    app_hooks.set_installed(handlers.undo_post, on_undo_redo, True)
+    app_hooks.set_installed(handlers.redo_post, on_undo_redo, True)
     sync()
 
 
 def unregister() -> None:
     handlers = bpy.app.handlers
-    _set_installed(handlers.depsgraph_update_post, on_depsgraph_update, False)
-    _set_installed(handlers.frame_change_post, live_controls.on_frame_change, False)
-    _set_installed(handlers.load_post, on_load_post, False)
-    _set_installed(handlers.undo_post, on_undo_redo, False)
-    _set_installed(handlers.redo_post, on_undo_redo, False)
+    app_hooks.set_installed(handlers.depsgraph_update_post, on_depsgraph_update, False)
+    app_hooks.set_installed(handlers.frame_change_post, live_controls.on_frame_change, False)
+    app_hooks.set_installed(handlers.load_post, on_load_post, False)
+    app_hooks.set_installed(handlers.undo_post, on_undo_redo, False)
+    app_hooks.set_installed(handlers.redo_post, on_undo_redo, False)
     cancel_pause(unregister=True)
     kept.invalidate()

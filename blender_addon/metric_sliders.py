@@ -17,6 +17,7 @@ import math
 import bpy
 from bpy.app.handlers import persistent
 
+from . import app_hooks
 from .guard import is_busy
 
 REQUEST_KEY = "requested"  # the ID property holding the slider's value
@@ -82,8 +83,8 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
         if isinstance(obj, bpy.types.Object) and obj.type == "ARMATURE" \
                 and obj.original.npe.metrics and edited(obj.original):
             _PENDING.add(obj.original.name)
-    if _PENDING and not bpy.app.timers.is_registered(apply_pending):
-        bpy.app.timers.register(apply_pending, first_interval=0.0, persistent=True)
+    if _PENDING:
+        app_hooks.start_timer(apply_pending)
 
 
 def apply_pending() -> None:
@@ -101,15 +102,10 @@ def apply_pending() -> None:
 
 
 def register() -> None:
-    handlers = bpy.app.handlers.depsgraph_update_post
-    if on_depsgraph_update not in handlers:
-        handlers.append(on_depsgraph_update)
+    app_hooks.set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, True)
 
 
 def unregister() -> None:
     _PENDING.clear()
-    if bpy.app.timers.is_registered(apply_pending):
-        bpy.app.timers.unregister(apply_pending)
-    handlers = bpy.app.handlers.depsgraph_update_post
-    if on_depsgraph_update in handlers:
-        handlers.remove(on_depsgraph_update)
+    app_hooks.stop_timer(apply_pending)
+    app_hooks.set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, False)

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import bpy
 import numpy as np
 
+from . import app_hooks
 from .ik_snap import IK_FK, POLE_SWITCH, Limb  # noqa: F401 - IK_FK is the switch's name here too
 
 IK_SUFFIX = "_ik"  # Rigify's IK control of a limb's end: ORG-hand.L -> hand_ik.L
@@ -269,23 +270,21 @@ def _place_pending() -> None:
 def follow_pending() -> None:
     """Place now what :func:`follow_fk` left for later, instead of the timer (the drag's
     pause; background Blender, which runs no timers)."""
-    if bpy.app.timers.is_registered(_place_pending):
-        bpy.app.timers.unregister(_place_pending)
+    app_hooks.stop_timer(_place_pending)
     _place_pending()
 
 
 def follow_later() -> None:
     """Run :func:`follow_pending` as soon as Blender is out of the handler: a timer,
     persistent (Blender 4.5 can hang at exit after a file load freed a timer)."""
-    if _PENDING and not bpy.app.timers.is_registered(_place_pending):
-        bpy.app.timers.register(_place_pending, first_interval=0.0, persistent=True)
+    if _PENDING:
+        app_hooks.start_timer(_place_pending)
 
 
 def cancel_follow() -> None:
     """Drop what was left to place, and its timer (a file load, unregistering)."""
     _PENDING.clear()
-    if bpy.app.timers.is_registered(_place_pending):
-        bpy.app.timers.unregister(_place_pending)
+    app_hooks.stop_timer(_place_pending)
 
 
 def keyed_bones(obj: bpy.types.Object, mapped_bone_names: Sequence[str]) -> list[str]:

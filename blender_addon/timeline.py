@@ -23,7 +23,7 @@ import bpy
 import numpy as np
 from bpy.app.handlers import persistent
 
-from . import base_pose, edits, empties, mapped_rig, metric_requests, rig_io, rig_keys
+from . import app_hooks, base_pose, edits, empties, mapped_rig, metric_requests, rig_io, rig_keys
 from . import state as kept
 from .errors import STATUS, EditError
 from .guard import busy, is_busy
@@ -119,8 +119,7 @@ def _follow_all(scene: bpy.types.Scene) -> None:
 def match_later(names: list[str]) -> None:
     """:func:`match_controls` on the next tick (a handler may not evaluate the rig)."""
     _TO_MATCH.update(names)
-    if not bpy.app.timers.is_registered(_match_timer):
-        bpy.app.timers.register(_match_timer, first_interval=0.0, persistent=True)
+    app_hooks.start_timer(_match_timer)
 
 
 _TO_MATCH: set[str] = set()  # characters whose IK limbs' FK controls a timer matches
@@ -151,17 +150,12 @@ HANDLERS = (("frame_change_pre", on_frame_change_pre),
 
 def register() -> None:
     for name, func in HANDLERS:
-        handlers = getattr(bpy.app.handlers, name)
-        if func not in handlers:
-            handlers.append(func)
+        app_hooks.set_installed(getattr(bpy.app.handlers, name), func, True)
 
 
 def unregister() -> None:
     """Our handlers and our timer (one left registered hangs bpy 4.5 at exit)."""
     _TO_MATCH.clear()
-    if bpy.app.timers.is_registered(_match_timer):
-        bpy.app.timers.unregister(_match_timer)
+    app_hooks.stop_timer(_match_timer)
     for name, func in HANDLERS:
-        handlers = getattr(bpy.app.handlers, name)
-        if func in handlers:
-            handlers.remove(func)
+        app_hooks.set_installed(getattr(bpy.app.handlers, name), func, False)
