@@ -1,4 +1,4 @@
-"""Numbers anyone can check: the README shows exactly the committed results, the headline
+"""Numbers anyone can check: the README and docs/ show exactly the committed results, the headline
 drag figures come out again from the command that made them, and every benchmark command
 runs end to end on a few poses."""
 
@@ -20,8 +20,10 @@ from training.results import (
     RESULTS,
     SLIDER_REACH_SETS,
     SOLVER_CHECK_SETS,
-    readme_blocks,
-    render_readme,
+    SUMMARY,
+    blocks_in,
+    documents,
+    render_blocks,
 )
 
 # The solver check's figures from the same networks on the same poses: float noise only.
@@ -34,16 +36,49 @@ PINNED = "drags-cmu"
 RATIO_TOLERANCE = 0.005  # propagation's acceleration ratios and hand shares (issue 49)
 
 
-def test_readme_shows_the_committed_results() -> None:
+RESULTS_DOC = Path("docs/RESULTS.md")  # every results block, in full
+
+
+def test_documents_show_the_committed_results() -> None:
+    """Every document with results blocks (found wherever they live) shows exactly the
+    committed files; every block names a result whose JSON is committed."""
+    docs = documents()
+    assert README in docs and RESULTS_DOC in docs, docs
+    for rel in docs:
+        text = (REPO / rel).read_text(encoding="utf-8")
+        for name in blocks_in(text):
+            if name == SUMMARY:
+                continue
+            base = name.split(".")[0]
+            assert base in RESULTS, f"{rel}: block {name!r} names no result command"
+            assert (REPO / RESULTS[base].json).is_file(), f"{RESULTS[base].json} is not committed"
+        assert render_blocks(text) == text, \
+            f"{rel}: its tables differ from docs/results/: run `python -m training results`"
+
+
+def test_results_doc_holds_every_block() -> None:
+    """docs/RESULTS.md shows every table any other document shows; the README holds its one
+    summary table and no other."""
+    in_results = set(blocks_in((REPO / RESULTS_DOC).read_text(encoding="utf-8")))
+    for rel in documents():
+        names = set(blocks_in((REPO / rel).read_text(encoding="utf-8")))
+        if rel == README:
+            assert names == {SUMMARY}, names
+        elif rel != RESULTS_DOC:
+            assert names <= in_results, f"{rel}: {names - in_results} not in {RESULTS_DOC}"
+
+
+def test_readme_summary_reads_the_committed_figures() -> None:
+    """The README's headline figures are the committed JSONs' own, rounded as printed."""
     text = (REPO / README).read_text(encoding="utf-8")
-    blocks = readme_blocks(text)
-    assert blocks, "the README has no results blocks"
-    for name in blocks:
-        base = name.split(".")[0]
-        assert base in RESULTS, f"README block {name!r} names no result command"
-        assert (REPO / RESULTS[base].json).is_file(), f"{RESULTS[base].json} is not committed"
-    assert render_readme(text) == text, \
-        "README tables differ from docs/results/: run `python -m training results`"
+    table = blocks_in(text)[SUMMARY]
+    drag = json.loads((REPO / RESULTS["drags-cmu"].json).read_text())["cases"]
+    ours = drag["one hand, 10-25 cm"]["no pins"]["default (refined)"]
+    assert f"| {ours['others_mean_cm']:.2f} cm |" in table
+    assert f"| {ours['out_of_range_pct']:.0f} % |" in table
+    live = json.loads((REPO / RESULTS["benchmark_blender"].json).read_text())["live"]
+    bvh = next(r for r in live if r["rig"].startswith("BVH") and r["setting"].endswith("(default)"))
+    assert f"| {bvh['median_ms']:.2f} ms |" in table
 
 
 def test_results_record_their_command() -> None:

@@ -2,14 +2,16 @@
 
 Each result is one ``python -m training`` command whose JSON and markdown land in
 ``docs/results/``; the datasets it reads are made first by their ``prepare`` command when
-missing. The README's tables are the markdown of those files, pasted between
-``<!-- results:NAME -->`` and ``<!-- /results -->`` markers by :func:`update_readme`
-(run at the end of ``results``), and a test checks that the README still shows exactly
-the committed files. Speed figures live in the same files but are never compared by tests.
+missing. The documents' tables (every one in ``docs/RESULTS.md``, the README's one
+summary) are the markdown of those files, pasted between ``<!-- results:NAME -->`` and
+``<!-- /results -->`` markers by :func:`update_docs` (run at the end of ``results``), and
+a test checks that every document still shows exactly the committed files. Speed figures
+live in the same files but are never compared by tests.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -20,6 +22,8 @@ from blender_addon.core.fileio import atomic_open
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path("docs/results")
 README = Path("README.md")
+DOCS_DIR = Path("docs")  # its *.md with results blocks are filled too (docs/RESULTS.md)
+SUMMARY = "summary"  # the README's one table: headline figures of committed results
 SHARED = "../shared/data"
 
 
@@ -169,8 +173,60 @@ _BLOCK = re.compile(r"(<!-- results:(?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /
                     re.DOTALL)
 
 
+def _default_live_ms(rows: list[dict], rig: str, setting: str = "(default)") -> float:
+    """Median ms of the first Blender benchmark row on ``rig`` whose setting ends so."""
+    return next(r["median_ms"] for r in rows
+                if r["rig"].startswith(rig) and r["setting"].endswith(setting))
+
+
+def summary_markdown(root: Path = REPO) -> str:
+    """The README's table: a few headline figures, read from the committed results that
+    ``docs/RESULTS.md`` shows in full (so they change only when those are made again)."""
+    def load(name: str) -> dict:
+        return json.loads((root / RESULTS[name].json).read_text(encoding="utf-8"))
+
+    drag = load("drags-cmu")["cases"]["one hand, 10-25 cm"]["no pins"]
+    ours, fabrik = drag["default (refined)"], drag["classic FABRIK"]
+    engine = load("engine-cmu")
+    pairs = engine["accuracy"]["hands, feet, head"]
+    refined = next(m for m in pairs if m.startswith("universal + refinement"))
+    speed = engine["latency"]["2 effectors (hands)"]
+    blender = load("benchmark_blender")
+    live = blender["live"]
+    rows = [
+        ("one hand dragged 10-25 cm from CMU test poses: distance left to its target (median)",
+         f"{ours['reach_median_mm']:.2f} mm", f"{fabrik['reach_median_mm']:.2f} mm"),
+        ("the same drags: the rest of the body moved (mean over joints)",
+         f"{ours['others_mean_cm']:.2f} cm", f"{fabrik['others_mean_cm']:.2f} cm"),
+        ("the same drags: answers a rig shows on target (pelvis and chest rigid)",
+         f"{ours['reached_on_rig_pct']:.0f} %", f"{fabrik['reached_on_rig_pct']:.0f} %"),
+        ("the same drags: poses with a joint angle outside the mocap's range",
+         f"{ours['out_of_range_pct']:.0f} %", f"{fabrik['out_of_range_pct']:.0f} %"),
+        ("hands, feet and head moved as in real CMU motion: the other joints' distance from it",
+         f"{pairs[refined]['non_effector_mpjpe_cm']:.2f} cm",
+         f"{pairs['classic FABRIK']['non_effector_mpjpe_cm']:.2f} cm"),
+        ("one solve of both hands, refined (median, one thread)",
+         f"{speed[refined]['median_ms']:.2f} ms", f"{speed['classic FABRIK']['median_ms']:.2f} ms"),
+        (f"a Live update in Blender {blender['blender'].split()[0]}, BVH rig (median)",
+         f"{_default_live_ms(live, 'BVH'):.2f} ms", "–"),
+        ("the same on a generated Rigify rig (Blender's own evaluation of it alone: "
+         f"{_default_live_ms(live, 'generated Rigify', 'evaluation alone)'):.1f} ms)",
+         f"{_default_live_ms(live, 'generated Rigify'):.1f} ms", "–"),
+    ]
+    lines = ["| the default set (`models/`) | Neural Pose Editor (default options) "
+             "| classic FABRIK |", "|---|---|---|"]
+    lines += [f"| {what} | {a} | {b} |" for what, a, b in rows]
+    lines += ["", f"From `{RESULTS['drags-cmu'].json}`, `{RESULTS['engine-cmu'].json}` and "
+              f"`{RESULTS['benchmark_blender'].json}` ({blender['machine']['cpu']}, "
+              f"{blender['machine']['cores']} cores); every table in docs/RESULTS.md."]
+    return "\n".join(lines) + "\n"
+
+
 def markdown_of(name: str, root: Path = REPO) -> str:
-    """``NAME`` (the full markdown) or ``NAME.summary`` (the README's shorter table)."""
+    """``NAME`` (the full markdown), ``NAME.summary`` (a shorter table) or ``summary``
+    (the README's headline table)."""
+    if name == SUMMARY:
+        return summary_markdown(root)
     path = root / RESULTS_DIR / f"{name}.md"
     if not path.is_file():
         base = name.split(".")[0]
@@ -179,24 +235,32 @@ def markdown_of(name: str, root: Path = REPO) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def render_readme(text: str, root: Path = REPO) -> str:
-    """The README with every results block replaced by its markdown file."""
+def render_blocks(text: str, root: Path = REPO) -> str:
+    """A document with every results block replaced by its markdown."""
     def fill(m: re.Match) -> str:
         return f"{m.group(1)}{markdown_of(m.group('name'), root)}{m.group(4)}"
     return _BLOCK.sub(fill, text)
 
 
-def readme_blocks(text: str) -> dict[str, str]:
+def blocks_in(text: str) -> dict[str, str]:
     return {m.group("name"): m.group("body") for m in _BLOCK.finditer(text)}
 
 
-def update_readme(root: Path = REPO) -> None:
-    path = root / README
-    text = path.read_text(encoding="utf-8")
-    new = render_readme(text, root)
-    if new != text:
-        with atomic_open(path, "w") as fh:
-            fh.write(new)
+def documents(root: Path = REPO) -> list[Path]:
+    """The README and every docs/*.md holding a results block (repository-relative)."""
+    found = [README, *(p.relative_to(root) for p in sorted((root / DOCS_DIR).glob("*.md")))]
+    return [p for p in found if _BLOCK.search((root / p).read_text(encoding="utf-8"))]
+
+
+def update_docs(root: Path = REPO) -> None:
+    """Paste the committed results into every document that shows them."""
+    for rel in documents(root):
+        path = root / rel
+        text = path.read_text(encoding="utf-8")
+        new = render_blocks(text, root)
+        if new != text:
+            with atomic_open(path, "w") as fh:
+                fh.write(new)
 
 
 def _run_command(argv: tuple[str, ...]) -> int:
@@ -224,4 +288,4 @@ def run(names: list[str] | None) -> None:
         print(f"== {result.command}")
         if _run_command(result.argv) != 0:
             raise RuntimeError(f"{result.command} failed")
-    update_readme()
+    update_docs()

@@ -392,19 +392,24 @@ def test_a_mapped_hand_moved_in_live_mode_is_reached_through_the_arm(
     assert max(np.linalg.norm(after[f] - before[f]) for f in FEET) < FEET_TOL
 
 
-README_SECTION = "## Grabbing the rig"
+GUIDE_SECTION = "## Grabbing the rig"  # in docs/USER_GUIDE.md
 
 
 def test_readme_grab_steps(rig_of_kind, scene: bpy.types.Scene) -> None:
-    """The README's section names the keys the add-on registers, and its walkthrough
-    picture's steps (the walkthrough's own function) reach and hold what it says."""
+    """The user guide's section and the README name the keys the add-on registers, and
+    the walkthrough picture's steps (the walkthrough's own function) reach and hold what
+    they say."""
     from blender_addon import keymaps
     from training.blender_side import walkthrough
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = text[text.index(README_SECTION):text.index("## Rigs")]
+    repo = Path(__file__).resolve().parents[2]
+    guide = (repo / "docs" / "USER_GUIDE.md").read_text(encoding="utf-8")
+    start = guide.index(GUIDE_SECTION)
+    section = guide[start:guide.index("\n## ", start)]
+    readme = (repo / "README.md").read_text(encoding="utf-8")
     for _op, key, _mods in keymaps.ENTRIES:
         assert f"**Ctrl+Shift+{key}**" in section
+        assert f"**Ctrl+Shift+{key}**" in readme
     obj = rig_of_kind("bvh")
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
     facts = walkthrough.grab_steps(obj)
