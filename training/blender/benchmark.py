@@ -2,7 +2,7 @@
 compared with Blender's own IK constraints, side by side in one run.
 
 The dev venv has no bpy, so the measuring runs in the bpy venv
-(:mod:`training.blender_side.bench`, through :mod:`training.blender_run`); this side picks
+(:mod:`training.blender_side.bench`, through :mod:`training.blender.run`); this side picks
 and extracts the test clips, starts it, adds the machine's load, and writes the reports:
 
 - live update: an effector empty moved until the pose is written and evaluated (median,
@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from training import figures
-from training.blender_run import BANDAI_ARCHIVE, check_inputs, extract_clips, run_in_blender
+from training.blender.run import BANDAI_ARCHIVE, check_inputs, extract_clips, run_in_blender
+from training.reports import figures
 
 DEFAULT_OUT = "runs/benchmark_blender"
 DEFAULT_DATA = "runs/poses.npz"

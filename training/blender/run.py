@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEFAULT_VENV = ".venv-bpy45"
 VENV_PREFIX = ".venv-"  # .venv-bpy45 is made from requirements-bpy45.txt
 KILL_GRACE_S = 10  # after the timeout's TERM, KILL this much later

@@ -3,7 +3,7 @@
 A slider is a metric spec plus a network trained on the set's own autoencoder. The sets
 ship as ONNX without their checkpoints, so this rebuilds the autoencoder from the set's
 ``encoder.onnx`` and ``decoder.onnx`` weights, trains the metric network exactly as
-``train-all`` does (:func:`training.recipes.train_metric`), checks the exported graph
+``train-all`` does (:func:`training.learning.recipes.train_metric`), checks the exported graph
 against torch and puts it in the set: a new slider, or one whose definition changed,
 without retraining anything else. The manifest (rewritten atomically) records the command.
 """
@@ -19,11 +19,11 @@ import torch
 from blender_addon.core import models as core_models
 from blender_addon.core.fileio import write_json
 from blender_addon.core.metrics import MetricSpec
-from training.export import PARITY_BATCH, Exported, write_module
-from training.jacobian import autoencoder_from_onnx
-from training.nets import MetricNet
-from training.recipes import Run, train_metric
-from training.train import load_checkpoint
+from training.export.jacobian import autoencoder_from_onnx
+from training.export.model_set import PARITY_BATCH, Exported, write_module
+from training.learning.nets import MetricNet
+from training.learning.recipes import Run, train_metric
+from training.learning.train import load_checkpoint
 
 
 def _replace(items: list[dict[str, Any]], new: dict[str, Any]) -> list[dict[str, Any]]:

@@ -18,12 +18,12 @@ from typing import Any
 import torch
 
 from blender_addon.core import skeleton
-from training.data import PoseData
-from training.nets import UniversalSolver
-from training.recipes import load_autoencoder
-from training.rest_poses import rest_poses
-from training.tasks import END_JOINTS, PoseSampler, sample_drags, sample_effectors
-from training.train import load_checkpoint
+from training.data.dataset import PoseData
+from training.data.rest_poses import rest_poses
+from training.learning.nets import UniversalSolver
+from training.learning.recipes import load_autoencoder
+from training.learning.tasks import END_JOINTS, PoseSampler, sample_drags, sample_effectors
+from training.learning.train import load_checkpoint
 
 HAND_DRAG_M = (0.10, 0.25)
 BEYOND_REACH_M = 0.19

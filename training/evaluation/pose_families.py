@@ -27,7 +27,7 @@ from blender_addon.core import skeleton
 from blender_addon.core.bvh import iter_bvh_texts
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
-from training.drags import free_planted_feet
+from training.evaluation.drags import free_planted_feet
 
 CM, MM = 100.0, 1000.0
 # CMU subjects whose index (cmu-mocap-index-spreadsheet.xls in the archive) names such
@@ -105,7 +105,7 @@ def load_clips(paths: Iterable[str], map_spec: str = "auto", units: str = "auto"
                ) -> dict[str, np.ndarray]:
     """The clips of :data:`FAMILY_SUBJECTS` among the BVH files, folders or archives, by
     trial name (others are not parsed)."""
-    from training.data import canonical_clip
+    from training.data.dataset import canonical_clip
 
     clips = {}
     for source, text in iter_bvh_texts(list(paths)):

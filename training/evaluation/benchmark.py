@@ -26,10 +26,10 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import facing_yaw, from_model_space, rotate_y, to_model_space
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from blender_addon.core.propagate import SOLVED_FRAMES, propagate, weight_curve
-from training import figures
-from training.data import PoseData, canonical_clip, dataset_up
-from training.evaluate import CM, EFFECTOR_SETS, fixed_mask, random_effector_masks
-from training.pairs import SOLVER_PAIR_OFFSET, clip_bounds, pair_indices
+from training.data.dataset import PoseData, canonical_clip, dataset_up
+from training.data.pairs import SOLVER_PAIR_OFFSET, clip_bounds, pair_indices
+from training.evaluation.evaluate import CM, EFFECTOR_SETS, fixed_mask, random_effector_masks
+from training.reports import figures
 
 REFINE_STEPS = 3
 LATENCY_SETS = {"2 effectors (hands)": ("l_hand", "r_hand"),
@@ -173,7 +173,7 @@ def rss_bytes() -> int:
 
 
 def model_memory(models_dir: str) -> dict[str, float]:
-    from training.jacobian import initializer_count
+    from training.export.jacobian import initializer_count
 
     before = rss_bytes()
     models = ModelSet(models_dir)

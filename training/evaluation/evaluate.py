@@ -17,9 +17,9 @@ from blender_addon.core.fileio import atomic_open, write_json
 from blender_addon.core.metrics import evaluate_metric
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
-from training import sliders
-from training.data import PoseData
-from training.pairs import METRIC_PAIR_OFFSET, SOLVER_PAIR_OFFSET, pair_indices
+from training.data.dataset import PoseData
+from training.data.pairs import METRIC_PAIR_OFFSET, SOLVER_PAIR_OFFSET, pair_indices
+from training.evaluation import sliders
 
 CM = 100.0
 EFFECTOR_SETS: dict[str, tuple[str, ...] | None] = {

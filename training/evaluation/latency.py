@@ -29,7 +29,8 @@ import numpy as np
 from blender_addon.core import native, refine, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
-from training import benchmark, benchmark_blender
+from training.blender import benchmark as benchmark_blender
+from training.evaluation import benchmark
 
 DRAG_STEPS = 10  # updates per drag
 DRAG_SPAN = (0.10, 0.25)  # m: how far the hand goes

@@ -13,10 +13,10 @@ from torch import nn
 
 from blender_addon.core import refine, skeleton
 from blender_addon.core.metrics import MetricSpec, evaluate_metric, metric_formula
-from training.data import PoseData
-from training.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
-from training.pairs import METRIC_PAIR_OFFSET, SOLVER_PAIR_OFFSET
-from training.rest_poses import rest_poses
+from training.data.dataset import PoseData
+from training.data.pairs import METRIC_PAIR_OFFSET, SOLVER_PAIR_OFFSET
+from training.data.rest_poses import rest_poses
+from training.learning.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
 
 OTHER_JOINTS_WEIGHT = 0.01  # k in the 2021 paper's loss
 

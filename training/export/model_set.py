@@ -20,15 +20,16 @@ from torch import nn
 from blender_addon.core import models as core_models
 from blender_addon.core import skeleton
 from blender_addon.core.fileio import atomic_open, write_json
-from training.data import PoseData
-from training.jacobian import (
+from training.data.dataset import PoseData
+from training.export.jacobian import (
     BASIS_POSES,
     DecoderJacobian,
     basis_poses,
     initializer_count,
     jacobian_basis,
 )
-from training.nets import (
+from training.export.onnx_io import onnx_bytes
+from training.learning.nets import (
     Decoder,
     Encoder,
     FusedUniversal,
@@ -36,10 +37,9 @@ from training.nets import (
     MetricNet,
     UniversalSolver,
 )
-from training.onnx_io import onnx_bytes
-from training.recipes import load_autoencoder
-from training.tasks import EFFECTOR_GROUPS
-from training.train import load_checkpoint
+from training.learning.recipes import load_autoencoder
+from training.learning.tasks import EFFECTOR_GROUPS
+from training.learning.train import load_checkpoint
 
 PARITY_TOLERANCE = 1e-5
 PARITY_BATCH = 64

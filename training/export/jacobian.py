@@ -14,7 +14,7 @@ benchmarks measure the same figures as with every latent axis. The graph returns
 basis too, ``(K, L)``, so the engine maps a step back to the latent with the weights it
 was made for.
 
-It is built from a trained :class:`~training.nets.PoseAutoencoder`, or from a model
+It is built from a trained :class:`~training.learning.nets.PoseAutoencoder`, or from a model
 folder's ``decoder.onnx`` alone (``python -m training export-jacobian --models DIR``), so a
 shipped set gains the graph without its checkpoints.
 """
@@ -32,9 +32,9 @@ from torch import nn
 from blender_addon.core import models as core_models
 from blender_addon.core import skeleton
 from blender_addon.core.fileio import atomic_open, write_json
-from training.data import PoseData
-from training.nets import PoseAutoencoder
-from training.onnx_io import onnx_bytes
+from training.data.dataset import PoseData
+from training.export.onnx_io import onnx_bytes
+from training.learning.nets import PoseAutoencoder
 
 ROLE = "decoder_jacobian"
 NAME = "decoder_jacobian"

@@ -23,7 +23,7 @@ from torch import nn
 
 from blender_addon.core import skeleton
 from blender_addon.core.fileio import atomic_open
-from training.tasks import PoseSampler, Task
+from training.learning.tasks import PoseSampler, Task
 
 CHECKPOINT_VERSION = 1
 VAL_SEED_OFFSET = 10_000  # validation batches are the same every epoch

@@ -20,10 +20,10 @@ import numpy as np
 import torch
 
 from blender_addon.core.metrics import MetricSpec, evaluate_metric
-from training.data import PoseData
-from training.nets import MetricNet
-from training.recipes import load_autoencoder
-from training.train import load_checkpoint
+from training.data.dataset import PoseData
+from training.learning.nets import MetricNet
+from training.learning.recipes import load_autoencoder
+from training.learning.train import load_checkpoint
 
 Array = Callable[..., np.ndarray]
 GOOD_REACH = (0.95, 1.05)  # the band the summary line counts cells in

@@ -21,7 +21,7 @@ import numpy as np
 
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
-from training.drags import sample_poses
+from training.evaluation.drags import sample_poses
 
 DELTAS = (-20.0, -10.0, -5.0, 5.0, 10.0, 20.0, 40.0)
 METHODS = {"networks alone": SolveOptions(refine_steps=0),

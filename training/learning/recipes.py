@@ -21,9 +21,9 @@ import torch
 from blender_addon.core import skeleton
 from blender_addon.core.fileio import write_json
 from blender_addon.core.metrics import DEFAULT_METRICS, MetricSpec, metric_by_name
-from training.data import PoseData
-from training.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
-from training.tasks import (
+from training.data.dataset import PoseData
+from training.learning.nets import GroupSolver, MetricNet, PoseAutoencoder, UniversalSolver
+from training.learning.tasks import (
     EFFECTOR_GROUPS,
     METRIC_RANGE_PERCENTILES,
     AutoencoderTask,
@@ -32,7 +32,14 @@ from training.tasks import (
     PoseSampler,
     UniversalSolverTask,
 )
-from training.train import TrainConfig, barrier, distributed, fit, load_checkpoint, seed_everything
+from training.learning.train import (
+    TrainConfig,
+    barrier,
+    distributed,
+    fit,
+    load_checkpoint,
+    seed_everything,
+)
 
 AE_ARCHS: dict[str, dict[str, Any]] = {
     "seed": {"hidden": (200, 200), "latent": 64, "tied": True, "layernorm": False},
@@ -129,7 +136,7 @@ def train_solver(run: Run, group: str) -> dict[str, Any]:
 def train_metric(run: Run, spec: MetricSpec, ae: PoseAutoencoder | None = None
                  ) -> dict[str, Any]:
     """A metric network for ``spec`` on ``run.out``'s autoencoder, or on ``ae`` (a shipped
-    set's, :func:`training.add_metric.add_metric`)."""
+    set's, :func:`training.learning.add_metric.add_metric`)."""
     ae = ae or _need_ae(run)
     train = run.sampler("train", (spec,))
     values = train.metric_values[:, 0]

@@ -37,8 +37,8 @@ from blender_addon.core import exact_reach, fabrik, pipeline, reach_bounds, rigi
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
 from blender_addon.core.pipeline import FOOT_JOINTS, PoseEditor, SolveOptions
-from training import figures
-from training.plausibility import AngleRanges, manifold_distance
+from training.evaluation.plausibility import AngleRanges, manifold_distance
+from training.reports import figures
 
 CM, MM = 100.0, 1000.0
 CASES: dict[str, tuple[tuple[str, ...], tuple[float, float]]] = {

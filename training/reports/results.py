@@ -17,7 +17,7 @@ from pathlib import Path
 
 from blender_addon.core.fileio import atomic_open
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RESULTS_DIR = Path("docs/results")
 README = Path("README.md")
 SHARED = "../shared/data"

@@ -33,9 +33,9 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import facing_yaw, rotate_y
 from blender_addon.core.pipeline import Effector, PoseEditor
 from blender_addon.core.propagate import propagate, weight_curve
-from training import figures
-from training.drags import PIN_JOINTS
-from training.plausibility import AngleRanges
+from training.evaluation.drags import PIN_JOINTS
+from training.evaluation.plausibility import AngleRanges
+from training.reports import figures
 
 MM = 1000.0
 MOVED = "l_hand"

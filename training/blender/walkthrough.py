@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from training.blender_run import BANDAI_ARCHIVE, check_inputs, extract_clips, run_in_blender
+from training.blender.run import BANDAI_ARCHIVE, check_inputs, extract_clips, run_in_blender
 
 DEFAULT_OUT = "docs/walkthrough"
 DEFAULT_WORK = "runs/walkthrough"

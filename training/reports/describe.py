@@ -14,7 +14,7 @@ from typing import Any
 
 # Dataset names for the table, by the --bvh folder's name; other folders show their name.
 DATASET_LABELS = {"cmu": "CMU", "bandai-namco": "Bandai Namco"}
-SKIP_KINDS = ("too short", "static", "broken motion")  # prepare's reasons (training/data.py)
+SKIP_KINDS = ("too short", "static", "broken motion")  # prepare's reasons (data/dataset.py)
 MIRRORED = 2  # train-all trains on the train split and its mirror image
 
 
@@ -138,7 +138,7 @@ def _span(values: list[float]) -> dict[str, float]:
 
 def describe_latency(reports: list[str]) -> dict[str, Any]:
     """Each latency figure's lowest and highest median over the runs' reports."""
-    from training.benchmark import LATENCY_SETS
+    from training.evaluation.benchmark import LATENCY_SETS
 
     runs = [_read(p) for p in reports]
     rows = []
@@ -167,7 +167,7 @@ def _range(span: dict[str, float]) -> str:
 
 
 def latency_markdown(result: dict[str, Any]) -> str:
-    from training.benchmark import LATENCY_SETS
+    from training.evaluation.benchmark import LATENCY_SETS
 
     runs = result["runs"]
     machines = sorted({f"{r['machine']['cpu']}, {r['machine']['cores']} cores" for r in runs})
