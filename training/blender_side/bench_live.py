@@ -16,22 +16,13 @@ import bpy
 import numpy as np
 
 from blender_addon import (
-    base_pose,
-    editors,
-    empties,
     grab,
     live,
     mapped_rig,
-    metric_requests,
-    model_sets,
     rig_controls,
-    rig_io,
-    state,
 )
-from blender_addon.core import compiled_networks, native, solve_kernels
-from blender_addon.core import models as core_models
-from blender_addon.core import refine as core_refine
-from blender_addon.core.pipeline import DRAG_REFINE_STEPS, PoseEditor
+from blender_addon.core import native
+from blender_addon.core.pipeline import DRAG_REFINE_STEPS
 from blender_addon.core.skeleton import JOINT_INDEX
 from training.blender_side import host
 from training.blender_side.bench_measure import MM, StageTimer, summary
@@ -42,46 +33,16 @@ from training.blender_side.bench_rig import (
     setup_rig,
     world_heads,
 )
+from training.blender_side.bench_stages import (
+    DEPSGRAPH,
+    HANDLER_REST,
+    LIVE_STAGES,
+    SOLVE_NUMPY,
+    STAGE_ORDER,
+)
 
 WARMUP_MOVES = 10  # untimed moves first: model loading, caches
 DRAG_RADIUS = 0.08  # m: the dragged hand circles this far around where it started
-
-
-SOLVE_NUMPY = ("pipeline: numpy and kernels (start, request, rig-shaped answer, exact "
-               "reach)")
-SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
-SOLVE_COMPILED = ("pipeline: compiled networks (the whole solve in one call: the request, "
-                  "the universal edit, the refinement with its decodes, the end)")
-# Stages of a live update, in the order they run. (owner, attribute, label, absorb)
-LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
-    (empties, "moved", "handler: moved check", False),
-    (state, "get", "read: kept edit state (mapping, rig, effectors, base pose)", True),
-    (empties, "matrices", "read: effector empties", True),
-    (empties, "targets", "read: effector empties", True),
-    (rig_io, "read_pose", "read: pose bones (foreach_get)", True),
-    (base_pose, "base_is_current", "read: base pose", True),
-    (base_pose, "base_arrays", "read: base pose", True),
-    (editors, "editor_for", "read: editor lookup", True),
-    (model_sets, "load", "read: model set lookup", True),
-    (rig_io, "joint_positions", "forward kinematics (numpy)", False),
-    (PoseEditor, "solve", SOLVE_NUMPY, False),
-    (core_models.Module, "run", SOLVE_ONNX, False),
-    (core_models.Module, "run_all", SOLVE_ONNX, False),
-    (compiled_networks.CompiledUniversal, "edit", SOLVE_COMPILED, False),
-    (solve_kernels.SolveRequest, "begin", SOLVE_COMPILED, False),
-    (solve_kernels.SolveRequest, "solve", SOLVE_COMPILED, False),
-    (core_refine, "_refine_native", SOLVE_COMPILED, False),
-    (rig_io, "solve_rotations", "positions -> rotations", True),
-    (rig_io, "write_pose", "write pose", True),
-    (base_pose, "mark_written", "write pose", True),
-    (base_pose, "store_base", "write pose", True),
-    (empties, "mark_solved", "write pose", False),
-    (metric_requests, "store_measured", "measure metrics (panel values)", True),
-    (live, "pause_later", "measure metrics (panel values)", True),
-)
-HANDLER_REST = "handler and edit: the rest"
-DEPSGRAPH = "depsgraph evaluation (Blender)"
-STAGE_ORDER = (*dict.fromkeys(s[2] for s in LIVE_STAGES), HANDLER_REST, DEPSGRAPH)
 
 
 @contextmanager

@@ -11,11 +11,9 @@ import bpy
 import numpy as np
 
 from blender_addon import (
-    base_pose,
     key_edit,
     mapped_rig,
     propagation,
-    rig_io,
     rig_keys,
 )
 from training.blender_side import host
@@ -26,20 +24,11 @@ from training.blender_side.bench_rig import (
     run_op,
     setup_rig,
 )
+from training.blender_side.bench_stages import PROPAGATION_STAGES
 
 PROPAGATION_FRAMES = 1000
 PROPAGATION_CENTER = 500
 PROPAGATION_MOVE = np.array([0.0, 0.0, 0.10])  # m, world: the right hand raised
-
-
-PROPAGATION_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
-    (rig_keys, "read_clip", "read the action (F-curve evaluate)", True),
-    (rig_io, "joint_positions", "forward kinematics (numpy)", True),
-    (propagation, "propagate", "propagate (engine: encode, modules, decode)", True),
-    (rig_io, "solve_rotations", "positions -> rotations", True),
-    (rig_keys, "write_keys", "write keys (F-curve data)", True),
-    (base_pose, "make_current_base", "new base pose", True),
-)
 
 
 def long_action(obj: bpy.types.Object, frames: int) -> None:
