@@ -72,7 +72,7 @@ def _run_benchmark_blender(args: argparse.Namespace) -> int:
 
 
 def add_render_walkthrough(sub: argparse._SubParsersAction) -> None:
-    from training.blender.walkthrough import (
+    from training.blender.render_walkthrough import (
         DEFAULT_CLIP,
         DEFAULT_OUT,
         DEFAULT_TIMEOUT_S,
@@ -92,8 +92,8 @@ def add_render_walkthrough(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_render_walkthrough(args: argparse.Namespace) -> int:
+    from training.blender.render_walkthrough import render
     from training.blender.run import BANDAI_ARCHIVE, BlenderRunError
-    from training.blender.walkthrough import render
 
     try:
         written, result = render(args.models, args.blender_venv, out=args.out, work=args.work,
