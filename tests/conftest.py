@@ -108,7 +108,7 @@ class TinySet:
 def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """8 synthetic clips of 60 frames, prepared into a dataset (6 train, 1 val, 1 test clips)."""
     from tests.synth import synthetic_bvh
-    from training.data import prepare
+    from training.data.dataset import prepare
 
     folder = tmp_path_factory.mktemp("tiny_bvh")
     for i in range(TINY_CLIPS):
@@ -150,7 +150,7 @@ def shipped_models():
 def synthetic_clip() -> np.ndarray:
     """A 90-frame clip of canonical joints in Bandai proportions (rig space, metres)."""
     from tests.synth import synthetic_bvh
-    from training.data import canonical_clip
+    from training.data.dataset import canonical_clip
 
     return canonical_clip("synthetic.bvh", synthetic_bvh(frames=90, seed=3))[0]
 

@@ -29,7 +29,7 @@ def folder(tiny_set, tmp_path) -> Path:
 
 
 def test_autoencoder_rebuilt_from_the_onnx_files(tiny_set, folder) -> None:
-    from training.jacobian import autoencoder_from_onnx
+    from training.export.jacobian import autoencoder_from_onnx
 
     manifest = json.loads((folder / MANIFEST_NAME).read_text())
     ae = autoencoder_from_onnx(folder, manifest, ("encoder", "decoder"))

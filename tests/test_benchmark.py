@@ -12,9 +12,9 @@ import pytest
 from blender_addon.core import skeleton
 from blender_addon.core.bvh import iter_bvh_texts
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
-from training.benchmark import METHODS, REFINE_STEPS, accuracy, align_to, sample_pairs
-from training.data import canonical_clip
-from training.evaluate import fixed_mask
+from training.data.dataset import canonical_clip
+from training.evaluation.benchmark import METHODS, REFINE_STEPS, accuracy, align_to, sample_pairs
+from training.evaluation.evaluate import fixed_mask
 
 CLIP_STRIDE = 14  # every 14th clip of dataset 1: 13 clips of different actions and styles
 PAIRS = 300

@@ -12,7 +12,14 @@ from blender_addon.core import skeleton
 from blender_addon.core.normalize import facing_yaw
 from tests.synth import synthetic_bvh
 from training.cli import main
-from training.data import Z_UP_NOTE, DataError, PoseData, canonical_clip, dataset_up, prepare
+from training.data.dataset import (
+    Z_UP_NOTE,
+    DataError,
+    PoseData,
+    canonical_clip,
+    dataset_up,
+    prepare,
+)
 
 NUM_CLIPS = 10
 

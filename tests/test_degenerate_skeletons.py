@@ -15,9 +15,9 @@ from blender_addon.core import exact_reach, native, skeleton
 from blender_addon.core.mapping import MappingError
 from blender_addon.core.pipeline import PoseEditor
 from tests.synth import DEGENERATE_SKELETONS, TPOSE, synthetic_bvh
-from training.benchmark import METHODS, accuracy, sample_pairs
-from training.data import canonical_clip
-from training.evaluate import EFFECTOR_SETS, fixed_mask, random_effector_masks
+from training.data.dataset import canonical_clip
+from training.evaluation.benchmark import METHODS, accuracy, sample_pairs
+from training.evaluation.evaluate import EFFECTOR_SETS, fixed_mask, random_effector_masks
 
 PAIRS = 60
 MAX_LENGTH_ERROR_MM = 0.1  # the target; measured at most 3e-12 mm after the fix

@@ -20,7 +20,7 @@ from blender_addon.core.skeleton import BONE_LENGTHS
 from tests.synth import rig_reachable_hand_drags
 from tests.test_normalize import tpose
 from tests.test_rigid_branches import BRANCHES, branch_shape
-from training.plausibility import ANGLE_NAMES, joint_angles
+from training.evaluation.plausibility import ANGLE_NAMES, joint_angles
 
 NULL_EDIT_M = 1e-3  # the bound: every joint within 1 mm
 REACH_M = 1e-3

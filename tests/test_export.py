@@ -19,11 +19,11 @@ from blender_addon.core.models import MANIFEST_NAME, MANIFEST_VERSION, ROLES, Mo
 from blender_addon.core.refine import GRAPH_STEPS
 from tests.conftest import TinySet
 from training.cli import main
-from training.data import PoseData
-from training.evaluate import EFFECTOR_SETS
-from training.export import PARITY_TOLERANCE, collect
-from training.jacobian import basis_poses
-from training.tasks import EFFECTOR_GROUPS
+from training.data.dataset import PoseData
+from training.evaluation.evaluate import EFFECTOR_SETS
+from training.export.jacobian import basis_poses
+from training.export.model_set import PARITY_TOLERANCE, collect
+from training.learning.tasks import EFFECTOR_GROUPS
 
 BATCH_SIZES = (1, 5)
 PARITY_BATCH = 32

@@ -7,7 +7,7 @@ import numpy as np
 
 from blender_addon.core import fabrik, skeleton
 from tests.test_rigid_branches import BRANCHES, branch_shape
-from training.plausibility import ANGLE_NAMES, joint_angles
+from training.evaluation.plausibility import ANGLE_NAMES, joint_angles
 
 END_JOINTS = ["l_hand", "r_hand", "l_foot", "r_foot", "head"]
 

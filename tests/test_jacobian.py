@@ -46,7 +46,7 @@ def test_jacobian_matches_the_decoder(tiny_set) -> None:
 
 def test_export_jacobian_adds_the_graph(tiny_set, tmp_path) -> None:
     from training.cli import main
-    from training.jacobian import JACOBIAN_RANK
+    from training.export.jacobian import JACOBIAN_RANK
 
     folder = _without_jacobian(tiny_set.models, tmp_path / "old")
     assert not ModelSet(folder).by_role("decoder_jacobian")

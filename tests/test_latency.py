@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from blender_addon.core.pipeline import PoseEditor
-from training import latency
+from training.evaluation import latency
 
 START_POSES = 6
 WITHIN_REACH = (0.02, 0.05)  # m: a hand moved this far stays within its arm's reach
@@ -47,7 +47,7 @@ def test_a_drag_from_a_rest_pose_that_nearly_reaches_keeps_its_pose(shipped_mode
     within NEAR_GOALS_M of its goals is finished at the pause with the least change."""
     import torch
 
-    from training.rest_poses import rest_poses
+    from training.data.rest_poses import rest_poses
 
     editor = PoseEditor(shipped_models)
     poses = rest_poses(REST_DRAGS, torch.Generator().manual_seed(0)).double().numpy()
@@ -67,8 +67,8 @@ def test_feature_costs_come_from_the_runs_that_measured_them(tmp_path) -> None:
     run, and the feature rows from the runs that measured them, said as such."""
     import json
 
-    from training import describe
-    from training.results import QUIET_RUNS
+    from training.reports import describe
+    from training.reports.results import QUIET_RUNS
 
     old = json.loads(open(QUIET_RUNS[0]).read())
     old.pop("features", None)

@@ -400,7 +400,7 @@ def test_a_hand_drag_keeps_the_elbow_bent_where_it_can(shipped_models,
     elbows fully; with a least bend of 12 degrees 3 still bent less than it, none now:
     the straightest three at 18.02 degrees)."""
     from blender_addon.core.pipeline import ELBOW_MIN_BEND_DEG
-    from training.plausibility import ANGLE_NAMES, joint_angles
+    from training.evaluation.plausibility import ANGLE_NAMES, joint_angles
 
     editor = PoseEditor(shipped_models)
     poses = manifold_clip[::3]

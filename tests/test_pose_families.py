@@ -9,7 +9,7 @@ import pytest
 from blender_addon.core import pipeline, skeleton
 from blender_addon.core.normalize import to_model_space
 from blender_addon.core.pipeline import PoseEditor, SolveOptions
-from training import pose_families
+from training.evaluation import pose_families
 
 CALM_DEG = 5.0  # the synthetic clip's joint swing: a near T-pose, arms out
 HELD_M = 1e-4
@@ -26,7 +26,7 @@ REACHED_M = 1e-3
 def calm_clip() -> np.ndarray:
     """A near T-pose clip (every joint swinging 5 degrees), rig space, metres."""
     from tests.synth import synthetic_bvh
-    from training.data import canonical_clip
+    from training.data.dataset import canonical_clip
 
     return canonical_clip("calm.bvh", synthetic_bvh(frames=60, seed=3,
                                                     amplitude_deg=CALM_DEG))[0]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from training import sliders
-from training.benchmark import LATENCY_SETS
 from training.cli import main
-from training.results import (
+from training.evaluation import sliders
+from training.evaluation.benchmark import LATENCY_SETS
+from training.reports.results import (
     DATA_FILES,
     DATASETS,
     README,
@@ -166,8 +166,8 @@ def test_propagation_suite_runs_end_to_end(tiny_set, tmp_path: Path) -> None:
     """On synthetic clips long enough for its window, with the tiny set's models."""
     from tests.conftest import TINY_CLIPS
     from tests.synth import synthetic_bvh
-    from training.data import prepare
-    from training.propagation_quality import WINDOW
+    from training.data.dataset import prepare
+    from training.evaluation.propagation_quality import WINDOW
 
     for i in range(TINY_CLIPS):
         (tmp_path / f"clip_{i}.bvh").write_text(synthetic_bvh(frames=WINDOW + 10, seed=i))
@@ -372,7 +372,7 @@ def test_committed_slider_reach_comes_out_again(cmu_dataset: Path, tmp_path: Pat
 def test_quiet_machine_table_comes_from_its_runs(tmp_path: Path) -> None:
     """The quiet machine's latency table is remade from the committed run reports alone,
     so every range in it traces to a report; the target verdicts follow the figures."""
-    from training.results import QUIET_RUNS
+    from training.reports.results import QUIET_RUNS
 
     out = tmp_path / "latency-quiet.json"
     assert main(["describe-latency", *(str(REPO / p) for p in QUIET_RUNS),
@@ -397,7 +397,7 @@ FAMILY_CONTACTS_P90_MM = 3.0
 def test_pose_family_figures_pass_and_come_out_again(tmp_path: Path) -> None:
     """The committed pose-family table meets the targets in every family, and its command
     gives the same figures again (the CMU clips read from ../shared)."""
-    from training.pose_families import DEFAULT, FAMILIES
+    from training.evaluation.pose_families import DEFAULT, FAMILIES
 
     result = RESULTS["pose-families"]
     committed = json.loads((REPO / result.json).read_text())

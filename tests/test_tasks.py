@@ -12,10 +12,10 @@ import torch
 from blender_addon.core import skeleton
 from blender_addon.core.metrics import metric_by_name
 from blender_addon.core.normalize import facing_yaw
-from training.data import PoseData
-from training.nets import MetricNet, PoseAutoencoder, UniversalSolver
-from training.rest_poses import rest_poses
-from training.tasks import (
+from training.data.dataset import PoseData
+from training.data.rest_poses import rest_poses
+from training.learning.nets import MetricNet, PoseAutoencoder, UniversalSolver
+from training.learning.tasks import (
     DRAG_JOINTS,
     DRAG_OFFSET_M,
     END_JOINTS,
@@ -135,7 +135,7 @@ def test_metric_requests_span_the_range(sampler: PoseSampler) -> None:
 
 def test_metric_reach_reports_every_metric(tiny_set) -> None:
     from blender_addon.core.metrics import DEFAULT_METRICS
-    from training.metric_reach import DELTAS, markdown, metric_reach
+    from training.evaluation.metric_reach import DELTAS, markdown, metric_reach
 
     result = metric_reach(tiny_set.runs, tiny_set.data, poses=40, split="train")
     assert set(result["metrics"]) == {s.name for s in DEFAULT_METRICS}
@@ -148,7 +148,7 @@ def test_metric_reach_reports_every_metric(tiny_set) -> None:
 
 
 def test_solver_check_reports_drags_and_null_edits(tiny_set) -> None:
-    from training.solver_check import solver_check
+    from training.evaluation.solver_check import solver_check
 
     result = solver_check(tiny_set.runs, tiny_set.data, n=64, split="train")
     figures = {k: v for k, v in result.items() if k.endswith(("_mm", "_cm", "_cm_mean"))}

@@ -20,9 +20,9 @@ from blender_addon.core import skeleton
 from blender_addon.core.metrics import DEFAULT_METRICS
 from tests.conftest import REPO, TinySet
 from training.cli import main
-from training.recipes import TRAIN_ALL_ARCHS
-from training.tasks import EFFECTOR_GROUPS
-from training.train import CHECKPOINT_VERSION, CheckpointError, load_checkpoint
+from training.learning.recipes import TRAIN_ALL_ARCHS
+from training.learning.tasks import EFFECTOR_GROUPS
+from training.learning.train import CHECKPOINT_VERSION, CheckpointError, load_checkpoint
 
 # One cheap epoch of the seed autoencoder: the runs below only need the loop's bookkeeping.
 QUICK = ("--batch-size", "16", "--steps-per-epoch", "1", "--no-progress")

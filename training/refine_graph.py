@@ -29,9 +29,9 @@ from torch.onnx import register_custom_op_symbolic
 from blender_addon.core import models as core_models
 from blender_addon.core import refine, skeleton
 from blender_addon.core.fileio import atomic_open, write_json
-from training.jacobian import DecoderJacobian, decoder_layers, initializer_count
-from training.nets import PoseAutoencoder
-from training.onnx_io import OPSET, onnx_bytes
+from training.export.jacobian import DecoderJacobian, decoder_layers, initializer_count
+from training.export.onnx_io import OPSET, onnx_bytes
+from training.learning.nets import PoseAutoencoder
 
 ROLE = "refine_effectors"
 GRAPH_STEPS = refine.GRAPH_STEPS
@@ -239,7 +239,7 @@ def add_to_folder(folder: str | Path) -> list[dict[str, Any]]:
     """``export-refine``: give an exported set (with its ``decoder_jacobian`` graph) the
     refinement graphs, along the same latent directions; the manifest is rewritten
     atomically with the new modules listed (any earlier ones replaced)."""
-    from training.jacobian import autoencoder_from_onnx
+    from training.export.jacobian import autoencoder_from_onnx
 
     folder = Path(folder)
     manifest = core_models.read_manifest(folder)

@@ -13,7 +13,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 
 from blender_addon.core.normalize import to_model_space  # noqa: E402
 from tests.blender import rigs  # noqa: E402
-from training.data import Z_UP_NOTE, canonical_clip, dataset_up  # noqa: E402
+from training.data.dataset import Z_UP_NOTE, canonical_clip, dataset_up  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("fresh_scene")
 

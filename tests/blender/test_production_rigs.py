@@ -24,7 +24,7 @@ from blender_addon import (  # noqa: E402
 from blender_addon.core import pipeline, skeleton  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 from training.blender_side.rigs import fbx_character  # noqa: E402
-from training.plausibility import ANGLE_NAMES, joint_angles  # noqa: E402
+from training.evaluation.plausibility import ANGLE_NAMES, joint_angles  # noqa: E402
 
 REACH_TOL = 0.01  # m: the evaluated deform bone ends this close to its empty
 FEET_TOL = 0.003  # m: feet without effectors stay put (planted); measured 0.2-1.3 mm

@@ -1,5 +1,5 @@
 """Scripts that run inside Blender's Python (the bpy venv), started by ``python -m training``
-commands through :mod:`training.blender_run`; nothing here is imported by the dev venv.
+commands through :mod:`training.blender.run`; nothing here is imported by the dev venv.
 
 ``BLENDER_USER_RESOURCES`` must point to a temp dir before ``bpy`` is first imported, or
 ``import bpy`` reads and writes the user's own Blender config: the launcher sets it, and

@@ -1,6 +1,6 @@
 """Inside bpy: the add-on registered from the repo, a model set chosen, a clean exit.
 
-The launcher (:mod:`training.blender_run`) sets ``BLENDER_USER_RESOURCES`` to a temp dir
+The launcher (:mod:`training.blender.run`) sets ``BLENDER_USER_RESOURCES`` to a temp dir
 before this process starts (the package checks it), so ``import bpy`` never touches the
 user's own Blender config.
 Blender 4.5 hangs at exit while a Python handler is still registered: :func:`start`

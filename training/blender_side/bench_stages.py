@@ -1,0 +1,70 @@
+"""Inside bpy: what the Blender-side benchmark's stage timer wraps, in the order the
+stages run: (owner, attribute, label, absorb) for a live update and for a propagation
+(see :class:`~training.blender_side.bench_measure.StageTimer`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blender_addon import (
+    base_pose,
+    editors,
+    empties,
+    live,
+    metric_requests,
+    model_sets,
+    propagation,
+    rig_io,
+    rig_keys,
+    state,
+)
+from blender_addon.core import compiled_networks, solve_kernels
+from blender_addon.core import models as core_models
+from blender_addon.core import refine as core_refine
+from blender_addon.core.pipeline import PoseEditor
+
+SOLVE_NUMPY = ("pipeline: numpy and kernels (start, request, rig-shaped answer, exact "
+               "reach)")
+SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
+SOLVE_COMPILED = ("pipeline: compiled networks (the whole solve in one call: the request, "
+                  "the universal edit, the refinement with its decodes, the end)")
+# Stages of a live update, in the order they run. (owner, attribute, label, absorb)
+LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
+    (empties, "moved", "handler: moved check", False),
+    (state, "get", "read: kept edit state (mapping, rig, effectors, base pose)", True),
+    (empties, "matrices", "read: effector empties", True),
+    (empties, "targets", "read: effector empties", True),
+    (rig_io, "read_pose", "read: pose bones (foreach_get)", True),
+    (base_pose, "base_is_current", "read: base pose", True),
+    (base_pose, "base_arrays", "read: base pose", True),
+    (editors, "editor_for", "read: editor lookup", True),
+    (model_sets, "load", "read: model set lookup", True),
+    (rig_io, "joint_positions", "forward kinematics (numpy)", False),
+    (PoseEditor, "solve", SOLVE_NUMPY, False),
+    (core_models.Module, "run", SOLVE_ONNX, False),
+    (core_models.Module, "run_all", SOLVE_ONNX, False),
+    (compiled_networks.CompiledUniversal, "edit", SOLVE_COMPILED, False),
+    (solve_kernels.SolveRequest, "begin", SOLVE_COMPILED, False),
+    (solve_kernels.SolveRequest, "solve", SOLVE_COMPILED, False),
+    (core_refine, "_refine_native", SOLVE_COMPILED, False),
+    (rig_io, "solve_rotations", "positions -> rotations", True),
+    (rig_io, "write_pose", "write pose", True),
+    (base_pose, "mark_written", "write pose", True),
+    (base_pose, "store_base", "write pose", True),
+    (empties, "mark_solved", "write pose", False),
+    (metric_requests, "store_measured", "measure metrics (panel values)", True),
+    (live, "pause_later", "measure metrics (panel values)", True),
+)
+HANDLER_REST = "handler and edit: the rest"
+DEPSGRAPH = "depsgraph evaluation (Blender)"
+STAGE_ORDER = (*dict.fromkeys(s[2] for s in LIVE_STAGES), HANDLER_REST, DEPSGRAPH)
+
+# Stages of a propagation (npe.spread_edit), in the order they run.
+PROPAGATION_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
+    (rig_keys, "read_clip", "read the action (F-curve evaluate)", True),
+    (rig_io, "joint_positions", "forward kinematics (numpy)", True),
+    (propagation, "propagate", "propagate (engine: encode, modules, decode)", True),
+    (rig_io, "solve_rotations", "positions -> rotations", True),
+    (rig_keys, "write_keys", "write keys (F-curve data)", True),
+    (base_pose, "make_current_base", "new base pose", True),
+)
