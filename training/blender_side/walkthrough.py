@@ -115,7 +115,7 @@ def _select_bones(obj: bpy.types.Object, names: Sequence[str]) -> None:
 
 
 def grab_steps(obj: bpy.types.Object) -> dict[str, Any]:
-    """The README's "Grabbing the rig" steps, through the operators: Pose Mode, the left
+    """The user guide's "Grabbing the rig" steps, through the operators: Pose Mode, the left
     foot's bone selected and pinned (Ctrl+Shift+P), the left hand's bone selected and
     grabbed (Ctrl+Shift+G) by :data:`GRAB_OFFSET`, confirmed; back to Object Mode. Returns
     what it did (world target, how far the hand ended from it, how far the pinned foot

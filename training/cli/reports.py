@@ -46,7 +46,7 @@ def add_results(sub: argparse._SubParsersAction) -> None:
     from training.reports.results import RESULTS
 
     p = sub.add_parser("results", help="remake the published figures (docs/results/, the "
-                       "README's tables) with the commands that make them")
+                       "tables in docs/RESULTS.md and the README) with the commands that make them")
     p.add_argument("names", nargs="*", metavar="NAME",
                    help=f"results to make (default all): {', '.join(RESULTS)}")
     p.set_defaults(run=_run_results)

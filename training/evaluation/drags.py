@@ -308,7 +308,7 @@ SUMMARY_METHODS = ("network alone", "default (refined)", FABRIK, RIG_FABRIK)
 
 
 def summary(result: dict[str, Any]) -> str:
-    """The README's table: every drag without pins, the network, the default and FABRIK."""
+    """The summary table: every drag without pins, the network, the default and FABRIK."""
     lines = ["| drag (no pins) | method | reach median (mm) | reached where FABRIK reaches "
              "(%) | reached where a rig can reach (%) | reached on a rig (%) | planted feet p90 "
              "(mm) | pelvis (cm) | other joints (cm) | angles out of range (%) | manifold "

@@ -139,7 +139,7 @@ def solver_check(source: str | Path, data: str | Path, n: int = 2000, split: str
     return out
 
 
-# The README's rows: (label, key, index into a [median, p90/max] pair or None, format).
+# The table's rows: (label, key, index into a [median, p90/max] pair or None, format).
 ROWS = (
     ("real pairs ±20 frames, hands+feet+head: effector error", "pair_hfh_effector_mm", None,
      "{:.1f} mm"),

@@ -1,2 +1,2 @@
-"""Published figures and tables: PNG figures, README tables from committed files, and the
+"""Published figures and tables: PNG figures, the docs' tables from committed files, and the
 ``results`` command that remakes every figure."""

@@ -1,4 +1,4 @@
-"""README tables made from files already committed: the prepared datasets (``prepare
+"""Tables made from files already committed: the prepared datasets (``prepare
 --json`` summaries under ``docs/results/``) and the shipped model sets (their
 ``manifest.json``), so every figure in those tables traces to a file and a command.
 
