@@ -15,13 +15,13 @@ def _classes() -> tuple:
 def register() -> None:
     import bpy
 
-    from . import keymaps, live, menus, metric_sliders, pins, properties, spread_overlay, timeline
+    from . import keymaps, live, menus, pins, properties, slider_edits, spread_overlay, timeline
 
     properties.register()
     for cls in _classes():
         bpy.utils.register_class(cls)
     live.register()
-    metric_sliders.register()
+    slider_edits.register()
     timeline.register()
     keymaps.register()
     menus.register()
@@ -33,14 +33,14 @@ def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import keymaps, live, menus, metric_sliders, pins, properties, spread_overlay, timeline
+    from . import keymaps, live, menus, pins, properties, slider_edits, spread_overlay, timeline
 
     spread_overlay.unregister()
     timeline.unregister()
     pins.unregister()
     menus.unregister()
     keymaps.unregister()
-    metric_sliders.unregister()
+    slider_edits.unregister()
     live.unregister()
     for cls in reversed(_classes()):
         bpy.utils.unregister_class(cls)

@@ -21,6 +21,7 @@ from blender_addon import (  # noqa: E402
     metric_requests,
     metric_sliders,
     rig_io,
+    slider_edits,
 )
 from blender_addon.core import reach_bounds  # noqa: E402
 from blender_addon.core.pipeline import SHORT_MARK  # noqa: E402
@@ -281,13 +282,13 @@ def test_a_slider_has_its_rigs_range_and_its_metrics_tooltip(scene: bpy.types.Sc
     item[metric_sliders.REQUEST_KEY] = math.radians(wanted)  # what the UI's slider writes
     obj.update_tag()  # and the tag Blender's UI adds to an ID property's owner
     bpy.context.view_layer.update()
-    assert obj.name in metric_sliders._PENDING
-    metric_sliders.apply_pending()  # the timer's work
+    assert obj.name in slider_edits._PENDING
+    slider_edits.apply_pending()  # the timer's work
     measured = metric_requests.measure(scene, obj)["l_elbow_bend"]
     assert abs(measured - wanted) < (1.0 - METRIC_PROGRESS) * abs(start - wanted)
     posed = rigs.pose_matrices(obj)
     bpy.context.view_layer.update()  # our own pose write is no slider move
-    assert not metric_sliders._PENDING
+    assert not slider_edits._PENDING
     assert np.array_equal(rigs.pose_matrices(obj), posed)
 
 
