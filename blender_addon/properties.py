@@ -414,7 +414,9 @@ ATTACHMENTS = (
 
 
 OVERRIDE = {"LIBRARY_OVERRIDABLE"}
-OVERRIDE_COLLECTION = {"LIBRARY_OVERRIDABLE", "USE_INSERTION"}  # items may be added locally
+# Items may be added locally, matched by index (most have no name: matched by name, all
+# but one of a character's 21 mapped joints were lost when its shot was saved).
+OVERRIDE_COLLECTION = {"LIBRARY_OVERRIDABLE", "USE_INSERTION", "NO_PROPERTY_NAME"}
 
 
 def _overridable(cls: type) -> None:

@@ -44,8 +44,25 @@ def _partial(names: list[str], parents: list[int]) -> dict[str, str]:
     return {c: names[i] for c, i in found.items() if c in JOINTS}
 
 
+def own_armature(obj: bpy.types.Object) -> bpy.types.Armature:
+    """The armature data a mapping is saved on. A linked character's library override
+    keeps the library's armature data linked, and what is written on linked data is lost
+    when the file is saved; the data becomes a library override of its own first, as
+    Blender's Library Override › Make does for data one edits."""
+    if obj.data.library is not None and obj.override_library is not None:
+        _ = obj.data.npe_mapping.source  # the library's empty mapping, for the override
+        obj.data.override_create(remap_local_usages=True)  # remaps this object's data
+        if obj.data.override_library is not None:  # editable: its changes are saved
+            obj.data.override_library.is_system_override = False
+        if obj.data.library is not None:
+            raise EditError(f"{obj.name}: its armature data {obj.data.name!r} is linked "
+                            "and cannot be overridden: make it editable (Object › Library "
+                            "Override › Make) and map again")
+    return obj.data
+
+
 def _fill(obj: bpy.types.Object, joints: dict[str, str], source: str) -> None:
-    data = obj.data.npe_mapping
+    data = own_armature(obj).npe_mapping
     with updates_suspended():  # not an edit by hand
         data.joints.clear()
         for joint in JOINTS:

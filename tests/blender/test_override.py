@@ -54,7 +54,9 @@ def test_a_linked_overridden_character_is_mapped_dragged_and_keyed(
     assert obj.override_library is not None and obj.library is None
 
     rigs.select_only(obj)
+    assert obj.data.library is not None  # the armature data stays linked ...
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    assert obj.data.library is None and obj.data.override_library is not None  # ... till mapped
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
     hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
     goal = np.array(hand.location) + HAND_MOVE
@@ -77,4 +79,16 @@ def test_a_linked_overridden_character_is_mapped_dragged_and_keyed(
     assert bag is not None and len(bag.fcurves) > 0
     scene.frame_set(scene.frame_current + 5)
     scene.frame_set(scene.frame_current - 5)  # the keys give the edit back
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - goal) < REACH_M
+
+    # Saved and opened again, as a shot file is: the mapping, the effectors, the requests
+    # (their sliders' values too) and the keyed edit are all still there.
+    asked = elbow.requested
+    shot = tmp_path / "shot.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+    bpy.ops.wm.open_mainfile(filepath=str(shot))
+    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.override_library)
+    assert len(obj.data.npe_mapping.joints) == len(rigs.mapped_heads(obj))
+    assert {e.joint for e in obj.npe.effectors} >= {"l_hand", "r_hand"}
+    assert obj.npe.metrics["l_elbow_bend"].requested == pytest.approx(asked, abs=1e-4)
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - goal) < REACH_M
