@@ -214,7 +214,40 @@ def markdown(result: dict[str, Any]) -> str:
         for s, ms in p["stages"].items():
             lines.append(f"| {s} | {ms:.1f} |")
         lines.append(f"| (for scale: one `frame_set` alone) | {p['frame_set_alone_ms']:.1f} |")
+    if "spread" in result:
+        lines += spread_lines(result["spread"])
     return "\n".join(lines) + "\n"
+
+
+def spread_lines(s: dict[str, Any]) -> list[str]:
+    """Spread Edit's modes as an animator uses them (issue 49's acceptance, its bounds)."""
+    k, la, e = s["keys"], s["layer"], s["esc"]
+    frames = ", ".join(str(f) for f in k["keyed_frames_in_range"])
+    return [
+        "", f"**Spread Edit as an animator uses it** ({s['clip']}, the right hand moved "
+        f"{la['hand_move_mm'] / 10:.0f} cm at frame 41, read back from the rig Blender "
+        "evaluates):", "",
+        "| case | measured | bound |", "|---|---|---|",
+        f"| Keys mode ({k['mode'].lower()}, the default), keys every 10 frames, a Breakdown, "
+        f"a Linear and a Constant key, +-20 frames: F-curves whose key count changed | "
+        f"{k['fcurves_with_keys_added_or_removed']} of {k['fcurves']} | 0 |",
+        f"| ... keys whose type, interpolation, easing or handle types changed | "
+        f"{k['keys_with_type_or_interpolation_changed']} of {k['keys']:,} | 0 |",
+        f"| ... keys outside the range changed (bit for bit) | {k['keys_outside_changed']} | 0 |",
+        f"| ... keyed frames inside ({frames}): the hand off the weighted edit | "
+        f"{k['hand_off_weighted_edit_mm']:.4f} mm | < 1 mm |",
+        f"| Layer mode: the action changed (bit for bit) | "
+        f"{'no' if la['action_unchanged'] else 'yes'} | no |",
+        f"| ... the layer muted, off the motion | {la['muted_off_motion_mm']:.4f} mm | "
+        "< 0.1 mm |",
+        f"| ... influence 0.5: every channel off half its change | "
+        f"{la['half_channels_off_rad']:.1e} rad | - |",
+        f"| ... influence 0.5: the hand's share of its move (its midpoint: "
+        f"{la['half_hand_off_midpoint_mm']:.1f} mm away) | {la['half_hand_share']:.2f} | "
+        "0.5, within 1 mm (missed: rotations about joints do not halve positions) |",
+        f"| Esc during a {e['frames']:,}-frame Every Frame run, after its keys were "
+        f"written: the action changed (bit for bit) | "
+        f"{'no' if e['action_unchanged_after_esc'] else 'yes'} | no |"]
 
 
 def plot_profile(result: dict[str, Any], path: Path) -> Path | None:

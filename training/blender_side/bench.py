@@ -12,7 +12,8 @@ same problems (started by ``python -m training benchmark-blender``; writes one J
   frames): the rig at x, targets at x' joints, evaluate; Blender's Legacy IK (and iTaSC)
   with chains to the same five effectors, against the add-on's Solve (:mod:`.bench_ik`).
 - Propagation: ``npe.spread_edit`` over a 1,000-frame action, keys written, a few runs
-  (:mod:`.bench_propagation`).
+  (:mod:`.bench_propagation`); and Spread Edit's modes as an animator uses them: keys kept,
+  a layer, Esc (:mod:`.spread_figures`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from training.blender_side.bench_ik import ik_comparison
 from training.blender_side.bench_live import live_benchmark
 from training.blender_side.bench_propagation import propagation_benchmark
 from training.blender_side.bench_rig import EFFECTORS, MOVED
+from training.blender_side.spread_figures import spread_benchmark
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -67,6 +69,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                       args.propagation_runs)
         result["propagation_generated"] = propagation_benchmark(
             args.models, args.clips[0], args.propagation_runs, "generated")
+        result["spread"] = spread_benchmark(args.models, args.clips[0])
     write_json(args.out, result)
     host.progress(f"wrote {args.out}")
 
