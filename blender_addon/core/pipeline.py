@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import exact_reach, fabrik, native, reach_bounds, refine, rig_ik, rigid_branches, skeleton
+from . import exact_reach, fabrik, reach_bounds, refine, rig_ik, rigid_branches, skeleton
 from .compiled_networks import compiled_universal
 from .metrics import MetricSpec, evaluate_metric
 from .models import ModelSet, Module
@@ -48,7 +48,6 @@ from .normalize import (
     to_model_space_unchecked,
     yaw_matrix,
 )
-from .solve_kernels import Ends, RecordStart, SolveEnd, SolveRequest, SolveStart
 
 COMBINE_MODES = ("average", "sequence")
 SOLVERS = ("universal", "chained", "classic")
@@ -215,19 +214,6 @@ _LEAST_CHANGE_HOLD = np.where(_STANCE, STANCE_HOLD, 1.0)  # each joint's, over S
 # Start poses whose preparation (:class:`_Start`) a single-pose solve keeps: a drag solves
 # the same start pose on every update, a few of them while the user switches characters.
 START_CACHE_SIZE = 4
-# False: a solve's start, request and end run the numpy stages the kernels below replace
-# (the other kernels still on: the A/B and the tests).
-SOLVE_KERNELS = True
-# A solve's start, request and end in the kernels (where they load), with this module's
-# constants.
-_SOLVE_START = SolveStart(_ANKLES, _TOES, PLANTED_TOE_HEIGHT, PLANTED_ANKLE_HEIGHT)
-_SOLVE_REQUEST = SolveRequest(_ANKLES, _TOES, _TRUNK, REACH_TOLERANCE, MOVED_M)
-_SOLVE_END = SolveEnd(_NETWORK_STRAIGHTEST, _HAND_GOALS, _ARM_STRAIGHTEST, MOVED_M,
-                      REACH_TOLERANCE, MISS_NOTE_M, _HAND_ARM_BONES, _MOVED_LIMBS,
-                      _STANCE, _LEAST_CHANGE_HOLD, LEAST_CHANGE_STEPS,
-                      LEAST_CHANGE_STAY_DECAY)
-
-
 @dataclass
 class SolveOptions:
     """How one edit runs; every field is a panel option in the add-on, and the defaults are
@@ -294,10 +280,7 @@ class _Start:
 
     @classmethod
     def of(cls, p: np.ndarray, lengths: np.ndarray | None, scale: np.ndarray | None
-           ) -> _Start | RecordStart:
-        if SOLVE_KERNELS and (kernels := native.kernels()) is not None:  # in one call
-            return _SOLVE_START.run(kernels, p, lengths, scale,
-                                    (FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG))
+           ) -> _Start:
         model, frame, turn = to_model_space_unchecked(p, lengths, scale)
         return cls(*_read_only(model, frame, turn, _feet_down(model)))
 
@@ -328,7 +311,6 @@ class _Start:
         """(B, 6) :func:`refine.rigid_spans` of :attr:`rig_model`."""
         return _read_only(refine.rigid_spans(self.rig_model))[0]
 
-    record = feet_at = None  # made by numpy: the later kernels read no record
 
 
 def familiarity(model: np.ndarray) -> np.ndarray:
@@ -359,7 +341,7 @@ class PoseEditor:
 
     def __init__(self, models: ModelSet | None, lengths: np.ndarray | None = None) -> None:
         self.models = models
-        self._starts: dict[bytes, _Start | RecordStart] = {}
+        self._starts: dict[bytes, _Start] = {}
         self.lengths = lengths
         self._universal = self._fused = None
         if models is not None:
@@ -388,12 +370,9 @@ class PoseEditor:
             leg_scale(self._rig_lengths), dtype=np.float64)
         self._rig_scale_value = None if value is None else float(self._rig_scale[0])
         self._ordinary_poses: dict[bytes, bool] = {}  # (their answers hold for this rig)
-        # (their addresses, for the solve kernel that makes a start: read-only arrays' cost)
-        self._rig_at = (None, None) if value is None else (
-            native.address(self._rig_lengths), native.address(self._rig_scale))
         self._starts.clear()
 
-    def _start(self, p: np.ndarray) -> _Start | RecordStart:
+    def _start(self, p: np.ndarray) -> _Start:
         """The start pose's :class:`_Start` on this editor's rig; a single pose's is kept
         (the last :data:`START_CACHE_SIZE`), keyed by its coordinates."""
         lengths, scale = self._rig_lengths, self._rig_scale
@@ -408,7 +387,7 @@ class PoseEditor:
             self._keep_start(key, start)
         return start
 
-    def _keep_start(self, key: bytes, start: _Start | RecordStart) -> None:
+    def _keep_start(self, key: bytes, start: _Start) -> None:
         if len(self._starts) >= START_CACHE_SIZE:
             self._starts.pop(next(iter(self._starts)))
         self._starts[key] = start
@@ -684,85 +663,27 @@ class PoseEditor:
                 if odd.any():
                     return self._least_change_of(odd, p, mask, t, w, user_mask, options,
                                                  each_pose, drag)
-        start = request = begun = None
-        if len(p) == 1 and SOLVE_KERNELS and not metrics and options.fix_lengths \
-                and options.solver == "universal" and (kernels := native.kernels()) is not None \
-                and (networks := compiled_universal(self.models)) is not None and (
-                    not options.refine_steps
-                    or (refinement := refine.compiled_refinement(self.models)) is not None):
-            # The whole solve in one kernel call (solve_kernels): its start where not kept,
-            # the request, the networks' edit and decoded change, the refinement, the end.
-            key = p.tobytes()
-            start = self._starts.get(key)
-            make = None
-            if start is None:
-                start = _SOLVE_START.unmade()
-                make = (_SOLVE_START.shape((FAMILIAR_TILT_DEG, UNFAMILIAR_TILT_DEG)),
-                        *self._rig_at)
-            begun = _SOLVE_REQUEST.solve(kernels, networks,
-                                         refinement if options.refine_steps else None,
-                                         min(options.refine_steps, DRAG_REFINE_STEPS) if drag
-                                         else options.refine_steps, _SOLVE_END, start, p, mask,
-                                         t, w, user_mask, options.keep_planted_feet,
-                                         options.body_follow, options.keep_details, drag,
-                                         make)
-            if make is not None:
-                _SOLVE_START.made(start)
-                self._keep_start(key, start)
-            if begun is None:  # no effector left, as below
-                return EditResult(p.copy(), None, np.zeros(mask.shape), [])
-            request = begun.request
-            if begun.ends is not None:
-                return self._ended(begun.ends, p, start, request.mask, request.targets,
-                                   request.weights, user_mask, request.tolerance,
-                                   begun.latent, options.refine_steps > 0, drag, [],
-                                   least_changed=True)
-            mask, t, w = request.mask, request.targets, request.weights  # (numpy refines)
-        if start is None:
-            start = self._start(p)
-        if request is None and SOLVE_KERNELS and not metrics and start.record is not None and (
-                kernels := native.kernels()) is not None:
-            # A single pose's effector request as below in one kernel call, with the
-            # universal solver's edit and the decoded change where it is compiled.
-            networks = compiled_universal(self.models) if options.solver == "universal" \
-                else None
-            if networks is None:
-                request = _SOLVE_REQUEST.run(kernels, start, p, mask, t, w,
-                                             options.keep_planted_feet,
-                                             options.refine_steps > 0, options.body_follow)
-            else:  # (the networks' answer in the same call)
-                begun = _SOLVE_REQUEST.begin(kernels, networks, start, p, mask, t, w,
-                                             options.keep_planted_feet,
-                                             options.refine_steps > 0, options.body_follow,
-                                             options.keep_details)
-                if begun is None:  # no effector left, as below
-                    return EditResult(p.copy(), None, np.zeros(mask.shape), [])
-                request = begun.request
-            mask, t, w = request.mask, request.targets, request.weights
-        elif request is None and self._plants_feet(options, metrics):
+        start = self._start(p)
+        if self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(start.frame.scale))
-        model = start.model  # (its frame and turn where numpy needs them: see RecordStart)
+        model = start.model
         notes: list[str] = []
         requests = self._metric_requests(p, model, start.frame, metrics, notes) if metrics \
             else {}
         if not mask.any() and not requests:
             return EditResult(p.copy(), None, np.zeros(mask.shape), notes)
-        if request is not None:
-            shift, t_net = request.shift, request.network_targets
-            shifted = bool(shift.any())
-        else:
-            # The networks are asked for each limb's own move (offsets scaled by that limb);
-            # the refinement below works on the rig's proportions with its exact targets.
-            t_model = self.targets_to_model(p, t, model, start.frame, start.turn,
-                                            start.offset_scales)
-            # Model space keeps the pelvis over its origin: a dragged pelvis's move along
-            # the floor is a shift of the whole body, and the networks see the targets
-            # without it.
-            shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (
-                mask[:, ROOT:ROOT + 1] > 0)
-            shifted = bool(shift.any())
-            t_net = t_model - _shift3(shift)[:, None] if shifted else t_model
+        # The networks are asked for each limb's own move (offsets scaled by that limb);
+        # the refinement below works on the rig's proportions with its exact targets.
+        t_model = self.targets_to_model(p, t, model, start.frame, start.turn,
+                                        start.offset_scales)
+        # Model space keeps the pelvis over its origin: a dragged pelvis's move along
+        # the floor is a shift of the whole body, and the networks see the targets
+        # without it.
+        shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (
+            mask[:, ROOT:ROOT + 1] > 0)
+        shifted = bool(shift.any())
+        t_net = t_model - _shift3(shift)[:, None] if shifted else t_model
         # A request that turns the clavicles is met by the refinement's own clavicle turns
         # (refine.SHRUG_PRIOR), from the pose as it stands: a latent that never saw a shrug
         # (CMU's clavicles never move) answered it by lowering the arms and bending the
@@ -772,43 +693,36 @@ class PoseEditor:
         turns = {name for name in requests if refine.moves_shoulders(self._metrics[name].metric)}
         asked = {name: r for name, r in requests.items() if name not in turns} \
             if options.refine_steps else requests
-        if begun is not None:  # (the networks ran in the request's kernel call)
-            z_new, pose, offset = begun.latent, begun.pose, begun.offset
-        else:
-            z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options,
-                                                    notes)
-            # The decoded change on top of the input (or the decoded pose alone): requests
-            # that ask for nothing new change nothing.
-            offset = model - unmoved if options.keep_details else np.zeros_like(model)
-            pose = offset + edited
+        z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options,
+                                                notes)
+        # The decoded change on top of the input (or the decoded pose alone): requests
+        # that ask for nothing new change nothing.
+        offset = model - unmoved if options.keep_details else np.zeros_like(model)
+        pose = offset + edited
         if options.refine_steps:
             # Refinement works on the rig's own proportions (in model units), where its
             # targets are exact: a canonical-length pose put on a rig with shorter arms
             # would leave the hand short of its target.
             rig_lengths, rig_model = start.rig_lengths, start.rig_model
-            if request is not None:
-                t_rig, rows, follow = request.rig_targets, None, request.follow
-                effector_weight, least_change = request.effector_weight, request.least_change
-            else:
-                t_rig = self.targets_to_model(p, t, rig_model, start.frame, start.turn)
-                moved = _moved(mask, t_rig, rig_model)
-                moving = moved.any(axis=1)
-                rows = _metric_rows(requests, self._metrics, moving, rig_model,
-                                    options.fix_lengths)
-                share = refine.full_body_share(mask, t_rig, rig_model)
-                # Body follow is how much the body joins a drag of a limb, up to all of it
-                # for a request that describes the whole body (as its effectors' weight, see
-                # refine.full_body_share) or moves the trunk (a dragged pelvis or head
-                # carries the body: held back, the pelvis fell 10 cm short where it fell 3
-                # cm short); a slider-only edit keeps the rest of the pose (and takes more
-                # steps: metric rows are strongly curved).
-                whole = np.where(moved[:, _TRUNK].any(axis=1), 1.0, share)
-                body_follow = options.body_follow
-                if body_follow and (moving & (whole < 1.0)).any():
-                    body_follow = body_follow * start.familiarity
-                follow = np.where(moving, body_follow + (1.0 - body_follow) * whole, 0.0)
-                effector_weight = refine.effector_weights(share)
-                least_change = refine.least_change_weights(share)
+            t_rig = self.targets_to_model(p, t, rig_model, start.frame, start.turn)
+            moved = _moved(mask, t_rig, rig_model)
+            moving = moved.any(axis=1)
+            rows = _metric_rows(requests, self._metrics, moving, rig_model,
+                                options.fix_lengths)
+            share = refine.full_body_share(mask, t_rig, rig_model)
+            # Body follow is how much the body joins a drag of a limb, up to all of it
+            # for a request that describes the whole body (as its effectors' weight, see
+            # refine.full_body_share) or moves the trunk (a dragged pelvis or head
+            # carries the body: held back, the pelvis fell 10 cm short where it fell 3
+            # cm short); a slider-only edit keeps the rest of the pose (and takes more
+            # steps: metric rows are strongly curved).
+            whole = np.where(moved[:, _TRUNK].any(axis=1), 1.0, share)
+            body_follow = options.body_follow
+            if body_follow and (moving & (whole < 1.0)).any():
+                body_follow = body_follow * start.familiarity
+            follow = np.where(moving, body_follow + (1.0 - body_follow) * whole, 0.0)
+            effector_weight = refine.effector_weights(share)
+            least_change = refine.least_change_weights(share)
             relinearize = rows is not None and each_pose
             steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
                 else min(options.refine_steps, DRAG_REFINE_STEPS) if drag \
@@ -821,15 +735,7 @@ class PoseEditor:
                                                bool(turns), bool(turns) and not asked)
             pose = pose - _shift3(shift)[:, None]
         moves = bool(options.refine_steps) or shifted  # the floor shift moves the answer
-        tolerance = REACH_TOLERANCE / np.asarray(start.frame.scale) if request is None \
-            else request.tolerance  # in the rig's units
-        if options.fix_lengths and SOLVE_KERNELS and (kernels := native.kernels()) is not None:
-            # The same steps as below in one kernel call (see solve_kernels).
-            ends = _SOLVE_END.run(kernels, options.refine_steps > 0, pose, p, start, shift,
-                                  moves, t, mask, w, user_mask, tolerance,
-                                  reach=not drag and len(p) == 1)
-            return self._ended(ends, p, start, mask, t, w, user_mask, tolerance, z_new,
-                               options.refine_steps > 0, drag, notes)
+        tolerance = REACH_TOLERANCE / np.asarray(start.frame.scale)  # in the rig's units
         frame, turn, move = start.frame, start.turn, 0.0
         if moves:
             move = ((_shift3(shift) / np.asarray(frame.scale)[:, None])[:, None]
@@ -859,31 +765,6 @@ class PoseEditor:
             notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
                                        refined=options.refine_steps > 0))
         return EditResult(out, z_new, errors, notes)
-
-    def _ended(self, ends: Ends, p: np.ndarray, start: _Start | RecordStart, mask: np.ndarray,
-               t: np.ndarray, w: np.ndarray, user_mask: np.ndarray, tolerance: np.ndarray,
-               latent: np.ndarray | None, refined: bool, drag: bool, notes: list[str],
-               least_changed: bool = False) -> EditResult:
-        """The result of a solve whose end the kernels ran (``ends``, of the held ``mask``,
-        targets ``t`` and weights ``w``): rig IK where they left a pose to it (or, where
-        they ran it too, ``least_changed``, FABRIK where they left a pose to that), the
-        notes. Copies what it returns (the answer may lie in a kernel's buffers)."""
-        out, errors, reach = ends.out, ends.errors, ends.reach
-        held = None  # the full-weight goals, planted feet included: made where read
-        if any(left := ends.left.tolist()):  # (a list: a small array's reduce costs more)
-            held = (mask > 0) & (w >= 1.0)
-            lengths = start.frame.lengths
-            out = _fabrik_stage(ends.rigid, out, p, held, t, lengths, tolerance,
-                                np.flatnonzero(left)) if least_changed else \
-                _reach_rest(ends.rigid, ends.bent, out, p, held, t, lengths, tolerance,
-                            fallback=not drag)
-            errors = self._errors(out, t, user_mask)
-            reach = None  # (the kernel's was for its own misses)
-        if not drag and _notes_due(p, errors):  # (the held goals made only then)
-            notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0) if held is None else held,
-                                      t, errors, user_mask, refined=refined, reach=reach))
-        return EditResult(out.copy(), None if latent is None else latent.copy(), errors.copy(),
-                          notes)
 
     def _networks(self, model: np.ndarray, mask: np.ndarray, t_model: np.ndarray,
                   w: np.ndarray, requests: dict[str, tuple[np.ndarray, np.ndarray]],

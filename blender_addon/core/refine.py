@@ -551,7 +551,7 @@ class _NativeWork:
                             ("jac_f", (b, dim, rank))):
             self.arrays[name] = np.zeros(shape, dtype=np.float32)
         self.at = {k: native.address(v) for k, v in self.arrays.items()}
-        self.shape = (native.address(native.SKELETON_PARENTS), native.address(_NATIVE_RIGID),
+        self.shape = (native.address(skeleton.SKELETON_PARENTS), native.address(_NATIVE_RIGID),
                       native.address(_native_prior(rank)), float(np.sqrt(RIGID_WEIGHT)))
         at = self.at
         self.start_args = (*self.shape, LM_START, *(at[k] for k in self.INPUTS),
