@@ -17,7 +17,7 @@ from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import to_model_space
 from blender_addon.core.onnx_graph import OnnxReadError, read_graph
 from blender_addon.core.pipeline import PoseEditor
-from tests.test_refine_graph import _drags
+from tests.test_refine import _drags
 
 # Measured on the shipped set: poses 1.2e-7 model metres off onnxruntime's, Jacobians 1.2e-7
 # (4.9e-7 of the largest entry): float32 sums in another order, and fused multiply-adds
@@ -135,7 +135,6 @@ def test_the_one_call_refinement_is_the_numpy_steps_with_the_same_decoder(
     fast = [editor.solve(pose, effs).positions for pose, effs in calls]
     with monkeypatch.context() as patch:  # the numpy steps, the compiled decoder in them
         patch.setattr(refine, "_refine_native", lambda *args: None)
-        patch.setattr(refine, "_effector_graphs", lambda models: {})
         steps = [editor.solve(pose, effs).positions for pose, effs in calls]
     with native.switched_off():  # onnxruntime decodes
         plain = [editor.solve(pose, effs).positions for pose, effs in calls]

@@ -229,9 +229,9 @@ def test_bound_runs_match_plain_runs_and_return_new_arrays(folder: Path, batch: 
             np.testing.assert_array_equal(g, c)
 
 
-# The graphs a refined solve runs: the networks and the refinement graph with numpy; none
-# with the compiled kernels, which run the networks themselves (compiled_networks).
-REFINED_ROLES = {"numpy": {"ik_universal_fused", "refine_effectors"}, "native": set()}
+# The graphs a refined solve runs: the networks and the decoder's (its Jacobian) with numpy;
+# none with the compiled kernels, which run the networks themselves (compiled_networks).
+REFINED_ROLES = {"numpy": {"ik_universal_fused", "decoder_jacobian", "decoder"}, "native": set()}
 
 
 def test_a_single_pose_runs_on_sessions_made_for_its_batch(shipped_models: ModelSet,

@@ -393,28 +393,6 @@ def _run_export_jacobian(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_export_refine(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export-refine", help="give an exported model set the refinement "
-                       "graphs (a refined drag in one call; made by export and "
-                       "export-jacobian too)")
-    p.add_argument("--models", default="models", help="model folder (default %(default)s)")
-    p.set_defaults(run=_run_export_refine)
-
-
-def _run_export_refine(args: argparse.Namespace) -> int:
-    from blender_addon.core.models import read_manifest
-    from training.refine_graph import add_to_folder
-
-    entries = add_to_folder(args.models)
-    parity = read_manifest(args.models)
-    for entry in entries:
-        print(f"wrote {args.models}/{entry['file']} ({entry['bytes'] / 1024:.0f} KiB, "
-              f"{entry['config']['steps']} steps, parity error "
-              f"{parity['parity_max_abs_error'][entry['name']]:.1e} against the numpy "
-              "refinement)")
-    return 0
-
-
 def _add_results(sub: argparse._SubParsersAction) -> None:
     from training.results import RESULTS
 
@@ -693,7 +671,7 @@ def _run_render_walkthrough(args: argparse.Namespace) -> int:
 
 
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
-    _add_prepare, _add_train, _add_export, _add_export_jacobian, _add_export_refine,
+    _add_prepare, _add_train, _add_export, _add_export_jacobian,
     _add_add_metric, _add_evaluate,
     _add_benchmark,
     _add_benchmark_bvh, _add_describe, _add_solver_check, _add_slider_reach,

@@ -74,15 +74,6 @@ class Kernels:
         self.keep_rigid = lib.npe_keep_rigid
         self.keep_rigid.restype = None
         self.keep_rigid.argtypes = [_I, _I, _P, _P, _D, _P, _P, _P, _P, _P]
-        self.refine_start = lib.npe_refine_start
-        self.refine_start.restype = _I
-        self.refine_start.argtypes = [_I, _I, _I, _P, _P, _P, _D, _D, *[_P] * 22]
-        self.refine_step = lib.npe_refine_step
-        self.refine_step.restype = _I
-        self.refine_step.argtypes = [_I, _I, _I, *[_P] * 15]
-        self.refine_accept = lib.npe_refine_accept
-        self.refine_accept.restype = _I
-        self.refine_accept.argtypes = [_I, _I, _I, _P, _P, _P, _D, _D, *[_P] * 13]
         self.decode = lib.npe_decode
         self.decode.restype = _I
         self.decode.argtypes = [_P, _I, _P, _P, _P, _P]

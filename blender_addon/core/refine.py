@@ -29,19 +29,16 @@ same formula the sliders use). Everything is batched over poses.
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import hashlib
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import native, skeleton
-from .compiled_networks import CompiledDecoder, compiled_decoder, per_set
+from .compiled_networks import CompiledDecoder, compiled_decoder
 from .conversions import axis_angle_to_matrix
 from .metrics import MetricSpec, evaluate_metric
-from .models import ModelSet, Module
+from .models import ModelSet
 from .normalize import set_bone_lengths_unchecked
 from .quaternions import EPS, norm
 from .rigid_branches import FIT_JOINTS, keep_rigid
@@ -104,10 +101,6 @@ LEARNED_PRIOR = 1e-4  # m^2 per latent unit^2: stay near the networks' latent
 SHIFT_PRIOR = 1.0  # a body shift along the floor costs like missing a target by as much
 DAMPING = 1e-6  # keeps the normal equations well posed whatever the weights
 LM_START, LM_UP, LM_DOWN = 1e-4, 10.0, 0.3  # Levenberg-Marquardt damping, its changes
-# A set's ``refine_effectors`` graphs (``python -m training export-refine``) run the
-# refinement of edits without metric requests in one session call, each for one of these
-# step counts (a drag update's and the default Refinement's; others take the numpy steps).
-GRAPH_STEPS = (2, 3)
 FD_STEP = 1e-4  # metres: the metric gradient's finite-difference step
 # An angle of 0 or 180 degrees (two vectors in line, as a T-pose's clavicles) is a kink: any
 # move opens it, so a forward difference there points every way at once. A metric held at
@@ -394,7 +387,7 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
            body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray,
            relinearize: bool = False, effector_weight: np.ndarray | float = EFFECTOR_WEIGHT,
            least_change: np.ndarray | float = LEAST_CHANGE, spans: np.ndarray | None = None,
-           shrug: bool = False, shrug_only: bool = False, graph: bool = True
+           shrug: bool = False, shrug_only: bool = False
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Refined latents (B, L), model-space poses (B, 21, 3) and body shifts (B, 2).
 
@@ -413,31 +406,42 @@ def refine(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.nda
     to keep (:func:`rigid_spans` of the start pose), or None. ``shrug``: the clavicles'
     turns are variables too (see :data:`SHRUG_PRIOR`); ``shrug_only``: and they are all the
     metric requests ask for, so the joints they do not carry are held as a drag holds the
-    body (:data:`LEAST_CHANGE`). ``graph``: run the set's
-    ``refine_effectors`` graph where it applies (the same steps; False: these numpy ones).
+    body (:data:`LEAST_CHANGE`).
+
+    The one place the backend is chosen: an effector edit (no metric rows, no shrug, no
+    re-linearizing, rigid spans given) runs in one kernel call where the kernels and the
+    set's compiled decoder load (:func:`_refine_native`; its first call is checked against
+    the numpy steps), everything else in the numpy steps (:func:`_refine_numpy`).
     """
-    b = len(z_net)
     effectors_only = metrics is None and not shrug and not relinearize and spans is not None
-    if graph and effectors_only and (kernels := native.kernels()) is not None:
+    if effectors_only and (kernels := native.kernels()) is not None:
         refined = _refine_native(kernels, models, z_net, offset, base, targets, weights,
                                  body_follow, steps, shift, lengths, effector_weight,
                                  least_change, spans)
         if refined is not None and not _native_checked:
             # Checked once, on its first real call, against the numpy steps (it needs a
             # model set, which native's own self-check has not), which decode as it does.
-            want = refine(models, z_net, offset, base, targets, weights, None, body_follow,
-                          steps, shift, lengths, False, effector_weight, least_change, spans,
-                          graph=False)
+            want = _refine_numpy(models, z_net, offset, base, targets, weights, None,
+                                 body_follow, steps, shift, lengths, False, effector_weight,
+                                 least_change, spans)
             _checked_native(refined, want)
         if refined is not None and native.kernels() is not None:
             return refined
-    module = _effector_graphs(models).get(steps) if graph and effectors_only else None
-    if module is not None:
-        latent, pose, shift = module.run_all(
-            z_net.astype(np.float64), offset, base, targets, weights,
-            _per_pose(body_follow, b)[:, 0], shift, lengths,
-            _per_pose(effector_weight, b)[:, 0], _per_pose(least_change, b)[:, 0], spans)
-        return latent, pose, shift
+    return _refine_numpy(models, z_net, offset, base, targets, weights, metrics, body_follow,
+                         steps, shift, lengths, relinearize, effector_weight, least_change,
+                         spans, shrug, shrug_only)
+
+
+def _refine_numpy(models: ModelSet, z_net: np.ndarray, offset: np.ndarray, base: np.ndarray,
+                  targets: np.ndarray, weights: np.ndarray, metrics: MetricRows | None,
+                  body_follow: np.ndarray, steps: int, shift: np.ndarray, lengths: np.ndarray,
+                  relinearize: bool = False,
+                  effector_weight: np.ndarray | float = EFFECTOR_WEIGHT,
+                  least_change: np.ndarray | float = LEAST_CHANGE,
+                  spans: np.ndarray | None = None, shrug: bool = False,
+                  shrug_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`refine` in numpy (the specification): batched Gauss-Newton steps."""
+    b = len(z_net)
     point = _Point(models, z_net.astype(np.float64), offset, lengths, shrug)
     rank = point.rank
     n_vars = rank + _SHRUG_VARIABLES * shrug + 2
@@ -529,11 +533,6 @@ class _NativeWork:
     outputs) and their addresses, made once per shape: a Live drag refines one pose again
     and again, and taking an array's address costs about as much as the kernel's work."""
 
-    INPUTS = ("raw", "jac_latent", "lengths", "v", "base", "targets", "weights", "follow",
-              "effector_weight", "least_change", "spans")
-    STATE = ("pose", "jac", "goal", "row_w", "rjac", "rres", "hess", "inverse", "cost",
-             "damping", "scale")
-
     def __init__(self, b: int, rank: int, latent: int) -> None:
         nv, dim, nj = rank + 2, _POSE_DIM, skeleton.NUM_JOINTS
         shapes = {"z_net": (b, latent), "offset": (b, dim), "raw": (b, dim),
@@ -554,14 +553,6 @@ class _NativeWork:
         self.shape = (native.address(skeleton.SKELETON_PARENTS), native.address(_NATIVE_RIGID),
                       native.address(_native_prior(rank)), float(np.sqrt(RIGID_WEIGHT)))
         at = self.at
-        self.start_args = (*self.shape, LM_START, *(at[k] for k in self.INPUTS),
-                           *(at[k] for k in self.STATE))
-        self.step_args = (self.shape[2], *(at[k] for k in (
-            "v", "v_net", "pose", "jac", "goal", "row_w", "rjac", "rres", "hess", "inverse",
-            "damping", "scale", "stale", "v_try")))
-        self.accept_args = (*self.shape, LM_UP, *(at[k] for k in (
-            "raw", "lengths", "v_try", "v_net", "goal", "row_w", "spans", "v", "pose", "cost",
-            "rres", "damping", "stale")))
         # npe_refine_run's, around the decoder's basis.
         self.run_head = (*self.shape, LM_START, LM_UP, at["z_net"])
         self.run_tail = tuple(at[k] for k in (
@@ -590,14 +581,11 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
                    shift: np.ndarray, lengths: np.ndarray,
                    effector_weight: np.ndarray | float, least_change: np.ndarray | float,
                    spans: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """:func:`refine`'s effector steps with the compiled kernels: in one call with the
-    compiled decoder (:mod:`.compiled_networks`), or around onnxruntime's decoder (its
-    Jacobian graph once, a decode per step) where the set's decoder is not compiled. The
-    same steps either way, in a few calls instead of a refinement graph's hundreds of small
-    nodes. None where the set has no Jacobian graph or a pose has a bone without direction
-    (numpy then)."""
+    """:func:`refine`'s effector steps with the compiled kernels, in one call with the
+    compiled decoder (:mod:`.compiled_networks`). None where the set's decoder is not
+    compiled or a pose has a bone without direction (numpy then)."""
     point = _Point(models, z_net.astype(np.float64), offset, lengths)
-    if point.graph is None:
+    if point.compiled is None:
         return None
     b, rank, nj = len(z_net), point.rank, skeleton.NUM_JOINTS
     work = _native_work(b, rank, models.latent_size)
@@ -613,78 +601,13 @@ def _refine_native(kernels: native.Kernels, models: ModelSet, z_net: np.ndarray,
     arr["least_change"][:] = _per_pose(least_change, b)[:, 0]
     arr["stale"][:] = 0
     compiled = point.compiled
-    if compiled is not None:
-        arr["z_net"][:] = point.z_net
-        arr["offset"][:] = offset.reshape(b, -1)
-        if kernels.refine_run(compiled.address, compiled.work_address, b, nj, rank, steps,
-                              *work.run_head, compiled.basis_address, *work.run_tail) != 0:
-            return None
-        return (arr["latent"].copy(), arr["pose"].reshape(b, nj, 3).copy(),
-                arr["v"][:, -2:].copy())
-    decoded, jac_latent = point.graph.run_all(point.latent(arr["v"]).astype(np.float32))[:2]
-    np.add(offset.reshape(b, -1), decoded.reshape(b, -1), out=arr["raw"])
-    arr["jac_latent"][:] = jac_latent
-    if kernels.refine_start(b, nj, rank, *work.start_args) != 0:
+    arr["z_net"][:] = point.z_net
+    arr["offset"][:] = offset.reshape(b, -1)
+    if kernels.refine_run(compiled.address, compiled.work_address, b, nj, rank, steps,
+                          *work.run_head, compiled.basis_address, *work.run_tail) != 0:
         return None
-    for _ in range(steps):
-        kernels.refine_step(b, nj, rank, *work.step_args)
-        decoded = models.decode(point.latent(arr["v_try"]).astype(np.float32))
-        np.add(offset.reshape(b, -1), decoded.reshape(b, -1), out=arr["raw"])
-        taken = kernels.refine_accept(b, nj, rank, *work.accept_args)
-        if taken < 0:
-            return None
-        if taken == 0:
-            break
-    return (point.latent(arr["v"]).astype(np.float32), arr["pose"].reshape(b, nj, 3).copy(),
+    return (arr["latent"].copy(), arr["pose"].reshape(b, nj, 3).copy(),
             arr["v"][:, -2:].copy())
-
-
-# npe_native.c's RefineRun's arrays after its constants, in order.
-_RUN_ARRAYS = ("basis", "z_net", "v_net", "latent", "decoded", "jac_f", "raw", "jac_latent",
-               "v", "v_try", "pose", "jac", "goal", "row_w", "rjac", "rres", "hess",
-               "inverse", "cost", "damping", "scale", "stale")
-
-
-class _RefineRunStruct(ctypes.Structure):
-    """npe_native.c's ``RefineRun``."""
-    _fields_ = [("d", ctypes.c_void_p), ("work", ctypes.c_void_p), ("rank", ctypes.c_int64),
-                ("parents", ctypes.c_void_p), ("rigid", ctypes.c_void_p),
-                ("prior", ctypes.c_void_p)] + [
-        (name, ctypes.c_double) for name in ("rigid_scale", "lm_start", "lm_up")] + [
-        (name, ctypes.c_void_p) for name in _RUN_ARRAYS]
-
-
-class RefineRun:
-    """One pose's effector refinement for the solve kernel (``npe_solve_one``, which fills its
-    inputs from the start and the request as :func:`_refine_native` does): the compiled
-    decoder, the constants and the kernel's arrays, made once per set. The refined latent
-    is left in ``latent`` (1, L)."""
-
-    def __init__(self, compiled: CompiledDecoder, rank: int, latent: int) -> None:
-        self.work = _NativeWork(1, rank, latent)  # its own: kept as long as the struct
-        at, shape = self.work.at, self.work.shape
-        self.struct = _RefineRunStruct(compiled.address, compiled.work_address, rank,
-                                       *shape, LM_START, LM_UP, compiled.basis_address,
-                                       *(at[name] for name in _RUN_ARRAYS[1:]))
-        self.address = ctypes.addressof(self.struct)
-        self.latent = self.work.arrays["latent"]
-
-
-_RUNS: weakref.WeakKeyDictionary[ModelSet, RefineRun | None] = weakref.WeakKeyDictionary()
-
-
-def compiled_refinement(models: ModelSet) -> RefineRun | None:
-    """The set's :class:`RefineRun`, or None where :func:`refine` would run anything else for
-    an effector request: no compiled decoder (nor Jacobian graph), the kernels off, or
-    their first refinement not yet checked against the numpy steps (:func:`refine` checks
-    it)."""
-    return per_set(_RUNS, models, _make_run) if _native_checked else None
-
-
-def _make_run(models: ModelSet, kernels: native.Kernels) -> RefineRun | None:
-    compiled = compiled_decoder(models)
-    return None if compiled is None else RefineRun(compiled, len(models.jacobian_basis),
-                                                   models.latent_size)
 
 
 _native_checked = False
@@ -706,36 +629,6 @@ _NATIVE_RIGID = np.ascontiguousarray(_RIGID_PAIRS, dtype=np.int64)
 @functools.cache
 def _native_prior(rank: int) -> np.ndarray:
     return np.ascontiguousarray(_prior(rank, False))
-
-
-def graph_constants() -> dict[str, float]:
-    """The constants a ``refine_effectors`` graph has built in: one made with others (a
-    newer engine's) is not used."""
-    return {"LEARNED_PRIOR": LEARNED_PRIOR, "DAMPING": DAMPING, "SHIFT_PRIOR": SHIFT_PRIOR,
-            "RIGID_WEIGHT": RIGID_WEIGHT, "LM_START": LM_START, "LM_UP": LM_UP}
-
-
-_GRAPHS: weakref.WeakKeyDictionary[ModelSet, dict[int, Module]] = weakref.WeakKeyDictionary()
-
-
-def basis_digest(basis: np.ndarray) -> str:
-    """A short fingerprint of refinement directions (K, L), as the graphs store them."""
-    return hashlib.sha256(np.ascontiguousarray(basis, dtype=np.float32).tobytes()).hexdigest()[:16]
-
-
-def _effector_graphs(models: ModelSet) -> dict[int, Module]:
-    """The set's ``refine_effectors`` modules by step count: those made with this engine's
-    constants and along the set's refinement directions (a set whose Jacobian graph was
-    made again since has none until ``export-refine``). Looked up once per set."""
-    if models not in _GRAPHS:
-        want = {"constants": graph_constants(), "basis": basis_digest(models.jacobian_basis)}
-        _GRAPHS[models] = {
-            entry["config"]["steps"]: models.modules[entry["name"]]
-            for entry in models.manifest["modules"]
-            if entry["role"] == "refine_effectors"
-            and entry.get("config", {}).get("steps") in GRAPH_STEPS
-            and all(entry["config"].get(k) == v for k, v in want.items())}
-    return _GRAPHS[models]
 
 
 def _per_pose(value: np.ndarray | float, b: int) -> np.ndarray:

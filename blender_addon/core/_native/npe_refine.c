@@ -105,7 +105,7 @@ static void cholesky_solve(int64_t nv, const double *l, const double *b, double 
  * latent Jacobian (63 x rank) made rig-shaped (refine._fixed) and shifted, the rows' goals
  * and weights, the cost, the rigid residuals and their Jacobian, the damped inverse of the
  * Gauss-Newton matrix. Returns 0, or -1 where a bone has no direction. */
-NPE_API int64_t npe_refine_start(
+static int64_t npe_refine_start(
     int64_t n, int64_t nj, int64_t rank, const int64_t *parents, const int64_t *rigid,
     const double *prior, double rigid_scale, double lm_start, const double *raw_all,
     const double *jac_latent_all, const double *lengths_all, const double *v_all,
@@ -205,7 +205,7 @@ NPE_API int64_t npe_refine_start(
 
 /* One step's trial variables, pose by pose: v_try = v - (damped matrix)^-1 grad, its
  * factor redone first where stale (a failed step raised the damping). */
-NPE_API int64_t npe_refine_step(
+static int64_t npe_refine_step(
     int64_t n, int64_t nj, int64_t rank, const double *prior, const double *v_all,
     const double *v_net_all, const double *pose_all, const double *jac_all,
     const double *goal_all, const double *row_w_all, const double *rjac_all,
@@ -246,7 +246,7 @@ NPE_API int64_t npe_refine_step(
 /* The trial's decoded poses (raw: decoder + offset) judged, pose by pose: a better cost
  * takes the trial (v, pose, cost, rres); a worse one raises the damping and stales the
  * factor. Returns how many poses took their trial, or -1 where a bone has no direction. */
-NPE_API int64_t npe_refine_accept(
+static int64_t npe_refine_accept(
     int64_t n, int64_t nj, int64_t rank, const int64_t *parents, const int64_t *rigid,
     const double *prior, double rigid_scale, double lm_up, const double *raw_all,
     const double *lengths_all, const double *v_try_all, const double *v_net_all,
