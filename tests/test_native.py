@@ -79,7 +79,7 @@ def test_the_kernels_are_cross_compiled_for_every_platform(tmp_path: Path) -> No
     macho = files["macos-arm64"]
     assert struct.unpack_from("<Ii", macho, 0) == (0xFEEDFACF, MACHO_ARM64)
     assert LC_CODE_SIGNATURE in macho_commands(macho)
-    assert len(EXPORTS) >= 16 and b"npe_refine_run" in EXPORTS  # the source read right
+    assert len(EXPORTS) >= 14 and b"npe_refine_run" in EXPORTS  # the source read right
     for name, data in files.items():
         missing = [e.decode() for e in EXPORTS if e not in data]
         assert not missing, f"{name} lacks {missing}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blender_addon.core import exact_reach, native, pipeline, refine, skeleton
+from blender_addon.core import exact_reach, native, pipeline, refine, rigid_branches, skeleton
 from blender_addon.core.normalize import set_bone_lengths
 from blender_addon.core.pipeline import Effector, PoseEditor
 from blender_addon.core.refine import _fixed
@@ -325,7 +325,7 @@ def test_forward_difference_probes_skip_the_rigid_fit_only_where_it_cannot_see(
     fast = refine._probes(pose, shown, start)
     full = refine._as_rig_shows(pose[:, None] + refine._EYE_POSE[None], start)
     np.testing.assert_allclose(fast, full, atol=1e-12)
-    assert len(refine.FIT_JOINTS) < skeleton.NUM_JOINTS
+    assert len(rigid_branches.FIT_JOINTS) < skeleton.NUM_JOINTS
 
 
 @pytest.mark.usefixtures("with_kernels")
@@ -334,17 +334,17 @@ def test_a_kernel_refinement_off_the_numpy_steps_is_refused(shipped_models, mani
     """The first refinement on the kernels is checked against the numpy steps: one that
     disagrees switches the kernels off for the session, and the solve takes numpy's."""
     monkeypatch.setattr(native, "_refused", None)
-    monkeypatch.setattr(refine, "_native_checked", False)
+    monkeypatch.setattr(refine.native_run, "_native_checked", False)
     # (onnxruntime's networks on both sides: the compiled ones would answer the first before
     # the refusal)
-    monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
-    real = refine._refine_native
+    monkeypatch.setattr(pipeline.networks, "compiled_universal", lambda models: None)
+    real = refine.native_run._refine_native
 
     def off(*args):
         latent, pose, shift = real(*args)
         return latent, pose + 1e-6, shift
 
-    monkeypatch.setattr(refine, "_refine_native", off)
+    monkeypatch.setattr(refine.native_run, "_refine_native", off)
     pose = manifold_clip[30]
     effs = _drags(pose, 1)[0]
     got = PoseEditor(shipped_models).solve(pose, effs).positions

@@ -38,14 +38,15 @@ def test_solves_with_the_kernels_are_numpys(shipped_models, synthetic_clip,
     with the kernels as with numpy alone (the networks the same: onnxruntime's; each
     kernel is held to its numpy code by its own tests). Drags that need rig IK after the
     re-aims are among them."""
-    monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
-    monkeypatch.setattr(refine, "compiled_decoder", lambda models: None)
+    monkeypatch.setattr(pipeline.networks, "compiled_universal", lambda models: None)
+    monkeypatch.setattr(refine.point, "compiled_decoder", lambda models: None)
     editor = PoseEditor(shipped_models)
     rng = np.random.default_rng(1)
     poses = synthetic_clip[::3]
     calls, handed_back, beyond = [], 0, 0
-    run = pipeline._reach_rest
-    monkeypatch.setattr(pipeline, "_reach_rest", lambda *a, **k: calls.append(1) or run(*a, **k))
+    run = pipeline.finish._reach_rest
+    monkeypatch.setattr(pipeline.finish, "_reach_rest",
+                        lambda *a, **k: calls.append(1) or run(*a, **k))
     for p, effs in zip(poses, _drags(poses, rng), strict=True):
         for options, drag in ((SolveOptions(refine_steps=0), False), (SolveOptions(), False),
                               (SolveOptions(), True)):
