@@ -11,28 +11,8 @@ from ..metrics import MetricSpec
 from ..quaternions import EPS, norm
 from .layout import _POSE_DIM
 
-# The clavicles' turns (a shrug or the shoulders let down, and a hunch or the shoulders
-# drawn back), each clavicle bone turned about its clavicle joint with the arm carried as it
-# hangs: variables of their own in an edit that asks for a metric reading a clavicle
-# (:func:`moves_shoulders`). CMU's clavicles never move (the angle between them is
-# 31.0-31.1 degrees in 99 % of its poses), so its latent has no shrug and met such a
-# request by bending the chest, which a rig's one chest bone cannot take, and the rest of
-# the body with it. A radian of elevation costs like a joint moved SHRUG_PRIOR ** 0.5 m, a
-# radian of protraction PROTRACTION_PRIOR ** 0.5 m: left as cheap, it let the refinement
-# bend the body elsewhere. Slider sweep, the other metrics' largest change (median),
-# opening 150 CMU test poses' shoulders 20 degrees / closing 20 Bandai Namco test poses'
-# with the CMU set: 8.1 / 0.6 degrees at 1e-2, 2.1 / 1.7 at 0.3; on 300 Bandai Namco
-# test poses, closing / opening by 20: 2.2 / 4.0 degrees at 0.3, 2.7 / 1.7 at 0.7, 3.1 /
-# 1.4 at 1 (CMU poses the same at 0.3 and 1: 2.3 opening). Turning the whole arm
-# about the clavicle joint instead of carrying it swung the hands and bent the knees to
-# hold their height (6.3 degrees opening CMU poses' by 20 with 300 poses); elevation alone
-# reached 31 % of a closing request on Bandai Namco poses. Those figures are of requests the
-# networks answered first; the refinement now starts such a request from the pose as it
-# stands (PoseEditor._solve), where these priors measured best (300 poses of 60 BVH clips
-# each, the other metrics' largest change, median, and the joints' mean move): opening
-# CMU's skeleton's shoulders 20 degrees 0.0 degrees / 0.10 cm, 0.6 cm moved (0.3 and 0.3:
-# 0.1 / 0.14, 0.9), Bandai Namco's 40 degrees 0.0 / 0.11, 0.7 cm (0.3 and 0.3: 0.4 / 0.10,
-# 1.2).
+# The clavicles' turns as variables: a radian of elevation costs like a joint moved
+# SHRUG_PRIOR ** 0.5 m, of protraction PROTRACTION_PRIOR ** 0.5 m.
 SHRUG_PRIOR = 1e-2
 
 PROTRACTION_PRIOR = 0.7
