@@ -31,6 +31,8 @@ clavicles' turns), :mod:`.lengths` (the rig's lengths and their Jacobian),
 :mod:`.metric_rows`, :mod:`.rigid` (the rigid branches' rows), :mod:`.point` (variables ->
 poses, the cost), :mod:`.native_run` (the kernels' run) and :mod:`.steps` (the backend
 chosen in one place, the numpy steps).
+
+(Names imported ``as`` themselves are internals the tests read.)
 """
 
 from __future__ import annotations
@@ -50,8 +52,6 @@ from .shrug import _SHRUG_NEXT as _SHRUG_NEXT
 from .shrug import PROTRACTION_PRIOR, SHRUG_PRIOR, moves_shoulders
 from .shrug import _shrugged as _shrugged
 from .steps import refine
-
-# (internals the tests read)
 from .weights import _RIGID_PAIRS as _RIGID_PAIRS
 from .weights import (
     BALANCE_WEIGHT,
