@@ -193,3 +193,15 @@ def test_a_kernel_that_fails_its_self_check_leaves_numpy_in_charge(
     monkeypatch.setattr(native, "_load", lambda: _Refusing(real))
     assert native.kernels() is None
     assert native._refused.startswith(f"{real.path.name}: exact reach: the exact-reach kernel")
+
+
+@pytest.mark.usefixtures("fresh_loader")
+def test_the_baseline_switch_runs_the_networks_plain_code(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """NPE_NATIVE_BASELINE=1: the networks' plain code even where the processor has AVX2
+    (the build every processor runs; CI runs the engine's tests so too)."""
+    built()
+    monkeypatch.setenv(native.BASELINE_SWITCH, "1")
+    loaded = native._load()
+    assert loaded is not None and loaded.decoder_avx2() == 0
+    loaded.decoder_allow_avx2(1)  # (the library is loaded once per process: as it was)
