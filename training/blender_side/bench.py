@@ -173,7 +173,7 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (core_models.Module, "run", SOLVE_ONNX, False),
     (core_models.Module, "run_all", SOLVE_ONNX, False),
     (compiled_networks.CompiledUniversal, "edit", SOLVE_COMPILED, False),
-    (core_refine, "_refine_native", SOLVE_COMPILED, False),
+    (core_refine.native_run, "_refine_native", SOLVE_COMPILED, False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),
     (base_pose, "mark_written", "write pose", True),
