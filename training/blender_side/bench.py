@@ -155,7 +155,7 @@ class StageTimer:
 
 SOLVE_NUMPY = ("pipeline: numpy stages and kernels (start, request, rig-shaped answer, "
                "exact reach)")
-SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
+SOLVE_ONNX = "pipeline: onnxruntime (networks, the decoder and its Jacobian)"
 SOLVE_COMPILED = "pipeline: compiled networks (the universal edit, the refinement run)"
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
