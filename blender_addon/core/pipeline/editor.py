@@ -43,6 +43,7 @@ class PoseEditor(_Contacts, _Networks, _Sliders):
     """Edits poses of one rig (its bone lengths) with one model set. One thread at a time:
     the solves share the kernels' buffers (made once; the add-on solves on Blender's main
     thread)."""
+
     def __init__(self, models: ModelSet | None, lengths: np.ndarray | None = None) -> None:
         self.models = models
         self._starts: dict[bytes, _Start] = {}
@@ -55,13 +56,11 @@ class PoseEditor(_Contacts, _Networks, _Sliders):
             self._metrics = models.metrics
 
     @property
-
     def lengths(self) -> np.ndarray | None:
         """The rig's bone lengths (21,) (read-only), or None: each pose's own, measured."""
         return self._lengths
 
     @lengths.setter
-
     def lengths(self, lengths: np.ndarray | None) -> None:
         value = None if lengths is None else np.array(lengths, dtype=np.float64)
         if value is not None and value.shape != (skeleton.NUM_JOINTS,):
@@ -147,7 +146,6 @@ class PoseEditor(_Contacts, _Networks, _Sliders):
                               use_fabrik=False)
 
     @staticmethod
-
     def effector_arrays(positions: np.ndarray, effectors: Sequence[Effector]
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Effector objects -> (mask, targets, weights) arrays for a batch of one pose.
@@ -259,18 +257,51 @@ class PoseEditor(_Contacts, _Networks, _Sliders):
                 if odd.any():
                     return self._least_change_of(odd, p, mask, t, w, user_mask, options,
                                                  each_pose, drag)
+        # The stages: start -> request -> networks -> refine -> finish -> notes.
         start = self._start(p)
+        notes: list[str] = []
+        mask, t, w, requests, t_net, shift = self._request(p, start, mask, t, w, metrics,
+                                                           options, notes)
+        if not mask.any() and not requests:
+            return EditResult(p.copy(), None, np.zeros(mask.shape), notes)
+        shifted = bool(shift.any())
+        # A request that turns the clavicles is met by the refinement's own clavicle turns
+        # (refine.SHRUG_PRIOR), from the pose as it stands: a latent that never saw a shrug
+        # answered it by lowering the arms and bending the trunk.
+        turns = {name for name in requests if refine.moves_shoulders(self._metrics[name].metric)}
+        asked = {name: r for name, r in requests.items() if name not in turns} \
+            if options.refine_steps else requests
+        z_new, edited, unmoved = self._networks(start.model, mask, t_net, w, asked, options,
+                                                notes)
+        # The decoded change on top of the input (or the decoded pose alone): requests
+        # that ask for nothing new change nothing.
+        offset = start.model - unmoved if options.keep_details else np.zeros_like(start.model)
+        pose = offset + edited
+        if options.refine_steps:
+            z_new, pose, shift = self._refine(p, start, mask, t, w, requests, z_new, offset,
+                                              shift, turns, asked, options, each_pose, drag)
+        out = self._finish(p, start, pose, shift, shifted, mask, t, w, user_mask, options,
+                           drag)
+        errors = effector_errors(out, t, user_mask)
+        if not drag:  # a drag's pause says it (the notes of its updates go unread)
+            notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
+                                       refined=options.refine_steps > 0))
+        return EditResult(out, z_new, errors, notes)
+
+    def _request(self, p: np.ndarray, start: _Start, mask: np.ndarray, t: np.ndarray,
+                 w: np.ndarray, metrics: dict[str, np.ndarray], options: SolveOptions,
+                 notes: list[str]) -> tuple:
+        """The request stage: the planted feet held, the metric requests in model units,
+        the targets in model space for the networks and the pelvis's floor shift taken out
+        of them. (mask, targets, weights, metric requests, network targets, shift (B, 2))."""
         if self._plants_feet(options, metrics):
             mask, t, w = _hold_planted_feet(start.feet_down, p, mask, t, w,
                                             REACH_TOLERANCE / np.asarray(start.frame.scale))
         model = start.model
-        notes: list[str] = []
         requests = self._metric_requests(p, model, start.frame, metrics, notes) if metrics \
             else {}
-        if not mask.any() and not requests:
-            return EditResult(p.copy(), None, np.zeros(mask.shape), notes)
         # The networks are asked for each limb's own move (offsets scaled by that limb);
-        # the refinement below works on the rig's proportions with its exact targets.
+        # the refinement works on the rig's proportions with its exact targets.
         t_model = self.targets_to_model(p, t, model, start.frame, start.turn,
                                         start.offset_scales)
         # Model space keeps the pelvis over its origin: a dragged pelvis's move along
@@ -278,58 +309,56 @@ class PoseEditor(_Contacts, _Networks, _Sliders):
         # without it.
         shift = (t_model[:, ROOT] - model[:, ROOT])[:, [0, 2]] * (
             mask[:, ROOT:ROOT + 1] > 0)
-        shifted = bool(shift.any())
-        t_net = t_model - _shift3(shift)[:, None] if shifted else t_model
-        # A request that turns the clavicles is met by the refinement's own clavicle turns
-        # (refine.SHRUG_PRIOR), from the pose as it stands: a latent that never saw a shrug
-        # (CMU's clavicles never move) answered it by lowering the arms and bending the
-        # trunk, and the held metrics pulled only part of that back (opening CMU's BVH
-        # skeleton's shoulders 20 degrees lowered the hands 2.1 cm and moved the joints 4.4
-        # cm on average; from the pose as it stands 0.1 cm and 0.5 cm).
-        turns = {name for name in requests if refine.moves_shoulders(self._metrics[name].metric)}
-        asked = {name: r for name, r in requests.items() if name not in turns} \
-            if options.refine_steps else requests
-        z_new, edited, unmoved = self._networks(model, mask, t_net, w, asked, options,
-                                                notes)
-        # The decoded change on top of the input (or the decoded pose alone): requests
-        # that ask for nothing new change nothing.
-        offset = model - unmoved if options.keep_details else np.zeros_like(model)
-        pose = offset + edited
-        if options.refine_steps:
-            # Refinement works on the rig's own proportions (in model units), where its
-            # targets are exact: a canonical-length pose put on a rig with shorter arms
-            # would leave the hand short of its target.
-            rig_lengths, rig_model = start.rig_lengths, start.rig_model
-            t_rig = self.targets_to_model(p, t, rig_model, start.frame, start.turn)
-            moved = _moved(mask, t_rig, rig_model)
-            moving = moved.any(axis=1)
-            rows = _metric_rows(requests, self._metrics, moving, rig_model,
-                                options.fix_lengths)
-            share = refine.full_body_share(mask, t_rig, rig_model)
-            # Body follow is how much the body joins a drag of a limb, up to all of it
-            # for a request that describes the whole body (as its effectors' weight, see
-            # refine.full_body_share) or moves the trunk (a dragged pelvis or head
-            # carries the body: held back, the pelvis fell 10 cm short where it fell 3
-            # cm short); a slider-only edit keeps the rest of the pose (and takes more
-            # steps: metric rows are strongly curved).
-            whole = np.where(moved[:, _TRUNK].any(axis=1), 1.0, share)
-            body_follow = options.body_follow
-            if body_follow and (moving & (whole < 1.0)).any():
-                body_follow = body_follow * start.familiarity
-            follow = np.where(moving, body_follow + (1.0 - body_follow) * whole, 0.0)
-            effector_weight = refine.effector_weights(share)
-            least_change = refine.least_change_weights(share)
-            relinearize = rows is not None and each_pose
-            steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
-                else min(options.refine_steps, DRAG_REFINE_STEPS) if drag \
-                else options.refine_steps
-            z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig, w,
-                                               rows, follow, steps, shift, rig_lengths,
-                                               relinearize, effector_weight, least_change,
-                                               start.spans if options.fix_lengths
-                                               and rows is None else None,
-                                               bool(turns), bool(turns) and not asked)
-            pose = pose - _shift3(shift)[:, None]
+        t_net = t_model - _shift3(shift)[:, None] if shift.any() else t_model
+        return mask, t, w, requests, t_net, shift
+
+    def _refine(self, p: np.ndarray, start: _Start, mask: np.ndarray, t: np.ndarray,
+                w: np.ndarray, requests: dict, z_new: np.ndarray, offset: np.ndarray,
+                shift: np.ndarray, turns: set[str], asked: dict, options: SolveOptions,
+                each_pose: bool, drag: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The refine stage (:func:`.refine.refine`) on the rig's own proportions in model
+        units, where its targets are exact (a canonical-length pose put on a rig with
+        shorter arms would leave the hand short): the latent, the model pose without the
+        floor shift, the shift."""
+        rig_lengths, rig_model = start.rig_lengths, start.rig_model
+        t_rig = self.targets_to_model(p, t, rig_model, start.frame, start.turn)
+        moved = _moved(mask, t_rig, rig_model)
+        moving = moved.any(axis=1)
+        rows = _metric_rows(requests, self._metrics, moving, rig_model,
+                            options.fix_lengths)
+        share = refine.full_body_share(mask, t_rig, rig_model)
+        # Body follow is how much the body joins a drag of a limb, up to all of it
+        # for a request that describes the whole body (as its effectors' weight, see
+        # refine.full_body_share) or moves the trunk (a dragged pelvis or head
+        # carries the body: held back, the pelvis fell 10 cm short where it fell 3
+        # cm short); a slider-only edit keeps the rest of the pose (and takes more
+        # steps: metric rows are strongly curved).
+        whole = np.where(moved[:, _TRUNK].any(axis=1), 1.0, share)
+        body_follow = options.body_follow
+        if body_follow and (moving & (whole < 1.0)).any():
+            body_follow = body_follow * start.familiarity
+        follow = np.where(moving, body_follow + (1.0 - body_follow) * whole, 0.0)
+        effector_weight = refine.effector_weights(share)
+        least_change = refine.least_change_weights(share)
+        relinearize = rows is not None and each_pose
+        steps = max(options.refine_steps, METRIC_STEPS) if relinearize \
+            else min(options.refine_steps, DRAG_REFINE_STEPS) if drag \
+            else options.refine_steps
+        z_new, pose, shift = refine.refine(self.models, z_new, offset, rig_model, t_rig, w,
+                                           rows, follow, steps, shift, rig_lengths,
+                                           relinearize, effector_weight, least_change,
+                                           start.spans if options.fix_lengths
+                                           and rows is None else None,
+                                           bool(turns), bool(turns) and not asked)
+        return z_new, pose - _shift3(shift)[:, None], shift
+
+    def _finish(self, p: np.ndarray, start: _Start, pose: np.ndarray, shift: np.ndarray,
+                shifted: bool, mask: np.ndarray, t: np.ndarray, w: np.ndarray,
+                user_mask: np.ndarray, options: SolveOptions, drag: bool) -> np.ndarray:
+        """The finish stage: the model pose back in the rig's space (the floor shift
+        added), its lengths, rigid pelvis and chest, and the goals reached exactly
+        (:mod:`.finish`); or the networks' answer re-aimed, refinement off."""
+        model = start.model
         moves = bool(options.refine_steps) or shifted  # the floor shift moves the answer
         tolerance = REACH_TOLERANCE / np.asarray(start.frame.scale)  # in the rig's units
         frame, turn, move = start.frame, start.turn, 0.0
@@ -356,14 +385,9 @@ class PoseEditor(_Contacts, _Networks, _Sliders):
                                     frame.lengths, tolerance,
                                     straightest=_NETWORK_STRAIGHTEST, bend_trunk=False,
                                     bent=moved)
-        errors = effector_errors(out, t, user_mask)
-        if not drag:  # a drag's pause says it (the notes of its updates go unread)
-            notes.extend(_reach_notes(p, (mask > 0) & (w >= 1.0), t, errors, user_mask,
-                                       refined=options.refine_steps > 0))
-        return EditResult(out, z_new, errors, notes)
+        return out
 
     @staticmethod
-
     def targets_to_model(p: np.ndarray, t: np.ndarray, model: np.ndarray, frame: BodyFrame,
                          turn: np.ndarray | None = None, scales: np.ndarray | None = None
                          ) -> np.ndarray:
