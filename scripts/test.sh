@@ -6,7 +6,10 @@
 #     tests hold them to the numpy code and fail, not skip, where they are missing;
 #  3. ruff check .;
 #  4. pytest in .venv on tests/ except tests/blender (extra arguments go to this run);
-#  5. pytest tests/blender once per Blender venv, each in its own process under a timeout
+#  5. the engine's test files again with the kernels' baseline code (NPE_NATIVE_BASELINE=1:
+#     the networks' plain code, as on a processor without AVX2) and with the kernels off
+#     (NPE_NATIVE=0: numpy alone; the kernels' own tests skip);
+#  6. pytest tests/blender once per Blender venv, each in its own process under a timeout
 #     (bpy 4.5 can hang at exit when a handler stays registered).
 # Fails when any step fails or a pytest run collects nothing (exit 5).
 set -uo pipefail
@@ -47,6 +50,18 @@ record "ruff check ." $? $((SECONDS - start))
 start=$SECONDS
 .venv/bin/python -m pytest tests --ignore=tests/blender "$@"
 record "pytest (.venv)" $? $((SECONDS - start))
+
+# The engine's files: the solve, its stages and the kernels (the rest runs no kernel).
+ENGINE_TESTS=(tests/test_pipeline.py tests/test_refine.py tests/test_solve_kernels.py
+              tests/test_native.py tests/test_compiled_networks.py tests/test_rig_ik.py
+              tests/test_exact_reach.py tests/test_rigid_branches.py tests/test_reach_bounds.py
+              tests/test_rotations.py tests/test_rotations_reference.py tests/test_models.py)
+start=$SECONDS
+NPE_NATIVE_BASELINE=1 .venv/bin/python -m pytest -q "${ENGINE_TESTS[@]}"
+record "pytest engine, baseline kernels" $? $((SECONDS - start))
+start=$SECONDS
+env -u NPE_REQUIRE_NATIVE NPE_NATIVE=0 .venv/bin/python -m pytest -q "${ENGINE_TESTS[@]}"
+record "pytest engine, NPE_NATIVE=0" $? $((SECONDS - start))
 
 for v in "${BLENDER_VENVS[@]}"; do
     start=$SECONDS

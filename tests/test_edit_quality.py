@@ -175,11 +175,13 @@ def test_a_body_lying_down_keeps_the_rest_of_the_body(shipped_models, manifold_c
         return float(np.linalg.norm(out.positions[:, others] - lying[:, others], axis=-1).mean())
 
     default, still = moved(SolveOptions()), moved(SolveOptions(body_follow=0.0))
-    monkeypatch.setattr(pipeline, "FAMILIAR_TILT_DEG", 179.0)  # trusted, as before
-    monkeypatch.setattr(pipeline, "UNFAMILIAR_TILT_DEG", 180.0)
-    monkeypatch.setattr(pipeline, "LEAST_CHANGE_TILT_DEG", 180.0)  # nor, by its tilt,
-    monkeypatch.setattr(pipeline, "LOW_PELVIS_HEIGHT", -np.inf)  # its low pelvis
-    monkeypatch.setattr(pipeline, "CONTACT_HEIGHT", -np.inf)  # nor by what touches the floor
+    # (each where the solve reads it: the start pose's and the contacts' stages)
+    monkeypatch.setattr(pipeline.start, "FAMILIAR_TILT_DEG", 179.0)  # trusted, as before
+    monkeypatch.setattr(pipeline.start, "UNFAMILIAR_TILT_DEG", 180.0)
+    monkeypatch.setattr(pipeline.contacts, "LEAST_CHANGE_TILT_DEG", 180.0)  # nor, by its tilt,
+    monkeypatch.setattr(pipeline.contacts, "LOW_PELVIS_HEIGHT", -np.inf)  # its low pelvis
+    monkeypatch.setattr(pipeline.contacts, "CONTACT_HEIGHT", -np.inf)  # nor what touches
+    # the floor
     trusted = moved(SolveOptions())
     # measured: 1.61 cm, as with body follow 0; trusted as a standing body's: 1.96
     assert default == pytest.approx(still, rel=1e-9) and default < 0.9 * trusted

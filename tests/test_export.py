@@ -16,7 +16,6 @@ import torch
 from blender_addon.core import skeleton
 from blender_addon.core.metrics import DEFAULT_METRICS, MetricSpec, evaluate_metric
 from blender_addon.core.models import MANIFEST_NAME, MANIFEST_VERSION, ROLES, ModelSet, module_io
-from blender_addon.core.refine import GRAPH_STEPS
 from tests.conftest import TinySet
 from training.cli import main
 from training.data.dataset import PoseData
@@ -62,16 +61,6 @@ def _random_inputs(role: str, latent: int, group: int, n: int, mean_pose: np.nda
         return z if role == "ik_universal" else poses, mask, targets, weights
     if role == "ik_group":
         return z, np.ascontiguousarray(poses[:, :group])
-    if role == "refine_effectors":  # a drag of the left hand, the other ends held
-        weights = np.zeros((n, skeleton.NUM_JOINTS))
-        weights[:, skeleton.joint_indices(list(skeleton.END_JOINTS))] = 1.0
-        targets = poses.astype(np.float64)
-        targets[:, skeleton.JOINT_INDEX["l_hand"]] += RANDOM_POSE_NOISE
-        lengths = skeleton.bone_lengths(poses.astype(np.float64))
-        ones = np.ones(n)
-        return (z.astype(np.float64), np.zeros((n, skeleton.NUM_JOINTS, 3)),
-                poses.astype(np.float64), targets, weights, 0.5 * ones, np.zeros((n, 2)),
-                lengths, 5.0 * ones, 10.0 * ones, np.ones((n, 6)))
     return z, (RANDOM_VALUE_SCALE * rng.standard_normal((n, 1))).astype(np.float32)
 
 
@@ -101,7 +90,6 @@ def test_modelset_loads_every_module(tiny_set: TinySet, models: ModelSet,
     names = {m["name"] for m in manifest["modules"]}
     assert set(models.modules) == names
     expected = {"encoder", "decoder", "ik_universal", "ik_universal_fused", "decoder_jacobian",
-                *(f"refine_effectors_{n}" for n in GRAPH_STEPS),
                 *(f"ik_{g}" for g in EFFECTOR_GROUPS),
                 *(f"metric_{s.name}" for s in DEFAULT_METRICS)}
     assert names == expected
@@ -130,9 +118,7 @@ def test_onnx_matches_torch_on_random_and_real_inputs(tiny_set: TinySet,
                                                       models: ModelSet) -> None:
     data = PoseData.load(tiny_set.data)
     nets, info = collect(tiny_set.runs, basis_poses(data))
-    # The refinement graphs are checked against the numpy refinement (test_refine_graph).
-    assert {n.name for n in nets} == {name for name, m in models.modules.items()
-                                      if m.role != "refine_effectors"}
+    assert {n.name for n in nets} == set(models.modules)
     rng = np.random.default_rng(0)
     pick = rng.integers(len(data.poses), size=(2, PARITY_BATCH))
     x, x2 = data.poses[pick[0]].astype(np.float32), data.poses[pick[1]].astype(np.float32)
@@ -241,8 +227,7 @@ def test_export_files_are_atomic_and_world_readable(tiny_set: TinySet,
     for f in [*files, *tiny_set.torchscript.iterdir()]:
         assert stat.S_IMODE(f.stat().st_mode) == FILE_MODE, f
     scripted = {f.stem for f in tiny_set.torchscript.glob("*.pt")}
-    assert scripted == {m["name"] for m in manifest["modules"]  # the networks
-                        if m["role"] != "refine_effectors"}
+    assert scripted == {m["name"] for m in manifest["modules"]}  # the networks
 
 
 def _numbers(obj: Any) -> list[float]:

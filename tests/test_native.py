@@ -16,16 +16,18 @@ import numpy as np
 import pytest
 
 import build_addon
-from blender_addon.core import native
+from blender_addon.core import native, native_check
 from blender_addon.core.rig import forward_kinematics
 from blender_addon.core.solver import positions_to_rotations
 from scripts import build_native
 from tests.conftest import kernels_missing
 from tests.test_rotations import production_rig, random_pose
 
-# Every function the source exports (NPE_API), as the libraries must name them.
-EXPORTS = tuple(name.encode() for name in re.findall(
-    r"NPE_API[^(;]*?\b(npe_\w+)\(", build_native.SOURCE.read_text()))
+# Every function the source exports (NPE_API), as the libraries must name them: npe_native.c
+# and the parts it includes.
+EXPORTS = tuple(dict.fromkeys(name.encode() for part in sorted(build_native.NATIVE_DIR.glob("*.c"))
+                              for name in re.findall(r"NPE_API[^(;]*?\b(npe_\w+)\(",
+                                                     part.read_text())))
 ELF_X86_64, PE_AMD64, MACHO_ARM64 = 62, 0x8664, 0x0100000C
 LC_CODE_SIGNATURE = 0x1D  # Apple Silicon loads signed code only (ad hoc will do)
 
@@ -77,7 +79,7 @@ def test_the_kernels_are_cross_compiled_for_every_platform(tmp_path: Path) -> No
     macho = files["macos-arm64"]
     assert struct.unpack_from("<Ii", macho, 0) == (0xFEEDFACF, MACHO_ARM64)
     assert LC_CODE_SIGNATURE in macho_commands(macho)
-    assert len(EXPORTS) >= 16 and b"npe_finish" in EXPORTS  # the source read right
+    assert len(EXPORTS) >= 14 and b"npe_refine_run" in EXPORTS  # the source read right
     for name, data in files.items():
         missing = [e.decode() for e in EXPORTS if e not in data]
         assert not missing, f"{name} lacks {missing}"
@@ -142,8 +144,8 @@ class _Off:
 def test_a_kernel_that_disagrees_with_numpy_is_refused(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     real = built()
-    assert native._self_check(real) is None
-    assert native._self_check(_Off(real, 1e-10)) is None  # within the tests' tolerance
+    assert native_check.self_check(real) is None
+    assert native_check.self_check(_Off(real, 1e-10)) is None  # within the tests' tolerance
     monkeypatch.setattr(native, "_load", lambda: _Off(real, 1e-6))
     rig, joint_bones = production_rig(1.0)
     q, loc, start_q, start_loc = random_pose(rig, joint_bones, 2, 1.0, seed=3)
@@ -191,3 +193,15 @@ def test_a_kernel_that_fails_its_self_check_leaves_numpy_in_charge(
     monkeypatch.setattr(native, "_load", lambda: _Refusing(real))
     assert native.kernels() is None
     assert native._refused.startswith(f"{real.path.name}: exact reach: the exact-reach kernel")
+
+
+@pytest.mark.usefixtures("fresh_loader")
+def test_the_baseline_switch_runs_the_networks_plain_code(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """NPE_NATIVE_BASELINE=1: the networks' plain code even where the processor has AVX2
+    (the build every processor runs; CI runs the engine's tests so too)."""
+    built()
+    monkeypatch.setenv(native.BASELINE_SWITCH, "1")
+    loaded = native._load()
+    assert loaded is not None and loaded.decoder_avx2() == 0
+    loaded.decoder_allow_avx2(1)  # (the library is loaded once per process: as it was)

@@ -12,8 +12,8 @@ from blender_addon.core.pipeline import (
     Effector,
     PoseEditor,
     SolveOptions,
-    _reach_notes,
 )
+from blender_addon.core.pipeline.notes import _reach_notes
 
 J = skeleton.JOINT_INDEX
 ENDS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")

@@ -6,13 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from blender_addon.core import exact_reach, native, pipeline, refine, skeleton
-from blender_addon.core.models import ModelSet
+from blender_addon.core import exact_reach, native, pipeline, refine, rigid_branches, skeleton
 from blender_addon.core.normalize import set_bone_lengths
-from blender_addon.core.pipeline import PoseEditor
+from blender_addon.core.pipeline import Effector, PoseEditor
 from blender_addon.core.refine import _fixed
-from tests.test_refine_graph import SAME_M, _drags
-from training.refine_graph import copy_without_graphs
 
 FD_STEP = 1e-7
 JACOBIAN_ATOL = 1e-6
@@ -20,6 +17,21 @@ TOLERANCE = 1e-4  # m, the engine's REACH_TOLERANCE
 HANDS = skeleton.joint_indices(["l_hand", "r_hand"])
 RIGID_GAIN = 0.6  # the rows cut how far the branches bend (by about half here)
 HAND_MISS_RATIO = 1.05  # the hands' miss before the exact-reach pass, with rows / without
+SAME_M = 1e-9  # float64 around the same float32 decoder: equal but for rounding
+DRAG_M = 0.15  # a hand dragged this far
+
+
+def _drags(pose: np.ndarray, n: int, seed: int = 0) -> list[list[Effector]]:
+    """Hands, feet and head as effectors, the right hand dragged in a random direction."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        d = rng.normal(size=3)
+        effs = [Effector(j, pose[skeleton.JOINT_INDEX[j]]) for j in skeleton.END_JOINTS]
+        effs[skeleton.END_JOINTS.index("r_hand")] = Effector(
+            "r_hand", pose[skeleton.JOINT_INDEX["r_hand"]] + DRAG_M * d / np.linalg.norm(d))
+        out.append(effs)
+    return out
 
 
 def _poses(synthetic_clip: np.ndarray, n: int) -> np.ndarray:
@@ -313,49 +325,7 @@ def test_forward_difference_probes_skip_the_rigid_fit_only_where_it_cannot_see(
     fast = refine._probes(pose, shown, start)
     full = refine._as_rig_shows(pose[:, None] + refine._EYE_POSE[None], start)
     np.testing.assert_allclose(fast, full, atol=1e-12)
-    assert len(refine.FIT_JOINTS) < skeleton.NUM_JOINTS
-
-
-@pytest.mark.usefixtures("with_kernels")
-def test_the_kernels_refine_as_the_numpy_steps(shipped_models, manifold_clip, tmp_path,
-                                               monkeypatch) -> None:
-    """Where the kernels load, the effector refinement runs on them (here with the decoder
-    and its Jacobian in onnxruntime, the steps in C, as for a decoder not compiled) and gives
-    the numpy steps' answer: single solves, drag updates and a batch.
-    (test_compiled_networks: the same with the compiled decoder.)"""
-    monkeypatch.setattr(refine, "compiled_decoder", lambda models: None)
-    monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
-    plain = ModelSet(copy_without_graphs(shipped_models.folder, tmp_path / "plain"))
-    fast, slow = PoseEditor(shipped_models), PoseEditor(plain)
-    used = {"kernels": 0}
-    real = refine._refine_native
-
-    def counted(*args):
-        out = real(*args)
-        used["kernels"] += out is not None
-        return out
-
-    monkeypatch.setattr(refine, "_refine_native", counted)
-    worst = 0.0
-    poses = manifold_clip[::15]
-    for k, pose in enumerate(poses):
-        for effs in _drags(pose, 2, seed=k):
-            for drag in (False, True):
-                a = fast.solve(pose, effs, drag=drag).positions
-                with native.switched_off():
-                    b = slow.solve(pose, effs, drag=drag).positions
-                worst = max(worst, float(np.abs(a - b).max()))
-    assert used["kernels"] == len(poses) * 2 * 2
-    assert worst < SAME_M
-    batch = poses[:4]
-    mask = np.zeros((len(batch), skeleton.NUM_JOINTS))
-    mask[:, skeleton.JOINT_INDEX["l_hand"]] = 1.0
-    targets = batch.copy()
-    targets[:, skeleton.JOINT_INDEX["l_hand"]] += [0.0, 0.1, 0.1]
-    got = fast.solve_arrays(batch, mask, targets).positions
-    with native.switched_off():
-        want = slow.solve_arrays(batch, mask, targets).positions
-    np.testing.assert_allclose(got, want, rtol=0, atol=SAME_M)
+    assert len(rigid_branches.FIT_JOINTS) < skeleton.NUM_JOINTS
 
 
 @pytest.mark.usefixtures("with_kernels")
@@ -364,17 +334,17 @@ def test_a_kernel_refinement_off_the_numpy_steps_is_refused(shipped_models, mani
     """The first refinement on the kernels is checked against the numpy steps: one that
     disagrees switches the kernels off for the session, and the solve takes numpy's."""
     monkeypatch.setattr(native, "_refused", None)
-    monkeypatch.setattr(refine, "_native_checked", False)
+    monkeypatch.setattr(refine.native_run, "_native_checked", False)
     # (onnxruntime's networks on both sides: the compiled ones would answer the first before
     # the refusal)
-    monkeypatch.setattr(pipeline, "compiled_universal", lambda models: None)
-    real = refine._refine_native
+    monkeypatch.setattr(pipeline.networks, "compiled_universal", lambda models: None)
+    real = refine.native_run._refine_native
 
     def off(*args):
         latent, pose, shift = real(*args)
         return latent, pose + 1e-6, shift
 
-    monkeypatch.setattr(refine, "_refine_native", off)
+    monkeypatch.setattr(refine.native_run, "_refine_native", off)
     pose = manifold_clip[30]
     effs = _drags(pose, 1)[0]
     got = PoseEditor(shipped_models).solve(pose, effs).positions

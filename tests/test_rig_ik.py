@@ -109,9 +109,9 @@ def test_a_stance_held_harder_moves_less_and_the_goals_are_still_met(poses: np.n
     longer, at its decay) move less to reach the same hand goals, every goal still met."""
     x, mask, t = rig_reachable_hand_drags(poses, seeds=2)
     goals = mask > 0
-    stance = pipeline._STANCE & ~goals
+    stance = pipeline.constants._STANCE & ~goals
     moved = {}
-    for name, scale in (("even", None), ("stance", pipeline._LEAST_CHANGE_HOLD)):
+    for name, scale in (("even", None), ("stance", pipeline.constants._LEAST_CHANGE_HOLD)):
         out = rig_ik.solve(x, goals, t, TOLERANCE_M, pipeline.LEAST_CHANGE_STEPS,
                            stay_decay=pipeline.LEAST_CHANGE_STAY_DECAY, rest=x,
                            stay_scale=scale)
@@ -136,7 +136,7 @@ def test_the_kernel_takes_the_numpy_steps(poses: np.ndarray) -> None:
     frozen[::2, J["l_forearm"]] = True
     # ... and as the least change holds the body: towards another pose (here the start moved
     # by REST_OFFSET_M), the stance harder
-    rest, scale = starts + REST_OFFSET_M, pipeline._LEAST_CHANGE_HOLD
+    rest, scale = starts + REST_OFFSET_M, pipeline.constants._LEAST_CHANGE_HOLD
     for iterations, stay, held in ((20, rig_ik.STAY_WEIGHT, {}), (rig_ik.ITERATIONS, 0.0, {}),
                                    (pipeline.LEAST_CHANGE_STEPS, rig_ik.STAY_WEIGHT,
                                     {"rest": rest, "stay_scale": scale})):

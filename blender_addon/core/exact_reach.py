@@ -13,7 +13,7 @@ neck's, the first turning the whole chest branch before the arms are re-aimed, a
 goal beyond the neck's reach from the chest first bends the trunk at the spine joint.
 A goal still off after this (another effector joint: a pelvis, a spine, an elbow; or a
 limb end beyond its limb's reach) is the caller's: the engine runs rig-shaped FABRIK for
-those poses and this re-aim once more (``pipeline._reach_exactly``).
+those poses and this re-aim once more (``pipeline.finish._reach_exactly``).
 Everything is batched over poses; the loop runs over the few limb types.
 """
 

@@ -22,7 +22,7 @@ from .metrics import MetricSpec
 MANIFEST_NAME = "manifest.json"
 MANIFEST_VERSION = 1
 ROLES = ("encoder", "decoder", "ik_universal", "ik_group", "metric", "ik_universal_fused",
-         "decoder_jacobian", "refine_effectors")
+         "decoder_jacobian")
 DEFAULT_THREADS = 1
 BOUND_MAX_BATCH = 2  # batches up to this run through pre-bound buffers (a pose; edit + recon)
 # The manifest's top-level keys that must be present, with their JSON type.
@@ -40,15 +40,8 @@ MANIFEST_TYPES: dict[str, tuple[type, str]] = {
 # flattened joint-major, and those directions, ``(K, L)`` orthonormal rows: the
 # refinement's Gauss-Newton steps need it. A graph made before the directions has only the
 # first two outputs, along every latent axis (K = L).
-# ``refine_effectors`` (optional) is :func:`.refine.refine` for edits without metric
-# requests in one graph for one step count (float64 around the float32 decoder; see its
-# ``GRAPH_STEPS``).
 _POSE_SHAPE = ("B", skeleton.NUM_JOINTS, 3)
 _JOINTS_SHAPE = ("B", skeleton.NUM_JOINTS)
-_REFINE_BATCH = (("offset", _POSE_SHAPE), ("base", _POSE_SHAPE), ("targets", _POSE_SHAPE),
-                 ("weights", _JOINTS_SHAPE), ("follow", ("B",)), ("shift", ("B", 2)),
-                 ("lengths", _JOINTS_SHAPE), ("effector_weight", ("B",)),
-                 ("least_change", ("B",)), ("spans", ("B", 6)))
 ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("pose", ("B", skeleton.NUM_JOINTS, 3)),),
     "decoder": (("latent", ("B", "L")),),
@@ -62,7 +55,6 @@ ROLE_INPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
                            ("targets", ("B", skeleton.NUM_JOINTS, 3)),
                            ("weights", ("B", skeleton.NUM_JOINTS))),
     "decoder_jacobian": (("latent", ("B", "L")),),
-    "refine_effectors": (("latent", ("B", "L")), *_REFINE_BATCH),
 }
 ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "encoder": (("latent", ("B", "L")),),
@@ -76,16 +68,9 @@ ROLE_OUTPUTS: dict[str, tuple[tuple[str, tuple[str | int, ...]], ...]] = {
     "decoder_jacobian": (("pose", ("B", skeleton.NUM_JOINTS, 3)),
                          ("jacobian", ("B", skeleton.NUM_JOINTS * 3, "K")),
                          ("basis", ("K", "L"))),
-    "refine_effectors": (("refined_latent", ("B", "L")),
-                         ("refined_pose", ("B", skeleton.NUM_JOINTS, 3)),
-                         ("refined_shift", ("B", 2))),
 }
-# Tensor types other than float32, by role and name (the refinement graph's float64).
-ROLE_DTYPES: dict[str, dict[str, str]] = {
-    "refine_effectors": {**{n: "float64" for n, _ in (("latent", 0), *_REFINE_BATCH)},
-                         "refined_pose": "float64",
-                         "refined_shift": "float64"},
-}
+# Tensor types other than float32, by role and name (none now: every graph is float32).
+ROLE_DTYPES: dict[str, dict[str, str]] = {}
 _ONNX_DTYPES = {"tensor(float)": "float32", "tensor(double)": "float64",
                 "tensor(int64)": "int64"}
 # Trailing outputs a graph of the role may lack (older exports): role -> how many.

@@ -22,31 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
-from .quaternions import EPS, quat_to_matrix
-from .skeleton import PARENTS
-
 log = logging.getLogger(__name__)
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
 SOURCE = LIBRARY_DIR / "npe_native.c"
-ABI_VERSION = 7  # npe_native.c's NPE_ABI_VERSION
+ABI_VERSION = 8  # npe_native.c's NPE_ABI_VERSION
 SWITCH = "NPE_NATIVE"  # "0": numpy only
+# "1": the networks' plain code even where the processor has AVX2 (the build every
+# processor runs: the tests run with it too, in CI).
+BASELINE_SWITCH = "NPE_NATIVE_BASELINE"
 # (sys.platform, machine) -> the build's platform name (as build_addon.py names them), file.
 PLATFORMS = {
     ("linux", "x86_64"): ("linux-x64", "npe_native.so"),
     ("win32", "amd64"): ("windows-x64", "npe_native.dll"),
     ("darwin", "arm64"): ("macos-arm64", "npe_native.dylib"),
 }
-
-SELF_CHECK_SEED = 0
-SELF_CHECK_TOLERANCE = 1e-9  # the tests hold the kernels to the numpy code at this
-# Rig IK's steps are accepted or not by comparing sums, which rounding may tip where both
-# sides are all but equal: a few steps of a well-posed pull, held more loosely.
-SELF_CHECK_IK_STEPS, SELF_CHECK_IK_TOLERANCE = 5, 1e-6
-
-# The skeleton's parents as the kernels read them (int64, contiguous; read-only).
-SKELETON_PARENTS = np.ascontiguousarray(PARENTS, dtype=np.int64)
-SKELETON_PARENTS.flags.writeable = False
 
 _P = ctypes.c_void_p  # every array goes by its address
 _I = ctypes.c_int64
@@ -69,8 +59,8 @@ def library_path(name: str | None = None) -> Path | None:
 class Kernels:
     """The loaded library, its functions typed."""
 
-    def __init__(self, lib: ctypes.CDLL, path: Path) -> None:
-        self.path = path
+    def __init__(self, lib: ctypes.CDLL, path: Path, eps: float) -> None:
+        self.path, self.eps = path, eps  # (the self-check compares eps with the engine's)
         self.positions_to_rotations = lib.npe_positions_to_rotations
         self.positions_to_rotations.restype = None
         self.positions_to_rotations.argtypes = [
@@ -84,15 +74,6 @@ class Kernels:
         self.keep_rigid = lib.npe_keep_rigid
         self.keep_rigid.restype = None
         self.keep_rigid.argtypes = [_I, _I, _P, _P, _D, _P, _P, _P, _P, _P]
-        self.refine_start = lib.npe_refine_start
-        self.refine_start.restype = _I
-        self.refine_start.argtypes = [_I, _I, _I, _P, _P, _P, _D, _D, *[_P] * 22]
-        self.refine_step = lib.npe_refine_step
-        self.refine_step.restype = _I
-        self.refine_step.argtypes = [_I, _I, _I, *[_P] * 15]
-        self.refine_accept = lib.npe_refine_accept
-        self.refine_accept.restype = _I
-        self.refine_accept.argtypes = [_I, _I, _I, _P, _P, _P, _D, _D, *[_P] * 13]
         self.decode = lib.npe_decode
         self.decode.restype = _I
         self.decode.argtypes = [_P, _I, _P, _P, _P, _P]
@@ -108,28 +89,12 @@ class Kernels:
         self.unmoved_cache_size = lib.npe_unmoved_cache_size
         self.unmoved_cache_size.restype = _I
         self.unmoved_cache_size.argtypes = []
-        self.begin = lib.npe_begin
-        self.begin.restype = _I
-        self.begin.argtypes = [*[_P] * 11, _I, _I, _D, _I, *[_P] * 5]
-        self.solve_one = lib.npe_solve_one
-        self.solve_one.restype = _I
-        self.solve_one.argtypes = [*[_P] * 11, _I, _D, _I, *[_P] * 6, _I, *[_P] * 9, _I,
-                                   *[_P] * 3]
         self.refine_run = lib.npe_refine_run
         self.refine_run.restype = _I
         self.refine_run.argtypes = [_P, _P, _I, _I, _I, _I, _P, _P, _P, _D, _D, _D, *[_P] * 31]
         self.beyond_reach = lib.npe_beyond_reach
         self.beyond_reach.restype = None
         self.beyond_reach.argtypes = [_I, _I, _I, *[_P] * 7]
-        self.request = lib.npe_request
-        self.request.restype = None
-        self.request.argtypes = [_P, _P, _P, _P, _P, _P, _P, _I, _I, _D, _P]
-        self.start = lib.npe_start
-        self.start.restype = _I
-        self.start.argtypes = [_P, _I, *[_P] * 5]
-        self.finish = lib.npe_finish
-        self.finish.restype = _I
-        self.finish.argtypes = [_P, _I, _I, *[_P] * 9, _I, *[_P] * 12]
         self.exact_reach = lib.npe_exact_reach
         self.exact_reach.restype = _I
         self.exact_reach.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _D, _D, _I, _D,
@@ -151,12 +116,15 @@ def _load() -> Kernels | None:
         version.restype = _I
         eps = lib.npe_eps
         eps.restype = _D
-        if version() != ABI_VERSION or eps() != EPS:
-            log.warning("%s is of another version (ABI %d, eps %g; this code wants %d, %g): "
-                        "rebuild it (python scripts/build_native.py); numpy serves meanwhile",
-                        path, version(), eps(), ABI_VERSION, EPS)
+        if version() != ABI_VERSION:
+            log.warning("%s is of another version (ABI %d; this code wants %d): rebuild it "
+                        "(python scripts/build_native.py); numpy serves meanwhile",
+                        path, version(), ABI_VERSION)
             return None
-        return Kernels(lib, path)
+        loaded = Kernels(lib, path, eps())
+        if os.environ.get(BASELINE_SWITCH, "0") == "1":
+            loaded.decoder_allow_avx2(0)
+        return loaded
     except (OSError, AttributeError) as exc:
         log.warning("could not load %s (%s): numpy serves instead", path, exc)
         return None
@@ -164,77 +132,32 @@ def _load() -> Kernels | None:
 
 def kernels() -> Kernels | None:
     """The kernels, or None: numpy then. The first call loads the library and checks it
-    against the numpy code (:func:`_self_check`)."""
+    against the numpy code (:func:`.native_check.self_check`, imported here: this module
+    imports nothing of the engine, the check imports the kernels' owners)."""
     global _loaded, _tried
     if _refused is not None or os.environ.get(SWITCH, "1") == "0":
         return None
     if not _tried:
         _tried = True
         loaded = _load()
-        if loaded is not None and (problem := _self_check(loaded)):
-            refuse(f"{loaded.path.name}: {problem}")
-            return None
+        if loaded is not None:
+            from .native_check import self_check
+            if problem := self_check(loaded):
+                refuse(f"{loaded.path.name}: {problem}")
+                return None
         _loaded = loaded
     return _loaded
 
 
-def _self_check(loaded: Kernels) -> str | None:
-    """What the kernels get wrong against the numpy code on fixed cases, or None: each
-    kernel through its public function, once with ``loaded`` and once with numpy. A rig of
-    the canonical skeleton with random rest frames, three random poses and targets, every
-    kind of bone (a placed pelvis, swings, fits, an oriented hand); its first pose as a
-    body for rig IK, exact reach and the rigid branches. A library built wrong for this
-    machine (a calling convention, a compiler's bug) is caught here, once."""
+@contextmanager
+def checking(loaded: Kernels) -> Iterator[None]:
+    """Within the block, :func:`kernels` gives ``loaded`` (the self-check runs each kernel
+    through its public function)."""
     global _loaded, _tried
-    from . import exact_reach, rig_ik, rigid_branches  # they use this module
-    from .rig import Rig, forward_kinematics
-    from .skeleton import JOINT_INDEX, NUM_JOINTS, PARENTS, bone_lengths
-    from .solver import RotationSolver
-
-    rng = np.random.default_rng(SELF_CHECK_SEED)
-
-    def unit_quats(*shape: int) -> np.ndarray:
-        q = rng.normal(size=(*shape, 4))
-        return q / np.linalg.norm(q, axis=-1, keepdims=True)
-
-    rig = Rig([f"j{j}" for j in range(NUM_JOINTS)], PARENTS,
-              rng.normal(scale=0.2, size=(NUM_JOINTS, 3)), quat_to_matrix(unit_quats(NUM_JOINTS)))
-    q, loc = unit_quats(3, NUM_JOINTS), rng.normal(scale=0.1, size=(3, NUM_JOINTS, 3))
-    targets = rng.normal(scale=0.5, size=(3, NUM_JOINTS, 3))
-    hand = {NUM_JOINTS - 1: quat_to_matrix(unit_quats(3))}
-    solver = RotationSolver(rig, range(NUM_JOINTS))
-    with switched_off():
-        body = forward_kinematics(rig, q[:1], loc[:1])[1]
-    goals = np.zeros((1, NUM_JOINTS), dtype=bool)
-    goals[0, [JOINT_INDEX[j] for j in ("l_hand", "l_foot", "r_foot", "head")]] = True
-    pulled = body.copy()
-    pulled[0, JOINT_INDEX["l_hand"]] += [0.2, 0.0, 0.0]
-    far = body + rng.normal(scale=0.3, size=body.shape)
-    cases = {
-        "positions -> rotations": (lambda: solver.solve(q, loc, targets, hand),
-                                   SELF_CHECK_TOLERANCE),
-        "forward kinematics": (lambda: forward_kinematics(rig, q, loc), SELF_CHECK_TOLERANCE),
-        "rig IK": (lambda: rig_ik.solve(body, goals, pulled, 1e-4, SELF_CHECK_IK_STEPS),
-                   SELF_CHECK_IK_TOLERANCE),
-        "exact reach": (lambda: exact_reach.solve(body, goals, far, bone_lengths(body), 1e-4),
-                        SELF_CHECK_TOLERANCE),
-        "rigid branches": (lambda: rigid_branches.keep_rigid(far, body), SELF_CHECK_TOLERANCE),
-    }
     before = _loaded, _tried
-    _loaded, _tried = loaded, True  # kernels() gives it while checking
+    _loaded, _tried = loaded, True
     try:
-        for name, (run, tolerance) in cases.items():
-            try:
-                got = run()
-            except (RuntimeError, ValueError, OSError) as exc:  # a kernel that refused
-                return f"{name}: {exc}"
-            with switched_off():
-                want = run()
-            worst = max(float(np.abs(a - b).max()) for a, b in zip(
-                *(x if isinstance(x, tuple) else (x,) for x in (got, want)), strict=True))
-            if not worst <= tolerance:
-                return f"{name}: {worst:.1e} off numpy's answers"
-        return None
+        yield
     finally:
         _loaded, _tried = before
 

@@ -20,7 +20,7 @@ import numpy as np
 from . import native
 from .conversions import axis_angle_to_matrix, cross_matrix
 from .quaternions import norm
-from .skeleton import ANCESTORS, NUM_JOINTS, PARENTS, ROOT
+from .skeleton import ANCESTORS, NUM_JOINTS, PARENTS, ROOT, SKELETON_PARENTS
 
 ITERATIONS = 100
 # Every other joint is held where the steps start with this weight (a goal's is 1), shrinking
@@ -187,7 +187,7 @@ def _solve_native(kernels: native.Kernels, p: np.ndarray, goals: np.ndarray,
         np.broadcast_to(rest, p.shape), dtype=np.float64)
     scales = None if stay_scale is None else np.ascontiguousarray(stay_scale, dtype=np.float64)
     status = kernels.rig_ik(
-        len(p), NUM_JOINTS, native.address(native.SKELETON_PARENTS),
+        len(p), NUM_JOINTS, native.address(SKELETON_PARENTS),
         native.address(_NATIVE_PIVOT_OF), len(_PIVOTS), native.address(p),
         native.address(goal_flags), native.address(aims),
         None if rests is None else native.address(rests),

@@ -39,6 +39,9 @@ PARENTS: np.ndarray = np.array(
     dtype=np.int64,
 )
 ROOT = JOINT_INDEX["pelvis"]
+# The parents as the compiled kernels read them (int64, contiguous; read-only).
+SKELETON_PARENTS = np.ascontiguousarray(PARENTS, dtype=np.int64)
+SKELETON_PARENTS.flags.writeable = False
 # What the panel calls each joint: where it is on the body, in an animator's words
 # (``l_hand`` is the wrist, the hand's pivot).
 JOINT_LABELS: dict[str, str] = {

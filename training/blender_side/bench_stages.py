@@ -18,16 +18,15 @@ from blender_addon import (
     rig_keys,
     state,
 )
-from blender_addon.core import compiled_networks, solve_kernels
+from blender_addon.core import compiled_networks
 from blender_addon.core import models as core_models
 from blender_addon.core import refine as core_refine
 from blender_addon.core.pipeline import PoseEditor
 
-SOLVE_NUMPY = ("pipeline: numpy and kernels (start, request, rig-shaped answer, exact "
-               "reach)")
-SOLVE_ONNX = "pipeline: onnxruntime (networks, refinement graph)"
-SOLVE_COMPILED = ("pipeline: compiled networks (the whole solve in one call: the request, "
-                  "the universal edit, the refinement with its decodes, the end)")
+SOLVE_NUMPY = ("pipeline: numpy stages and kernels (start, request, rig-shaped answer, "
+               "exact reach)")
+SOLVE_ONNX = "pipeline: onnxruntime (networks, the decoder and its Jacobian)"
+SOLVE_COMPILED = "pipeline: compiled networks (the universal edit, the refinement run)"
 # Stages of a live update, in the order they run. (owner, attribute, label, absorb)
 LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (empties, "moved", "handler: moved check", False),
@@ -44,9 +43,7 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (core_models.Module, "run", SOLVE_ONNX, False),
     (core_models.Module, "run_all", SOLVE_ONNX, False),
     (compiled_networks.CompiledUniversal, "edit", SOLVE_COMPILED, False),
-    (solve_kernels.SolveRequest, "begin", SOLVE_COMPILED, False),
-    (solve_kernels.SolveRequest, "solve", SOLVE_COMPILED, False),
-    (core_refine, "_refine_native", SOLVE_COMPILED, False),
+    (core_refine.native_run, "_refine_native", SOLVE_COMPILED, False),
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_io, "write_pose", "write pose", True),
     (base_pose, "mark_written", "write pose", True),

@@ -16,7 +16,7 @@ from training.cli.common import CliError
 # The sub-commands in the order --help lists them.
 COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     data.add_prepare, learning.add_train, export.add_export, export.add_export_jacobian,
-    export.add_export_refine, learning.add_add_metric, evaluation.add_evaluate,
+    learning.add_add_metric, evaluation.add_evaluate,
     evaluation.add_benchmark, evaluation.add_benchmark_bvh, reports.add_describe,
     evaluation.add_solver_check, evaluation.add_slider_reach, blender.add_benchmark_blender,
     blender.add_render_walkthrough, reports.add_results,

@@ -1,4 +1,4 @@
-"""Export commands: ``export``, ``export-jacobian``, ``export-refine``."""
+"""Export commands: ``export``, ``export-jacobian``."""
 
 from __future__ import annotations
 
@@ -69,26 +69,4 @@ def _run_export_jacobian(args: argparse.Namespace) -> int:
     entry = add_to_folder(args.models, args.data)
     print(f"wrote {args.models}/{entry['file']} ({entry['bytes'] / 1024:.0f} KiB, "
           f"relative parity error {entry['parity_relative_error']:.1e})")
-    return 0
-
-
-def add_export_refine(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export-refine", help="give an exported model set the refinement "
-                       "graphs (a refined drag in one call; made by export and "
-                       "export-jacobian too)")
-    p.add_argument("--models", default="models", help="model folder (default %(default)s)")
-    p.set_defaults(run=_run_export_refine)
-
-
-def _run_export_refine(args: argparse.Namespace) -> int:
-    from blender_addon.core.models import read_manifest
-    from training.refine_graph import add_to_folder
-
-    entries = add_to_folder(args.models)
-    parity = read_manifest(args.models)
-    for entry in entries:
-        print(f"wrote {args.models}/{entry['file']} ({entry['bytes'] / 1024:.0f} KiB, "
-              f"{entry['config']['steps']} steps, parity error "
-              f"{parity['parity_max_abs_error'][entry['name']]:.1e} against the numpy "
-              "refinement)")
     return 0

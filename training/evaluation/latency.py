@@ -7,9 +7,7 @@ suite's latency table: each pose a fresh problem), and Live drag updates
 (``solve(drag=True)`` with the default options, and with refinement off, as *Refine While
 Dragging* off does): one hand dragged 10-25 cm in :data:`DRAG_STEPS` steps from each start
 pose, hands, feet and head as effectors, so each update solves again from the same start.
-Where the set has refinement graphs, the refined calls also run on a copy of the set
-without them (the numpy steps), each call on both in turn: the graphs' speed-up, measured
-in the same run. The same calls also run with the compiled kernels switched off
+The same calls also run with the compiled kernels switched off
 (``NPE_NATIVE=0``, numpy alone), in turn with them on: the kernels' speed-up.
 """
 
@@ -17,16 +15,14 @@ from __future__ import annotations
 
 import os
 import platform
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from blender_addon.core import native, refine, skeleton
+from blender_addon.core import native, skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.pipeline import Effector, PoseEditor, SolveOptions
 from training.blender import benchmark as benchmark_blender
@@ -36,9 +32,9 @@ DRAG_STEPS = 10  # updates per drag
 DRAG_SPAN = (0.10, 0.25)  # m: how far the hand goes
 DRAG_JOINT = "r_hand"
 DRAG_EFFECTORS = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
-# The refinement graphs' comparison runs the same calls on both sets in blocks of this many,
-# in turn: each set's sessions stay warm within a block, and a drifting machine speed
-# reaches both alike.
+# The kernels' comparison runs the same calls on both sides in blocks of this many, in
+# turn: each side's caches stay warm within a block, and a drifting machine speed reaches
+# both alike.
 GRAPH_BLOCK = 50
 DRAG_SETTINGS = {"refined (default)": SolveOptions(),
                  "refinement off": SolveOptions(refine_steps=0)}
@@ -127,30 +123,6 @@ def drag_continuity(editor: PoseEditor, poses: np.ndarray, rng: np.random.Genera
             "jump_max_mm": float(jumps_mm.max())}
 
 
-def graph_speedup(models_dir: str, x: np.ndarray, x2: np.ndarray, drags: int, seed: int
-                  ) -> dict[str, dict[str, Any]]:
-    """Refined single solves and Live drag updates (default options) with the set's
-    refinement graphs and with the numpy steps (a copy of the set without the graphs), in
-    blocks of :data:`GRAPH_BLOCK` calls on both in turn; {} for a set without graphs."""
-    from training.refine_graph import copy_without_graphs
-
-    models = ModelSet(models_dir)
-    if not refine._effector_graphs(models):
-        return {}
-    with tempfile.TemporaryDirectory() as tmp:
-        editors = {"graph": PoseEditor(models),
-                   "numpy steps": PoseEditor(ModelSet(copy_without_graphs(
-                       models_dir, Path(tmp) / "numpy")))}
-        out = {}
-        sides = {name: (e, nullcontext) for name, e in editors.items()}
-        for name, calls in _calls(x, x2, drags, seed).items():
-            times = _interleaved(sides, calls)
-            out[name] = {e: benchmark.timing(t) for e, t in times.items()}
-            out[name]["speedup"] = (out[name]["numpy steps"]["median_ms"]
-                                    / out[name]["graph"]["median_ms"])
-    return out
-
-
 Call = tuple[np.ndarray, list[Effector], bool]  # a pose, its effectors, whether a drag
 # An A/B side: the editor that solves, and the context it solves in (numpy alone, say).
 Side = tuple[PoseEditor, Callable[[], AbstractContextManager[Any]]]
@@ -225,8 +197,6 @@ def run(models_dir: str, data: str | None = None, bvh: list[str] | None = None,
         result["drag_updates"][name] = drag_latency(editor, x[:drags], options,
                                                     np.random.default_rng(seed + 1))
     result["drag_continuity"] = drag_continuity(editor, x[:drags], np.random.default_rng(seed + 1))
-    with native.switched_off():  # graphs against numpy steps: what runs without kernels
-        result["refinement_graphs"] = graph_speedup(models_dir, x, x2, drags, seed + 1)
     result["kernels"] = kernel_speedup(editor, x, x2, drags, seed + 1)
     result["machine"]["load_avg_after"] = list(os.getloadavg())
     return result
@@ -254,7 +224,7 @@ def markdown(result: dict[str, Any]) -> str:
         sets = list(features)
         lines += ["", "**What the default's features cost** (the same single solves with "
                   "planted feet, then also answers a rig can take, turned off; refined "
-                  "without the latter, the numpy steps run: the refinement graphs are made "
+                  "without the latter, the numpy steps run: the kernels' refinement is made "
                   "for rig-shaped answers):", "",
                   f"| median (ms), one thread | {' | '.join(sets)} |",
                   "|---|" + "---|" * len(sets)]
@@ -271,16 +241,6 @@ def markdown(result: dict[str, Any]) -> str:
                   f"moves by more than {jump:.0f} mm in {c['jumps_over']} of "
                   f"{c['drags']} drags (median {c['jump_median_mm']:.2f} mm, p90 "
                   f"{c['jump_p90_mm']:.1f} mm, largest {c['jump_max_mm']:.1f} mm)."]
-    if result.get("refinement_graphs"):
-        lines += ["", "**Refinement graphs** (default options, the compiled kernels off, as "
-                  "where they do not load; the same calls with the set's "
-                  f"`refine_effectors` graphs and with the numpy steps, in blocks of "
-                  f"{GRAPH_BLOCK} in turn):", "",
-                  "| refined call | graphs, median (ms) | numpy steps, median (ms) | speed-up |",
-                  "|---|---|---|---|"]
-        for name, r in result["refinement_graphs"].items():
-            lines.append(f"| {name} | {r['graph']['median_ms']:.3f} | "
-                         f"{r['numpy steps']['median_ms']:.3f} | {r['speedup']:.2f}× |")
     if result.get("kernels"):
         lines += ["", "**Compiled kernels** (default options; the same calls with the "
                   "compiled kernels and with numpy alone, `NPE_NATIVE=0`, in blocks of "

@@ -235,8 +235,4 @@ def add_to_folder(folder: str | Path, data: str | Path | None = None) -> dict[st
     entry = write_decoder_jacobian(ae, folder, folder / decoder["file"], basis)
     manifest["modules"] = [m for m in manifest["modules"] if m["role"] != ROLE] + [entry]
     write_json(folder / core_models.MANIFEST_NAME, manifest)
-    # The refinement graphs move along these directions: made again with them.
-    from training import refine_graph
-
-    refine_graph.add_to_folder(folder)
     return entry

@@ -151,9 +151,6 @@ def export(runs: str | Path, out: str | Path, data: str | Path | None = None,
     if about is not None:
         manifest = {"about": about, **manifest}
     write_json(out / core_models.MANIFEST_NAME, manifest)
-    from training import refine_graph
-
-    refine_graph.add_to_folder(out)  # built on the written set's own graphs
     return core_models.read_manifest(out)
 
 

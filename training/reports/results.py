@@ -136,7 +136,7 @@ def _described() -> tuple[Result, ...]:
         Result("slider-reach", ("slider-reach", *sets(SLIDER_REACH_SETS), "--json",
                                 _json("slider-reach")), reads(SLIDER_REACH_SETS)),
         # The engine's speed alone on the first 40 CMU test clips (the quiet machine's runs,
-        # docs/results/quiet-machine/, use the same command), with the refinement graphs'
+        # docs/results/quiet-machine/, use the same command), with the compiled kernels'
         # speed-up measured in the same run.
         Result("latency-cmu", ("benchmark", "--suite", "latency", "--data", DATA_FILES["cmu"],
                                "--max-clips", "40", "--models", SETS[""], "--out",
