@@ -439,3 +439,24 @@ def test_planted_feet_hold_on_every_drag_table(name: str) -> None:
         for pins, methods in by_pins.items():
             slide = methods["default (refined)"]["planted_feet_p90_cm"] * 10.0
             assert slide < PLANTED_FEET_P90_MM, f"{name}: {case} / {pins}: {slide:.2f} mm"
+
+
+SPREAD_EDIT_MM = 1.0  # issue 49: a keyed frame inside the range carries the weighted edit
+SPREAD_MUTED_MM = 0.1  # issue 49: a muted layer gives back the motion
+
+
+def test_spread_edit_figures_hold_their_bounds() -> None:
+    """The published Spread Edit table (benchmark-blender, docs/RESULTS.md): Keys mode
+    keeps every key's count, kind and the keys outside bit for bit and puts the keyed
+    frames on the weighted edit; Layer mode leaves the action bit for bit and mutes back
+    to the motion; Esc leaves the action bit for bit. The same bounds hold when
+    tests/blender/test_spread_edit.py measures them again on another clip."""
+    spread = json.loads((REPO / RESULTS["benchmark_blender"].json).read_text())["spread"]
+    keys, layer, esc = spread["keys"], spread["layer"], spread["esc"]
+    assert keys["mode"] == "KEYS"
+    assert keys["fcurves_with_keys_added_or_removed"] == 0
+    assert keys["keys_with_type_or_interpolation_changed"] == 0
+    assert keys["keys_outside_changed"] == 0 and keys["keys_inside_changed"] > 0
+    assert keys["hand_off_weighted_edit_mm"] < SPREAD_EDIT_MM
+    assert layer["action_unchanged"] and layer["muted_off_motion_mm"] < SPREAD_MUTED_MM
+    assert esc["keys_written_before_esc"] and esc["action_unchanged_after_esc"]
