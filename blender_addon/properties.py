@@ -414,8 +414,8 @@ ATTACHMENTS = (
 
 
 OVERRIDE = {"LIBRARY_OVERRIDABLE"}
-# Items may be added locally, matched by index (most have no name: matched by name, all
-# but one of a character's 21 mapped joints were lost when its shot was saved).
+# Items may be added locally, matched by index (most have no name: matched by name, 19 of
+# a character's 21 mapped joints were lost when its shot was saved).
 OVERRIDE_COLLECTION = {"LIBRARY_OVERRIDABLE", "USE_INSERTION", "NO_PROPERTY_NAME"}
 
 
