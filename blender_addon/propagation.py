@@ -31,7 +31,7 @@ from . import (
     spread_layer,
 )
 from .core.pipeline import Effector
-from .core.propagate import propagate, weight_curve
+from .core.propagate import left_short, propagate, weight_curve
 from .core.quaternions import matrix_to_quat, quat_to_matrix
 from .core.skeleton import JOINT_INDEX
 from .errors import EditError, Outcome, check_finite
@@ -207,15 +207,20 @@ def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, c
     """Where effector joints must land exactly on every frame (armature space).
 
     A pin holds its joint where the clip had it; a full-weight effector reaches its empty at
-    the edited frame, the rest of the models' miss fading out with W(t); a softer one keeps
-    the edited positions.
+    the edited frame, the rest of the models' miss fading out with W(t); one beyond the
+    rig's reach there (:func:`.core.propagate.left_short`) and a softer one keep the edited
+    positions.
     """
+    aims = clip[center].copy()
+    for t in targets:
+        aims[JOINT_INDEX[t.joint]] = t.target_core
+    short = left_short(clip[center], edited[center], aims)
     goals = {}
     for t in targets:
         j = JOINT_INDEX[t.joint]
         if t.pin:
             goal = clip[:, j]
-        elif t.weight >= 1.0:
+        elif t.weight >= 1.0 and not short[j]:
             goal = edited[:, j] + w[:, None] * (t.target_core - edited[center, j])
         else:
             goal = edited[:, j]

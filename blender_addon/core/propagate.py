@@ -133,17 +133,15 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
     # The edited frame is solved exactly as a single pose; the others share one batch.
     edited = live == frame
     solved = _solved_rows(live, edited) if settles else np.ones(len(live), dtype=bool)
-    reached = False  # the edited frame's full-weight goals, within MISS_NOTE_M of the body
     for rows, each_pose in ((edited, True), (~edited & solved, False)):
         if rows.any():
             result = editor.solve_arrays(poses[rows], mask[rows], targets[rows],
                                          weights[rows], {k: v[rows] for k, v in values.items()},
                                          options, each_pose=each_pose)
             out[live[rows]] = result.positions
-            if each_pose:
-                held = (mask1 > 0) & (weights1 >= 1.0)
-                scale = leg_scale(skeleton.bone_lengths(clip[frame:frame + 1]))[0]
-                reached = bool((result.effector_error[held] * scale <= MISS_NOTE_M).all())
+            if each_pose:  # the neighbours are asked for what the edited frame reached
+                targets = _reached_targets(targets, result.positions[0], edited, mask1,
+                                           weights1, poses, yaw, wl)
     others = ~edited
     # Refinement off, a frame shows the networks' answer, not its goals reached: kept as
     # solved (the settling re-aims the goals exactly).
@@ -152,14 +150,39 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
         change[live] = rotate_y(out[live] - poses, -yaw)
         if not solved.all():
             change[live] = interpolate_changes(live, solved, change[live])
-        # Neighbours blend into the edited frame where it reached its goals; one left short
-        # of them (beyond the rig's reach) would carry its shortfall to neighbours that reach.
-        anchor = frame if reached else None
+        # Neighbours blend into the edited frame (what it reached is what they were asked).
+        anchor = frame if edited.any() else None
         smoothed = rotate_y(smooth_changes(change, w, anchor)[live[others]], yaw[others])
         out[live[others]] = editor.settle(poses[others] + smoothed, poses[others],
                                           mask[others], targets[others], weights[others],
                                           tuple(values), options)
     return out
+
+
+def left_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(21,) the joints that the edited frame's solve (``solved`` (21, 3) from ``pose``
+    (21, 3)) leaves over :data:`MISS_NOTE_M` (on the models' body) off their ``targets``
+    (21, 3): goals beyond the rig's reach, which a spread asks only as far as they got."""
+    scale = leg_scale(skeleton.bone_lengths(pose[None]))[0]
+    return np.linalg.norm(solved - targets, axis=-1) * scale > MISS_NOTE_M
+
+
+def _reached_targets(targets: np.ndarray, solved: np.ndarray, edited: np.ndarray,
+                     mask: np.ndarray, weights: np.ndarray, poses: np.ndarray,
+                     yaw: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The live frames' ``targets`` (L, 21, 3), with those of the full-weight effectors
+    that the edited frame's solve (``solved`` (21, 3), the row ``edited``) leaves short
+    (:func:`left_short`) taken as W(t) of the move it made there: the neighbours are asked
+    for what the animator sees at the edited frame. Asked for the move no pose reaches, a
+    neighbour reached further than the edited frame (a hand at W = 0.5 moved 2.2 times the
+    edited frame's move), or leaned for it and then let go (a pop)."""
+    k = int(np.flatnonzero(edited)[0])
+    short = (mask[0] > 0) & (weights[0] >= 1.0) & left_short(poses[k], solved, targets[k])
+    if not short.any():
+        return targets
+    move = rotate_y((solved - poses[k])[None], -yaw[k:k + 1]) / w[k]  # at W = 1, body frame
+    reached = poses + rotate_y(move * w, yaw)
+    return np.where(short[None, :, None], reached, targets)
 
 
 def _solved_rows(live: np.ndarray, edited: np.ndarray) -> np.ndarray:

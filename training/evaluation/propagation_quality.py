@@ -32,7 +32,7 @@ from blender_addon.core import skeleton
 from blender_addon.core.models import ModelSet
 from blender_addon.core.normalize import facing_yaw, rotate_y
 from blender_addon.core.pipeline import Effector, PoseEditor
-from blender_addon.core.propagate import propagate, weight_curve
+from blender_addon.core.propagate import left_short, propagate, weight_curve
 from training.evaluation.drags import PIN_JOINTS
 from training.evaluation.plausibility import AngleRanges
 from training.reports import figures
@@ -99,12 +99,17 @@ def half_share(clip: np.ndarray, out: np.ndarray, frame: int, w: np.ndarray) -> 
     return float(np.mean(shares))
 
 
-def goal_path(clip: np.ndarray, frame: int, w: np.ndarray, effectors: list[Effector]
-              ) -> np.ndarray:
+def goal_path(clip: np.ndarray, frame: int, w: np.ndarray, effectors: list[Effector],
+              out: np.ndarray) -> np.ndarray:
     """(T, E, 3) each effector's goal per frame, as propagation makes it: the offset made at
-    ``frame``, in body space, times W(t)."""
+    ``frame``, in body space, times W(t); for a goal beyond the rig's reach there, the move
+    the edited frame made (``out``, the propagated clip; :func:`.propagate.left_short`)."""
     idx = skeleton.joint_indices([e.joint for e in effectors])
-    offset = rotate_y(np.stack([e.target for e in effectors])[None] - clip[frame:frame + 1, idx],
+    targets = clip[frame].copy()
+    targets[idx] = np.stack([e.target for e in effectors])
+    reached = np.where(left_short(clip[frame], out[frame], targets)[:, None], out[frame],
+                       targets)
+    offset = rotate_y(reached[None, idx] - clip[frame:frame + 1, idx],
                       -facing_yaw(clip[frame:frame + 1]))
     return clip[:, idx] + rotate_y(offset * w[:, None, None], facing_yaw(clip))
 
@@ -123,7 +128,7 @@ def edit_one(editor: PoseEditor, clip: np.ndarray, joints: tuple[str, ...], move
     live = w > 0
     planted = planted_feet(clip) & live[:, None]
     idx = skeleton.joint_indices(list(joints))
-    miss = np.linalg.norm(out[:, idx] - goal_path(clip, frame, w, effectors), axis=-1)[live]
+    miss = np.linalg.norm(out[:, idx] - goal_path(clip, frame, w, effectors, out), axis=-1)[live]
     return {"acc_mm": float(acc.max() * MM), "own_acc_mm": float(own.max() * MM),
             # second differences centred on the edited frame and its two neighbours
             "edited_acc_mm": float(acc[frame - 2:frame + 1].max() * MM),
