@@ -183,8 +183,12 @@ def test_interpolated_changes_follow_a_smooth_edit() -> None:
 # A range longer than SOLVED_FRAMES is solved on that many frames, the rest interpolated:
 # on the models' clip, the hand moved 20 cm over 79 frames solved on 20 of them against all
 # 79: measured 0.14 mm mean, 10.2 mm worst joint; the edited frame and the hand's path exact.
+# Since settled frames are re-aimed plainly, 0.18 mm and 28.2 mm: the worst is the elbow
+# where the frames solved all pop (largest acceleration 48.3 mm/frame², 56.8 before) and
+# the interpolated ones no longer do (14.3, the clip's own; 50.6 before).
 STRIDED_SOLVED = 20
-STRIDED_MEAN_MM, STRIDED_WORST_MM = 0.5, 15.0
+STRIDED_MEAN_MM, STRIDED_WORST_MM = 0.5, 35.0
+POP_MARGIN = 1.1  # issue 49: at most 1.1x the clip's own largest acceleration
 
 
 def test_a_long_range_is_solved_on_a_subset(shipped_models, manifold_clip: np.ndarray,
@@ -207,6 +211,9 @@ def test_a_long_range_is_solved_on_a_subset(shipped_models, manifold_clip: np.nd
     diff = np.linalg.norm(strided - whole, axis=-1) * 1e3
     assert diff.mean() < STRIDED_MEAN_MM and diff.max() < STRIDED_WORST_MM, \
         (diff.mean(), diff.max())
+    largest = [np.linalg.norm(c[2:] - 2 * c[1:-1] + c[:-2], axis=-1).max()
+               for c in (strided, whole, clip)]
+    assert largest[0] <= max(largest[1], POP_MARGIN * largest[2]), largest  # no new pop
     move_body = rotate_y(np.array([0.0, 0.15, 0.1]), -facing_yaw(clip[CENTER]))
     path = clip[:, hand] + rotate_y(move_body * w[:, None], facing_yaw(clip))
     assert np.linalg.norm(strided[:, hand] - path, axis=-1).max() < REACH_M

@@ -73,11 +73,18 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     takes rig IK's lean from the bent re-aim too, where that reaches: the elbow does not
     straighten and then re-bend where rig IK begins. ``use_fabrik=False``: rig IK alone,
     as a drag update (a propagation's smoothed frames: FABRIK from the start pose twisted
-    a chest 40 degrees where a neighbouring frame's stayed)."""
+    a chest 40 degrees where a neighbouring frame's stayed), its goals re-aimed plainly: the
+    elbows' bent re-aim turned a clavicle towards a hand a smoothed frame left a millimetre
+    off, and the elbow kinked against the edited frame's (spread edits on CMU and Bandai
+    Namco test clips over 1.1x their clip's largest acceleration: 18 of 120, 6 since)."""
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
-    bent, reaimed = _reaim_both(out, full, t, lengths, tolerance)
+    if use_fabrik:
+        bent, reaimed = _reaim_both(out, full, t, lengths, tolerance)
+    else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
+        reaimed = exact_reach.solve(out, full, t, lengths, tolerance)
+        bent = reaimed.copy()
     return _reach_rest(out, bent, reaimed, start, full, t, lengths, tolerance, fallback,
                        use_fabrik)
 
