@@ -25,6 +25,7 @@ from . import (
     mapped_rig,
     metric_requests,
     model_sets,
+    rig_controls,
     rig_io,
     rig_keys,
     spread_correct,
@@ -286,6 +287,21 @@ class SpreadJob:
         self._steps.close()  # the generator puts back what it wrote
 
 
+def check_fk_limbs(obj: bpy.types.Object, info: rig_io.RigInfo) -> None:
+    """Spread Edit reads and keys the mapped FK controls over the frames; a limb shown by
+    its IK chain would show neither its motion to the engine nor the keys written (its IK
+    controls are placed per solve, not per spread frame): refused, naming the limbs."""
+    in_ik = rig_controls.ik_limbs(obj, [info.names[b] for b in info.mapped])
+    if in_ik:
+        one = len(in_ik) == 1
+        switch = rig_controls.IK_FK
+        raise EditError(f"Spread Edit keys the FK controls, and "
+                        f"{', '.join(limb.holder for limb in in_ik)} {'is' if one else 'are'} "
+                        f"in IK ({switch} < 1): set {switch} to 1 (FK) on "
+                        f"{'it' if one else 'them'} for the shot (Rigify's IK->FK snap keeps "
+                        "the pose), then spread")
+
+
 def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
             depsgraph: bpy.types.Depsgraph | None, s: SpreadSettings,
             undo: list[Callable[[], None]]) -> Generator[float, None, Outcome]:
@@ -295,6 +311,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     options = editors.solve_options(obj)
     if options.solver == "classic":
         raise EditError("Spread Edit blends the models' pose codes: pick a Neural solver")
+    check_fk_limbs(obj, info)
     targets = empties.read(scene, obj, info, depsgraph)
     requests = metric_requests.requested_metrics(obj)
     if not targets and not requests:

@@ -11,7 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import guard, propagation  # noqa: E402
+from blender_addon import guard, propagation, rig_keys  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 CENTER = 40  # the edited frame of the 90-frame clip
@@ -236,3 +236,29 @@ def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.O
     scene.frame_set(center)
     keyed = np.array(list(rigs.mapped_heads(rig).values()))
     assert np.linalg.norm(keyed - solved, axis=-1).max() < HELD_TOL
+
+
+def test_a_rigify_limb_in_ik_is_refused_and_nothing_changes(rigify_rig: bpy.types.Object
+                                                           ) -> None:
+    """Spread Edit reads and keys the FK controls over the frames; a limb shown by its IK
+    chain (the generated rig's default, left as the animator set it) would neither show
+    its motion to the engine nor the keys written: the run is refused, naming the limbs
+    and what to do, and the action and pose stay as they were."""
+    rig = rigify_rig
+    scene = bpy.context.scene
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    torso = rig.pose.bones["torso"]
+    for f in (1, SWAY_FRAMES):
+        torso.location = (0.03 * f / SWAY_FRAMES, 0.0, 0.0)
+        torso.keyframe_insert("location", frame=f)
+    scene.frame_set(CENTER)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    curves = {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
+              for fc in rig_keys.channelbag(rig).fcurves}
+    pose = np.array(list(rigs.mapped_heads(rig).values()))
+    message = rigs.cancelled(bpy.ops.npe.spread_edit, "EXEC_DEFAULT", True)
+    for word in ("upper_arm_parent.L", "thigh_parent.R", "in IK", "IK_FK", "to 1 (FK)"):
+        assert word in message, message
+    assert {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
+            for fc in rig_keys.channelbag(rig).fcurves} == curves
+    assert np.abs(np.array(list(rigs.mapped_heads(rig).values())) - pose).max() == 0.0
