@@ -183,19 +183,29 @@ def evaluated_joints(obj: bpy.types.Object, info: rig_io.RigInfo) -> np.ndarray:
 
 def _settle(obj: bpy.types.Object, state: kept.ArmatureState, solve: tuple,
             matrix_world: np.ndarray) -> np.ndarray:
-    """Correct the pose just written from the evaluated rig: the effector joints' goals
-    are moved by what Blender's evaluation missed, solved and written again, while that
-    brings them closer (at most :data:`EVALUATED_PASSES`); the best write stays. Returns
-    the evaluated joints (armature space) of the pose left on the rig."""
+    """:func:`correct_written` of the pose just written (``state.pose``), kept as the
+    base's written pose. Returns the evaluated joints (armature space) left on the rig."""
+    state.pose, seen = correct_written(obj, state.info, state.pose, solve,
+                                       rig_io.world_scale(matrix_world))
+    base_pose.mark_written(obj, state.info, state.base, state.pose)
+    return seen
+
+
+def correct_written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose,
+                    solve: tuple, scale: float) -> tuple[rig_io.Pose, np.ndarray]:
+    """Correct the pose just written (``pose``, from ``solve``: the start rotations and
+    locations, the solved joints, the effector goals and orientations) from the evaluated
+    rig: the effector joints' goals are moved by what Blender's evaluation missed, solved
+    and written again, while that brings them closer (at most :data:`EVALUATED_PASSES`);
+    the best write stays. ``scale``: world units per armature unit. Returns the pose left
+    on the rig and its evaluated joints (armature space)."""
     quats, locs, solved_arm, goals, orientations = solve
-    info = state.info
     seen = evaluated_joints(obj, info)
     if not goals:
-        return seen
+        return pose, seen
     joints = list(goals)
     wanted = np.array([goals[j] for j in joints])
-    scale = rig_io.world_scale(matrix_world)
-    best = (_miss(seen, joints, wanted), state.pose, seen)
+    best = (_miss(seen, joints, wanted), pose, seen)
     aim = wanted.copy()
     for _ in range(EVALUATED_PASSES):
         if best[0] * scale < EVALUATED_TOL:
@@ -205,18 +215,16 @@ def _settle(obj: bpy.types.Object, state: kept.ArmatureState, solve: tuple,
         shifted[joints] = aim
         new_q, new_l = _rotations(info, quats, locs, shifted, dict(zip(joints, aim, strict=True)),
                                   orientations)
-        state.pose = rig_io.write_pose(obj, info, new_q, new_l, state.pose)
+        pose = rig_io.write_pose(obj, info, new_q, new_l, pose)
         seen = evaluated_joints(obj, info)
         miss = _miss(seen, joints, wanted)
         if miss >= best[0]:
             break
-        best = (miss, state.pose, seen)
-    if state.pose is not best[1]:  # the last pass made it worse: back to the best one
-        pose = best[1]
-        state.pose = rig_io.write_pose(obj, info, pose.quats, pose.locations, state.pose)
+        best = (miss, pose, seen)
+    if pose is not best[1]:  # the last pass made it worse: back to the best one
+        pose = rig_io.write_pose(obj, info, best[1].quats, best[1].locations, pose)
         seen = evaluated_joints(obj, info)
-    base_pose.mark_written(obj, info, state.base, state.pose)
-    return seen
+    return pose, seen
 
 
 def _miss(seen: np.ndarray, joints: list[int], wanted: np.ndarray) -> float:

@@ -34,32 +34,36 @@ _KEY_ATTRS: tuple[tuple[str, int, type], ...] = (
 )
 
 
-def channel_paths(obj: bpy.types.Object, info: RigInfo,
-                  bones: Sequence[int] | None = None) -> list[Channel]:
-    """The channels Spread Edit writes: each mapped bone's rotation in its own mode, the
-    mapped roots' location too."""
+def channel_paths(obj: bpy.types.Object, info: RigInfo, bones: Sequence[int] | None = None,
+                  located: Sequence[int] | None = None) -> list[Channel]:
+    """The channels Spread Edit writes: each of ``bones``' rotation in its own mode (default:
+    the mapped bones), the location of ``located`` (default: the mapped roots) too."""
     pose = read_pose(obj, info)
+    located = info.roots if located is None else located
     out = []
     for b in (info.mapped if bones is None else bones):
         name = info.names[b]
         prop, width = rig_keys._rotation_prop(pose.modes[b])
         out += [(rig_keys.bone_path(name, prop), i) for i in range(width)]
-        if b in info.roots:
+        if b in located:
             out += [(rig_keys.bone_path(name, "location"), i) for i in range(3)]
     return out
 
 
 def channel_values(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
-                   locations: np.ndarray, reference: np.ndarray, euler_ref: np.ndarray
+                   locations: np.ndarray, reference: np.ndarray, euler_ref: np.ndarray,
+                   bones: Sequence[int] | None = None, located: Sequence[int] | None = None
                    ) -> dict[Channel, np.ndarray]:
-    """(T,) values of every channel of :func:`channel_paths` for poses ``quats`` (T, B, 4)
-    and ``locations`` (T, B, 3), each bone in its rotation mode. Quaternions take the sign
-    of ``reference`` (T, B, 4, the action's own rotations) frame by frame, so a key keeps
-    its hemisphere against its neighbours; Euler angles stay compatible frame to frame from
-    ``euler_ref`` (B, 3, the action's raw angles at the first frame)."""
+    """(T,) values of every channel of :func:`channel_paths` (``bones``, ``located``) for
+    poses ``quats`` (T, B, 4) and ``locations`` (T, B, 3), each bone in its rotation mode.
+    Quaternions take the sign of ``reference`` (T, B, 4, the action's own rotations) frame
+    by frame, so a key keeps its hemisphere against its neighbours; Euler angles stay
+    compatible frame to frame from ``euler_ref`` (B, 3, the action's raw angles at the
+    first frame)."""
     pose = read_pose(obj, info)
+    located = info.roots if located is None else located
     out: dict[Channel, np.ndarray] = {}
-    for b in info.mapped:
+    for b in (info.mapped if bones is None else bones):
         name = info.names[b]
         mode = pose.modes[b]
         q = quats[:, b]
@@ -72,7 +76,7 @@ def channel_values(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
             values = conversions.quats_to_eulers(q, mode, euler_ref[b])
         prop, width = rig_keys._rotation_prop(mode)
         out.update(((rig_keys.bone_path(name, prop), i), values[:, i]) for i in range(width))
-        if b in info.roots:
+        if b in located:
             out.update(((rig_keys.bone_path(name, "location"), i), locations[:, b, i])
                        for i in range(3))
     return out

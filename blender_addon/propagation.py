@@ -25,10 +25,10 @@ from . import (
     mapped_rig,
     metric_requests,
     model_sets,
-    rig_controls,
     rig_io,
     rig_keys,
     spread_correct,
+    spread_ik,
     spread_layer,
 )
 from .core.pipeline import Effector
@@ -118,9 +118,13 @@ def scene_settings(scene: bpy.types.Scene) -> SpreadSettings:
 
 
 def _edit_channels(obj: bpy.types.Object | None) -> list:
+    """The channels a spread keys: the mapped bones', a limb in IK's IK controls instead
+    of its FK controls."""
     if obj is None:
         return []
-    return key_edit.channel_paths(obj, mapped_rig.rig_for(obj))
+    info = mapped_rig.rig_for(obj)
+    ik = spread_ik.ik_limbs(obj, info)
+    return key_edit.channel_paths(obj, info, *(ik.keyed(info) if ik is not None else ()))
 
 
 def window(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
@@ -277,29 +281,17 @@ class SpreadJob:
         self._steps = _spread(scene, obj, depsgraph, settings, self._undo)
 
     def step(self) -> float | None:
+        from .guard import busy
+
         try:
-            return next(self._steps)
+            with busy():  # its frame changes are its own: no timeline handling
+                return next(self._steps)
         except StopIteration as done:
             self.outcome = done.value
             return None
 
     def cancel(self) -> None:
         self._steps.close()  # the generator puts back what it wrote
-
-
-def check_fk_limbs(obj: bpy.types.Object, info: rig_io.RigInfo) -> None:
-    """Spread Edit reads and keys the mapped FK controls over the frames; a limb shown by
-    its IK chain would show neither its motion to the engine nor the keys written (its IK
-    controls are placed per solve, not per spread frame): refused, naming the limbs."""
-    in_ik = rig_controls.ik_limbs(obj, [info.names[b] for b in info.mapped])
-    if in_ik:
-        one = len(in_ik) == 1
-        switch = rig_controls.IK_FK
-        raise EditError(f"Spread Edit keys the FK controls, and "
-                        f"{', '.join(limb.holder for limb in in_ik)} {'is' if one else 'are'} "
-                        f"in IK ({switch} < 1): set {switch} to 1 (FK) on "
-                        f"{'it' if one else 'them'} for the shot (Rigify's IK->FK snap keeps "
-                        "the pose), then spread")
 
 
 def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
@@ -311,7 +303,6 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     options = editors.solve_options(obj)
     if options.solver == "classic":
         raise EditError("Spread Edit blends the models' pose codes: pick a Neural solver")
-    check_fk_limbs(obj, info)
     targets = empties.read(scene, obj, info, depsgraph)
     requests = metric_requests.requested_metrics(obj)
     if not targets and not requests:
@@ -330,12 +321,28 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if keyed is not None and not len(keyed):
         raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
+    ik = spread_ik.ik_limbs(obj, info)
     if mode == "LAYER":
         spread_layer.check_rotation_modes(obj, info)
+        if ik is not None:
+            raise EditError(f"Layer mode carries the FK controls, and "
+                            f"{', '.join(limb.holder for limb in ik.limbs)} show their IK: "
+                            "pick Keys or Every Frame (their IK controls are keyed), or set "
+                            "IK_FK to 1 (FK)")
+    bones, located = ik.keyed(info) if ik is not None else (list(info.mapped),
+                                                            list(info.roots))
     yield 0.05
 
     unkeyed = base_pose.unkeyed_pose(scene, obj, info)
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
+    keeper = None if ik is None else spread_ik.PoseKeeper(obj, info)
+    if ik is not None:  # each frame's limbs as Blender shows them
+        try:
+            unkeyed = yield from spread_ik.read_shown(scene, obj, info, frames, ik, quats,
+                                                      locs, unkeyed, (0.05, 0.15))
+        finally:  # the rig as it was, its edit not yet keyed included
+            scene.frame_set(scene.frame_current)
+            keeper.restore()
     mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
@@ -362,16 +369,25 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     still = w <= 0.0
     new_q[still], new_l[still] = quats[still], locs[still]
     yield 0.5
-
-    # Validated: write, undone if stopped from here on.
-    snapshot = key_edit.ActionSnapshot(obj, key_edit.channel_paths(obj, info))
-    undo.append(snapshot.restore)
     written = w > 0.0  # the frames a correction from the evaluated rig may change
     if mode == "KEYS":
         written = np.isin(frames, np.round(keyed).astype(int))
+    if ik is not None:  # each frame written and corrected as Solve does, IK controls placed
+        try:
+            yield from spread_ik.place_controls(
+                scene, obj, info, frames, written, ik, (quats, locs), (new_q, new_l),
+                edited_arm, goals, orientations, rig_io.world_scale(mw), (0.5, CORRECTING))
+        finally:  # the rig as it was, its edit not yet keyed included
+            scene.frame_set(scene.frame_current)
+            keeper.restore()
 
+    # Validated: write, undone if stopped from here on.
+    snapshot = key_edit.ActionSnapshot(obj, key_edit.channel_paths(obj, info, bones, located))
+    undo.append(snapshot.restore)
+    if mode == "KEYS":
         def write(q: np.ndarray, loc: np.ndarray) -> int:
-            values = key_edit.channel_values(obj, info, q, loc, quats, eulers[0])
+            values = key_edit.channel_values(obj, info, q, loc, quats, eulers[0], bones,
+                                             located)
             return key_edit.write_on_keys(obj, values, frames, w)[0]
     elif mode == "LAYER":
         layer = spread_layer.Layer(obj, info, frames, quats, locs, eulers,
@@ -380,14 +396,15 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         write = layer.write
     else:
         def write(q: np.ndarray, loc: np.ndarray) -> int:
-            return rig_keys.write_keys(obj, info, frames, q, loc, euler_ref=eulers[0],
-                                       unkeyed=unkeyed)
+            return rig_keys.write_keys(obj, info, frames, q, loc, bones, eulers[0], unkeyed,
+                                       located)
     try:
         n = write(new_q, new_l)
         yield CORRECTING
-        yield from spread_correct.correct_from_evaluated(
-            scene, obj, info, frames, np.where(written, w, 0.0), goals, quats, locs,
-            edited_arm, (new_q, new_l), write, rig_io.world_scale(mw))
+        if ik is None:  # (with limbs in IK, each frame was corrected as it was placed)
+            yield from spread_correct.correct_from_evaluated(
+                scene, obj, info, frames, np.where(written, w, 0.0), goals, quats, locs,
+                edited_arm, (new_q, new_l), write, rig_io.world_scale(mw))
     except BaseException:
         for put_back in reversed(undo):
             put_back()

@@ -199,11 +199,13 @@ def _merge_keys(fcurve, frames: np.ndarray, values: np.ndarray,
 
 def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
                quats: np.ndarray, locations: np.ndarray, bones: Sequence[int] | None = None,
-               euler_ref: np.ndarray | None = None, unkeyed: Pose | None = None) -> int:
+               euler_ref: np.ndarray | None = None, unkeyed: Pose | None = None,
+               located: Sequence[int] | None = None) -> int:
     """Key ``bones`` (default: the mapped ones) at ``frames`` from ``quats`` (T, B, 4) and
     ``locations`` (T, B, 3), through F-curve data; returns the number of F-curves written.
 
-    Each bone is keyed in its own rotation mode, mapped root bones on their location too.
+    Each bone is keyed in its own rotation mode, ``located`` ones (default: the mapped
+    roots) on their location too.
     Keys of those channels inside the frame range are replaced; keys outside are kept.
     ``euler_ref`` (B, 3): Euler angles the first frame stays compatible with (default: the
     current pose). ``unkeyed`` (the pose whose values unanimated channels had): keep every
@@ -212,6 +214,7 @@ def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
     """
     frames_arr = np.asarray(frames, dtype=np.float64)
     bones = list(info.mapped if bones is None else bones)
+    located = info.roots if located is None else located
     pose = read_pose(obj, info)
     ref = pose.eulers if euler_ref is None else np.asarray(euler_ref, dtype=np.float64)
     values: dict[int, np.ndarray] = {}  # bone -> (T, width) keys of its rotation channel
@@ -232,7 +235,7 @@ def write_keys(obj: bpy.types.Object, info: RigInfo, frames: Sequence[int],
         name = info.names[b]
         prop, width = _rotation_prop(pose.modes[b])
         channels = [(prop, i, values[b][:, i]) for i in range(width)]
-        if b in info.roots:
+        if b in located:
             channels += [("location", i, locations[:, b, i]) for i in range(3)]
         group = groups.get(name)
         if group is None:

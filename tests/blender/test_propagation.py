@@ -12,6 +12,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import guard, propagation, rig_keys  # noqa: E402
+from blender_addon.core.propagate import weight_curve  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 CENTER = 40  # the edited frame of the 90-frame clip
@@ -238,27 +239,116 @@ def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.O
     assert np.linalg.norm(keyed - solved, axis=-1).max() < HELD_TOL
 
 
-def test_a_rigify_limb_in_ik_is_refused_and_nothing_changes(rigify_rig: bpy.types.Object
-                                                           ) -> None:
-    """Spread Edit reads and keys the FK controls over the frames; a limb shown by its IK
-    chain (the generated rig's default, left as the animator set it) would neither show
-    its motion to the engine nor the keys written: the run is refused, naming the limbs
-    and what to do, and the action and pose stay as they were."""
+SHOWN = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")  # the
+# generated rig's deform bones: where its hands, feet and head are shown, IK or FK
+IK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L",
+               "thigh_parent.R")
+IK_HAND_DRAG = np.array([0.0, -0.15, 0.20])  # m, world: the left hand, 25 cm, bent arm
+IK_HAND_KEY = (0.02, -0.03, 0.04)  # hand_ik local: the arms bent (an IK chain the animation
+# stretches past its FK bones' lengths has no FK pose to carry it)
+IK_PATH_TOL = 4e-3  # m: the left hand on W(t) of its move (world), every frame (measured
+# 3.4 mm: the offset turns with the body, which sways)
+
+
+def _ik_animated_rig(rig: bpy.types.Object, step: int) -> None:
+    """The generated rig mapped with its limbs left in IK, every control keyed each
+    ``step`` frames (as a Whole Character keying set keys them): the torso swaying down,
+    the hands' IK controls bent in and moving."""
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    controls = [pb for pb in rig.pose.bones
+                if not pb.name.startswith(("MCH", "ORG", "DEF", "VIS"))]
+    for f in range(1, SWAY_FRAMES + 1, step):
+        for pb in controls:
+            if pb.name == "torso":
+                pb.location = (0.03 * np.sin(f / 8.0), 0.0, -0.01 - 0.01 * np.sin(f / 5.0))
+            elif pb.name.startswith("hand_ik"):
+                pb.location = (IK_HAND_KEY[0], IK_HAND_KEY[1] + 0.02 * np.sin(f / 6.0),
+                               IK_HAND_KEY[2])
+            pb.keyframe_insert("location", frame=f)
+            pb.keyframe_insert("rotation_quaternion" if pb.rotation_mode == "QUATERNION"
+                               else "rotation_euler", frame=f)
+
+
+def _shown(rig: bpy.types.Object) -> np.ndarray:
+    bpy.context.view_layer.update()
+    mw = np.array(rig.matrix_world)
+    return np.array([(mw @ np.r_[np.array(rig.pose.bones[n].head), 1.0])[:3] for n in SHOWN])
+
+
+def _curves(rig: bpy.types.Object) -> dict:
+    return {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
+            for fc in rig_keys.channelbag(rig).fcurves}
+
+
+@pytest.mark.parametrize("mode,step", [("EVERY_FRAME", 1), ("KEYS", 10)])
+def test_a_rigify_rig_left_in_ik_spreads_through_its_ik_controls(
+        rigify_rig: bpy.types.Object, mode: str, step: int) -> None:
+    """Blender's generated Rigify rig with its limbs left in IK (its default, the switch
+    the animator's), animated on its controls: the spread reads each frame's limbs as
+    shown and keys the IK controls where its pose puts them, never the FK controls of
+    those limbs nor the switch. Read from the deform bones: the edited frame is the
+    pose Solve gave, the held ends stay where they were on every frame, the left hand
+    follows W(t) of its move; Keys mode adds or removes no key."""
     rig = rigify_rig
     scene = bpy.context.scene
-    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
-    torso = rig.pose.bones["torso"]
-    for f in (1, SWAY_FRAMES):
-        torso.location = (0.03 * f / SWAY_FRAMES, 0.0, 0.0)
-        torso.keyframe_insert("location", frame=f)
+    _ik_animated_rig(rig, step)
+    center = CENTER - 10 if step == 1 else 31  # (a keyed frame in Keys mode)
+    frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
+
+    def shown_frames() -> np.ndarray:
+        out = []
+        for f in frames:
+            scene.frame_set(int(f))
+            out.append(_shown(rig))
+        return np.array(out)
+
+    before = shown_frames()
+    curves = _curves(rig)
+    scene.frame_set(center)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
+    hand.matrix_world.translation = np.array(hand.matrix_world.translation) + IK_HAND_DRAG
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    solved = _shown(rig)
+    p = scene.npe.propagation
+    p.range_mode, p.radius, p.curve = "RADIUS", RADIUS, "SMOOTH"
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode=mode) == {"FINISHED"}
+    after = shown_frames()
+
+    assert all(rig.pose.bones[n]["IK_FK"] == 0.0 for n in IK_SWITCHES)
+    scene.frame_set(center)
+    edited = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
+    held = np.linalg.norm(after[:, 1:] - before[:, 1:], axis=-1).max()
+    now = _curves(rig)
+    fk_limbs = [c for c in curves if "_fk." in c[0] and "spine" not in c[0]]
+    assert fk_limbs and all(now[c] == curves[c] for c in fk_limbs)  # never keyed
+    assert edited < HELD_TOL and held < HELD_TOL, (edited, held)
+    if mode == "KEYS":
+        assert {c: len(k) for c, k in now.items()} == {c: len(k) for c, k in curves.items()}
+        return
+    k = int(np.flatnonzero(frames == center)[0])
+    w = np.interp(frames, frames[k] + np.arange(-RADIUS, RADIUS + 1),
+                  weight_curve(2 * RADIUS + 1, RADIUS, RADIUS), left=0.0,
+                  right=0.0)
+    move = after[k, 0] - before[k, 0]
+    path = np.linalg.norm(after[:, 0] - (before[:, 0] + w[:, None] * move), axis=-1).max()
+    assert path < IK_PATH_TOL, path
+    print(f"\nFIGURES rigify in IK, {mode}: edited frame {edited * 1e3:.3f} mm from Solve, "
+          f"held ends {held * 1e3:.3f} mm, hand off its path {path * 1e3:.2f} mm")
+
+
+def test_a_rigify_rig_left_in_ik_refuses_layer_mode(rigify_rig: bpy.types.Object) -> None:
+    """Layer mode carries the FK controls: with limbs in IK it is refused, naming them
+    and what to pick instead, and nothing changes."""
+    rig = rigify_rig
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1)
     scene.frame_set(CENTER)
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
-    curves = {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
-              for fc in rig_keys.channelbag(rig).fcurves}
-    pose = np.array(list(rigs.mapped_heads(rig).values()))
-    message = rigs.cancelled(bpy.ops.npe.spread_edit, "EXEC_DEFAULT", True)
-    for word in ("upper_arm_parent.L", "thigh_parent.R", "in IK", "IK_FK", "to 1 (FK)"):
+    curves = _curves(rig)
+    tracks = len(rig.animation_data.nla_tracks)
+    message = rigs.cancelled(bpy.ops.npe.spread_edit, "EXEC_DEFAULT", True, mode="LAYER")
+    for word in ("Layer mode", "upper_arm_parent.L", "Keys or Every Frame", "IK_FK"):
         assert word in message, message
-    assert {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
-            for fc in rig_keys.channelbag(rig).fcurves} == curves
-    assert np.abs(np.array(list(rigs.mapped_heads(rig).values())) - pose).max() == 0.0
+    assert _curves(rig) == curves and len(rig.animation_data.nla_tracks) == tracks

@@ -1,0 +1,143 @@
+"""Spread Edit through limbs left in IK (Rigify's, ``IK_FK`` < 1, as the animator set them).
+
+The spread reads and writes the mapped FK controls, which such a limb does not show. So,
+frame by frame: the engine reads the limb as Blender shows it (the FK controls matched to
+it, Rigify's FK->IK snap: :func:`.rig_controls.match_fk_to_shown`), and the IK controls are
+placed where the spread's FK pose puts the limb (Rigify's IK->FK snap, which writing the
+mapped bones runs: :func:`.rig_controls.follow_fk`) and keyed instead of its FK controls,
+as Insert Keyframe keys them (:func:`.rig_controls.keyed_bones`). The switch is never
+touched. Each frame costs a few depsgraph updates, in generators that yield the run's
+progress so a modal run can stop between frames (Esc).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, replace
+
+import bpy
+import numpy as np
+
+from . import base_pose, rig_controls, rig_io
+from .ik_snap import Limb
+
+FRAMES_PER_STEP = 5  # frames between two progress yields (each a few depsgraph updates)
+
+
+@dataclass(frozen=True)
+class IkLimbs:
+    """The mapped limbs in IK of a rig and the bones a spread reads and keys for them."""
+
+    limbs: tuple[Limb, ...]
+    fk: tuple[int, ...]  # their FK controls (mapped): read as shown, never keyed
+    ik: tuple[int, ...]  # their IK controls: placed and keyed, rotation and location
+
+    def keyed(self, info: rig_io.RigInfo) -> tuple[list[int], list[int]]:
+        """(bones keyed, bones keyed on their location too): the mapped bones but these
+        limbs' FK controls, and their IK controls."""
+        fk = set(self.fk)
+        bones = [b for b in info.mapped if b not in fk] + list(self.ik)
+        return bones, sorted(set(info.roots) - fk) + list(self.ik)
+
+
+def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo) -> IkLimbs | None:
+    """The rig's mapped limbs in IK, or None (every limb in FK, or a rig without a
+    switch)."""
+    found = rig_controls.ik_limbs(obj, [info.names[b] for b in info.mapped])
+    if not found:
+        return None
+    index = {n: b for b, n in enumerate(info.names)}
+    mapped = set(info.mapped)
+    fk = [index[n] for limb in found for n in (*limb.fk, *(f for f, _ in limb.tails))
+          if n in index and index[n] in mapped]
+    ik = [index[n] for limb in found for n in limb.ik_controls(obj) if n in index]
+    return IkLimbs(tuple(found), tuple(dict.fromkeys(fk)), tuple(dict.fromkeys(ik)))
+
+
+class PoseKeeper:
+    """Every pose bone's local channels and scale as they are now, put back by
+    :meth:`restore` (the passes below write the controls frame by frame)."""
+
+    def __init__(self, obj: bpy.types.Object, info: rig_io.RigInfo) -> None:
+        self.obj_name = obj.name
+        self.pose = rig_io.read_pose(obj, info)
+        self.scale = np.empty(3 * len(obj.pose.bones), dtype=np.float32)
+        obj.pose.bones.foreach_get("scale", self.scale)
+
+    def restore(self) -> None:
+        obj = bpy.data.objects[self.obj_name]
+        rig_io.put_back(obj, self.pose)
+        obj.pose.bones.foreach_set("scale", self.scale)
+        obj.update_tag(refresh={"OBJECT"})
+
+
+def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+               frames: np.ndarray, limbs: IkLimbs, quats: np.ndarray, locations: np.ndarray,
+               unkeyed: rig_io.Pose, progress: tuple[float, float]
+               ) -> Generator[float, None, rig_io.Pose]:
+    """Into ``quats`` (T, B, 4) and ``locations`` (T, B, 3) of the ``frames``: the FK
+    controls of ``limbs`` matched to the limb each frame shows, and their IK controls as
+    they are there (the action's values, drivers and constraints included). Returns
+    ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
+    base: an edit not yet keyed moved the unanimated ones on every frame."""
+    base = base_pose.read_base(obj, info)
+    if base_pose.base_is_current(base, info, rig_io.read_pose(obj, info), scene.frame_current):
+        base_pose.restore_base(obj, info, base, rig_io.read_pose(obj, info))  # places IK
+        bpy.context.view_layer.update()
+    at_base = rig_io.read_pose(obj, info)
+    ik = list(limbs.ik)
+    unkeyed = _with_bones(unkeyed, at_base, ik)
+    view_layer = bpy.context.view_layer
+    names = [info.names[b] for b in info.mapped]
+    read = list(limbs.fk + limbs.ik)
+    lo, hi = progress
+    for k, f in enumerate(frames):
+        scene.frame_set(int(f))
+        rig_controls.match_fk_to_shown(obj, names, view_layer)
+        pose = rig_io.read_pose(obj, info)
+        quats[k, read] = pose.quats[read]
+        locations[k, read] = pose.locations[read]
+        if k % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
+            yield lo + (hi - lo) * (k + 1) / len(frames)
+    return unkeyed
+
+
+def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_io.Pose:
+    """``pose`` with the channels of ``bones`` taken from ``other``."""
+    fields = {}
+    for name in ("quats", "quaternion", "eulers", "axis_angles", "locations"):
+        values = getattr(pose, name).copy()
+        values[bones] = getattr(other, name)[bones]
+        fields[name] = values
+    return replace(pose, **fields)
+
+
+def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
+                   frames: np.ndarray, rows: np.ndarray, limbs: IkLimbs,
+                   start: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray],
+                   solved: np.ndarray, goals: dict[int, np.ndarray],
+                   orientations: dict[int, np.ndarray], scale: float,
+                   progress: tuple[float, float]) -> Generator[float, None, None]:
+    """For the ``rows`` of ``frames``, as Solve does at one frame: the spread's pose
+    (``new``: rotations (T, B, 4) and locations (T, B, 3), from ``start``, the frames as
+    read, towards the ``solved`` joints (T, 21, 3) and the effector ``goals`` and
+    ``orientations`` per joint (T, ...)) written on the mapped bones, which places the IK
+    controls of ``limbs`` where the FK controls put each limb, then corrected from the
+    evaluated rig (:func:`.edits.correct_written`). The keyed bones' values as left on the
+    rig go into ``new``, in place."""
+    from .edits import correct_written
+
+    keyed = sorted(set(limbs.keyed(info)[0]))
+    todo = np.flatnonzero(rows)
+    lo, hi = progress
+    for n, k in enumerate(todo):
+        scene.frame_set(int(frames[k]))
+        pose = rig_io.write_pose(obj, info, new[0][k], new[1][k], rig_io.read_pose(obj, info))
+        correct_written(obj, info, pose, (start[0][k], start[1][k], solved[k],
+                                          {j: g[k] for j, g in goals.items()},
+                                          {j: o[k] for j, o in orientations.items()}), scale)
+        pose = rig_io.read_pose(obj, info)
+        new[0][k, keyed] = pose.quats[keyed]
+        new[1][k, keyed] = pose.locations[keyed]
+        if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
+            yield lo + (hi - lo) * (n + 1) / len(todo)
