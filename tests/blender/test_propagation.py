@@ -193,6 +193,16 @@ SWAY_FRAMES = 60
 LEFT_HAND_MOVE = np.array([0.05, 0.10, 0.08])  # m, world: up, out and forward
 
 
+def _solve_a_left_hand_drag(rig: bpy.types.Object, move: np.ndarray) -> None:
+    """Hands, feet and head as effectors, the left hand's empty moved by ``move`` (world),
+    and Solve."""
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
+    hand.matrix_world.translation = np.array(hand.matrix_world.translation) + move
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+
+
 def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.Object
                                                         ) -> None:
     """Blender's generated Rigify rig (its neck bends over two bones, so a written pose is
@@ -223,11 +233,7 @@ def test_a_control_rig_holds_its_ends_and_keys_its_solve(rigify_rig: bpy.types.O
 
     before = ends()
     scene.frame_set(center)
-    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
-    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
-    hand.matrix_world.translation = np.array(hand.matrix_world.translation) + LEFT_HAND_MOVE
-    bpy.context.view_layer.update()
-    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    _solve_a_left_hand_drag(rig, LEFT_HAND_MOVE)
     solved = np.array(list(rigs.mapped_heads(rig).values()))
     p = scene.npe.propagation
     p.range_mode, p.radius, p.curve = "RADIUS", RADIUS, "SMOOTH"
@@ -305,11 +311,7 @@ def test_a_rigify_rig_left_in_ik_spreads_through_its_ik_controls(
     before = shown_frames()
     curves = _curves(rig)
     scene.frame_set(center)
-    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
-    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
-    hand.matrix_world.translation = np.array(hand.matrix_world.translation) + IK_HAND_DRAG
-    bpy.context.view_layer.update()
-    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
     solved = _shown(rig)
     p = scene.npe.propagation
     p.range_mode, p.radius, p.curve = "RADIUS", RADIUS, "SMOOTH"
