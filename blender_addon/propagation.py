@@ -322,15 +322,10 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
     ik = spread_ik.ik_limbs(obj, info)
-    if mode == "LAYER":
-        spread_layer.check_rotation_modes(obj, info)
-        if ik is not None:
-            raise EditError(f"Layer mode carries the FK controls, and "
-                            f"{', '.join(limb.holder for limb in ik.limbs)} show their IK: "
-                            "pick Keys or Every Frame (their IK controls are keyed), or set "
-                            "IK_FK to 1 (FK)")
     bones, located = ik.keyed(info) if ik is not None else (list(info.mapped),
                                                             list(info.roots))
+    if mode == "LAYER":
+        spread_layer.check_rotation_modes(obj, info, bones)
     yield 0.05
 
     unkeyed = base_pose.unkeyed_pose(scene, obj, info)
@@ -338,8 +333,9 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     keeper = None if ik is None else spread_ik.PoseKeeper(obj, info)
     if ik is not None:  # each frame's limbs as Blender shows them
         try:
-            unkeyed = yield from spread_ik.read_shown(scene, obj, info, frames, ik, quats,
-                                                      locs, unkeyed, (0.05, 0.15))
+            unkeyed = yield from spread_ik.read_shown(scene, obj, info, frames, ik,
+                                                      (quats, locs, eulers), unkeyed,
+                                                      (0.05, 0.15))
         finally:  # the rig as it was, its edit not yet keyed included
             scene.frame_set(scene.frame_current)
             keeper.restore()
@@ -391,7 +387,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
             return key_edit.write_on_keys(obj, values, frames, w)[0]
     elif mode == "LAYER":
         layer = spread_layer.Layer(obj, info, frames, quats, locs, eulers,
-                                   scene.frame_current)
+                                   scene.frame_current, bones, located)
         undo.append(layer.remove)
         write = layer.write
     else:

@@ -72,10 +72,11 @@ class PoseKeeper:
 
 
 def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-               frames: np.ndarray, limbs: IkLimbs, quats: np.ndarray, locations: np.ndarray,
-               unkeyed: rig_io.Pose, progress: tuple[float, float]
-               ) -> Generator[float, None, rig_io.Pose]:
-    """Into ``quats`` (T, B, 4) and ``locations`` (T, B, 3) of the ``frames``: the FK
+               frames: np.ndarray, limbs: IkLimbs,
+               clip: tuple[np.ndarray, np.ndarray, np.ndarray], unkeyed: rig_io.Pose,
+               progress: tuple[float, float]) -> Generator[float, None, rig_io.Pose]:
+    """Into ``clip`` (rotations (T, B, 4), locations (T, B, 3) and raw Euler angles
+    (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s): the FK
     controls of ``limbs`` matched to the limb each frame shows, and their IK controls as
     they are there (the action's values, drivers and constraints included). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
@@ -95,8 +96,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         scene.frame_set(int(f))
         rig_controls.match_fk_to_shown(obj, names, view_layer)
         pose = rig_io.read_pose(obj, info)
-        quats[k, read] = pose.quats[read]
-        locations[k, read] = pose.locations[read]
+        for values, name in zip(clip, ("quats", "locations", "eulers"), strict=True):
+            values[k, read] = getattr(pose, name)[read]
         if k % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (k + 1) / len(frames)
     return unkeyed

@@ -12,6 +12,8 @@ slotted actions (4.4+) are given the object's slot.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import bpy
 import numpy as np
 
@@ -26,10 +28,13 @@ TRACK_PREFIX = "Spread Edit"
 _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 
 
-def check_rotation_modes(obj: bpy.types.Object, info: RigInfo) -> None:
-    """Layer mode combines quaternions and Euler angles; axis-angle bones are refused."""
+def check_rotation_modes(obj: bpy.types.Object, info: RigInfo,
+                         bones: Sequence[int] | None = None) -> None:
+    """Layer mode combines quaternions and Euler angles; axis-angle bones (of ``bones``,
+    default the mapped ones) are refused."""
     pose = read_pose(obj, info)
-    bad = [info.names[b] for b in info.mapped if pose.modes[b] == AXIS_ANGLE]
+    bad = [info.names[b] for b in (info.mapped if bones is None else bones)
+           if pose.modes[b] == AXIS_ANGLE]
     if bad:
         raise EditError(f"Layer mode cannot combine axis-angle rotations ({', '.join(bad)}): "
                         "use Keys or Every Frame, or another rotation mode")
@@ -42,8 +47,11 @@ class Layer:
 
     def __init__(self, obj: bpy.types.Object, info: RigInfo, frames: np.ndarray,
                  base_quats: np.ndarray, base_locs: np.ndarray, base_eulers: np.ndarray,
-                 center: int) -> None:
+                 center: int, bones: Sequence[int] | None = None,
+                 located: Sequence[int] | None = None) -> None:
         self.obj_name, self.info = obj.name, info
+        self.bones = list(info.mapped if bones is None else bones)  # their rotations
+        self.located = set(info.roots if located is None else located)  # their locations
         self.frames = np.asarray(frames, dtype=np.float64)
         self.base_quats, self.base_locs, self.base_eulers = base_quats, base_locs, base_eulers
         self.modes = read_pose(obj, info).modes
@@ -66,7 +74,7 @@ class Layer:
         """Each channel's change per frame (T,) from the action's pose to ``quats``/``locs``."""
         info = self.info
         out = {}
-        for b in info.mapped:
+        for b in self.bones:
             name, mode = info.names[b], self.modes[b]
             if mode == QUATERNION:
                 base = quat_normalize(self.base_quats[:, b]) * _CONJUGATE
@@ -79,7 +87,7 @@ class Layer:
                 prop = "rotation_euler"
             out.update(((rig_keys.bone_path(name, prop), i), delta[:, i])
                        for i in range(delta.shape[1]))
-            if b in info.roots:
+            if b in self.located:
                 out.update(((rig_keys.bone_path(name, "location"), i),
                             locs[:, b, i] - self.base_locs[:, b, i]) for i in range(3))
         return out

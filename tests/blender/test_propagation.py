@@ -252,6 +252,8 @@ IK_SWITCHES = ("upper_arm_parent.L", "upper_arm_parent.R", "thigh_parent.L",
 IK_HAND_DRAG = np.array([0.0, -0.15, 0.20])  # m, world: the left hand, 25 cm, bent arm
 IK_HAND_KEY = (0.02, -0.03, 0.04)  # hand_ik local: the arms bent (an IK chain the animation
 # stretches past its FK bones' lengths has no FK pose to carry it)
+MUTED_TOL = 1e-4  # m: a muted layer gives back the motion (issue 49)
+IK_HALF_TOL = 0.05  # the hand's share of its move at influence 0.5 (issue 49: 0.45-0.55)
 IK_PATH_TOL = 4e-3  # m: the left hand on W(t) of its move (world), every frame (measured
 # 3.4 mm: the offset turns with the body, which sways)
 
@@ -340,17 +342,41 @@ def test_a_rigify_rig_left_in_ik_spreads_through_its_ik_controls(
           f"held ends {held * 1e3:.3f} mm, hand off its path {path * 1e3:.2f} mm")
 
 
-def test_a_rigify_rig_left_in_ik_refuses_layer_mode(rigify_rig: bpy.types.Object) -> None:
-    """Layer mode carries the FK controls: with limbs in IK it is refused, naming them
-    and what to pick instead, and nothing changes."""
+def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Object
+                                                       ) -> None:
+    """Layer mode on the rig left in IK: the layer carries the IK controls' changes (a
+    location change adds, so a hand's control at influence 0.5 goes half way), the action
+    stays bit for bit, and muting the layer gives the motion back."""
     rig = rigify_rig
     scene = bpy.context.scene
     _ik_animated_rig(rig, 1)
-    scene.frame_set(CENTER)
-    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    center = CENTER - 10
+    frames = np.arange(center - RADIUS, center + RADIUS + 1)
+    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
     curves = _curves(rig)
-    tracks = len(rig.animation_data.nla_tracks)
-    message = rigs.cancelled(bpy.ops.npe.spread_edit, "EXEC_DEFAULT", True, mode="LAYER")
-    for word in ("Layer mode", "upper_arm_parent.L", "Keys or Every Frame", "IK_FK"):
-        assert word in message, message
-    assert _curves(rig) == curves and len(rig.animation_data.nla_tracks) == tracks
+    scene.frame_set(center)
+    _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
+    solved = _shown(rig)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=RADIUS) == {"FINISHED"}
+    assert _curves(rig) == curves  # the action, bit for bit
+    track = rig.animation_data.nla_tracks[-1]
+    scene.frame_set(center)
+    edited = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
+    track.mute = True
+    muted = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    track.mute = False
+    strip = track.strips[0]
+    strip.influence = 0.5
+    for fc in strip.fcurves:  # its animated influence says 0.5 too
+        for key in fc.keyframe_points:
+            key.co.y = 0.5
+    scene.frame_set(center)
+    k = int(np.flatnonzero(frames == center)[0])
+    half = np.linalg.norm(_shown(rig)[0] - before[k, 0]) / np.linalg.norm(solved[0] - before[k, 0])
+    off_motion = np.linalg.norm(muted - before, axis=-1).max()
+    assert edited < HELD_TOL and off_motion < MUTED_TOL, (edited, off_motion)
+    assert abs(half - 0.5) < IK_HALF_TOL, half
+    print(f"\nFIGURES rigify in IK, LAYER: edited frame {edited * 1e3:.3f} mm from Solve, "
+          f"muted {off_motion * 1e3:.4f} mm off the motion, hand share at influence 0.5 "
+          f"{half:.3f}")
