@@ -331,13 +331,14 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     unkeyed = base_pose.unkeyed_pose(scene, obj, info)
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
     keeper = None if ik is None else spread_ik.PoseKeeper(obj, info)
+    current = scene.frame_current  # (the passes below change frame)
     if ik is not None:  # each frame's limbs as Blender shows them
         try:
             unkeyed = yield from spread_ik.read_shown(scene, obj, info, frames, ik,
                                                       (quats, locs, eulers), unkeyed,
                                                       (0.05, 0.15))
         finally:  # the rig as it was, its edit not yet keyed included
-            scene.frame_set(scene.frame_current)
+            scene.frame_set(current)
             keeper.restore()
     mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
@@ -374,7 +375,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                 scene, obj, info, frames, written, ik, (quats, locs), (new_q, new_l),
                 edited_arm, goals, orientations, rig_io.world_scale(mw), (0.5, CORRECTING))
         finally:  # the rig as it was, its edit not yet keyed included
-            scene.frame_set(scene.frame_current)
+            scene.frame_set(current)
             keeper.restore()
 
     # Validated: write, undone if stopped from here on.

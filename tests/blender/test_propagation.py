@@ -11,7 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import guard, propagation, rig_keys  # noqa: E402
+from blender_addon import guard, mapped_rig, propagation, rig_keys  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
@@ -380,3 +380,31 @@ def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Obje
     print(f"\nFIGURES rigify in IK, LAYER: edited frame {edited * 1e3:.3f} mm from Solve, "
           f"muted {off_motion * 1e3:.4f} mm off the motion, hand share at influence 0.5 "
           f"{half:.3f}")
+
+
+@pytest.mark.parametrize("stop_at", [0.1, 0.52], ids=["reading", "placing"])
+def test_esc_on_a_rigify_rig_left_in_ik_leaves_it_as_it_was(rigify_rig: bpy.types.Object,
+                                                             stop_at: float) -> None:
+    """Esc while the frames are read or the IK controls placed (each a frame change and
+    writes of the controls): the action and every pose bone's channels as they were, the
+    edit not yet keyed included."""
+    from blender_addon.rig_io import read_pose
+
+    rig = rigify_rig
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1)
+    scene.frame_set(CENTER - 10)
+    _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
+    info = mapped_rig.rig_for(rig)
+    curves, pose = _curves(rig), read_pose(rig, info).raw.copy()
+    settings = propagation.SpreadSettings(mode="EVERY_FRAME", range_mode="RADIUS",
+                                          radius=RADIUS)
+    job = propagation.SpreadJob(scene, rig, bpy.context.evaluated_depsgraph_get(), settings)
+    while (step := job.step()) is not None and step < stop_at:
+        pass
+    assert step is not None and step < propagation.CORRECTING  # stopped inside that pass
+    with guard.busy():
+        job.cancel()  # what Esc does
+    assert _curves(rig) == curves
+    assert np.array_equal(read_pose(rig, info).raw, pose)
+    assert scene.frame_current == CENTER - 10
