@@ -40,10 +40,20 @@ class IkLimbs:
         return bones, sorted(set(info.roots) - fk) + list(self.ik)
 
 
+_LIMBS: dict[tuple[str, tuple], tuple[Limb, ...]] = {}  # (armature, rig key) -> its limbs
+
+
 def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo) -> IkLimbs | None:
     """The rig's mapped limbs in IK, or None (every limb in FK, or a rig without a
-    switch)."""
-    found = rig_controls.ik_limbs(obj, [info.names[b] for b in info.mapped])
+    switch). The limbs are found once per rig (reading the constraints of a Rigify rig
+    takes milliseconds, and the panel asks on every redraw); their switches every time."""
+    key = (obj.name, info.key)
+    limbs = _LIMBS.get(key)
+    if limbs is None:
+        _LIMBS.clear()  # (one rig at a time is drawn and spread)
+        limbs = _LIMBS[key] = tuple(rig_controls.limbs(obj, [info.names[b]
+                                                                 for b in info.mapped]))
+    found = [limb for limb in limbs if limb.switch(obj) < 1.0]
     if not found:
         return None
     index = {n: b for b, n in enumerate(info.names)}
