@@ -331,12 +331,12 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     unkeyed = base_pose.unkeyed_pose(scene, obj, info)
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
     keeper = None if ik is None else spread_ik.PoseKeeper(obj, info)
+    stretched: list[str] = []
     current = scene.frame_current  # (the passes below change frame)
     if ik is not None:  # each frame's limbs as Blender shows them
         try:
-            unkeyed = yield from spread_ik.read_shown(scene, obj, info, frames, ik,
-                                                      (quats, locs, eulers), unkeyed,
-                                                      (0.05, 0.15))
+            unkeyed, stretched = yield from spread_ik.read_shown(
+                scene, obj, info, frames, ik, (quats, locs, eulers), unkeyed, (0.05, 0.15))
         finally:  # the rig as it was, its edit not yet keyed included
             scene.frame_set(current)
             keeper.restore()
@@ -409,7 +409,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         raise
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
-    notes = []
+    notes = list(stretched)
     if mode == "KEYS" and not np.isclose(keyed, scene.frame_current).any():
         notes.append(f"frame {scene.frame_current} holds no key: Keys mode moved the keys "
                      "around it, and the pose there is what they interpolate")

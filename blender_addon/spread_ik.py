@@ -22,6 +22,7 @@ from . import base_pose, rig_controls, rig_io
 from .ik_snap import Limb
 
 FRAMES_PER_STEP = 5  # frames between two progress yields (each a few depsgraph updates)
+STRETCH_NOTE_M = 1e-3  # world: an IK chain's end this far past its FK chain's is noted
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,16 @@ class PoseKeeper:
 def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
                frames: np.ndarray, limbs: IkLimbs,
                clip: tuple[np.ndarray, np.ndarray, np.ndarray], unkeyed: rig_io.Pose,
-               progress: tuple[float, float]) -> Generator[float, None, rig_io.Pose]:
+               progress: tuple[float, float]
+               ) -> Generator[float, None, tuple[rig_io.Pose, list[str]]]:
     """Into ``clip`` (rotations (T, B, 4), locations (T, B, 3) and raw Euler angles
     (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s): the FK
     controls of ``limbs`` matched to the limb each frame shows, and their IK controls as
     they are there (the action's values, drivers and constraints included). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
-    base: an edit not yet keyed moved the unanimated ones on every frame."""
+    base (an edit not yet keyed moved the unanimated ones on every frame), and a note for
+    each limb its IK stretches past the FK bones' lengths on some frame: no FK pose
+    carries it there, and held, its end moves by the stretch."""
     base = base_pose.read_base(obj, info)
     if base_pose.base_is_current(base, info, rig_io.read_pose(obj, info), scene.frame_current):
         base_pose.restore_base(obj, info, base, rig_io.read_pose(obj, info))  # places IK
@@ -101,16 +105,26 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     view_layer = bpy.context.view_layer
     names = [info.names[b] for b in info.mapped]
     read = list(limbs.fk + limbs.ik)
+    pbones = obj.pose.bones
+    stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
     lo, hi = progress
     for k, f in enumerate(frames):
         scene.frame_set(int(f))
         rig_controls.match_fk_to_shown(obj, names, view_layer)
+        stretch[k] = [(pbones[limb.fk[1]].tail - pbones[limb.orgs[2]].head).length
+                      for limb in limbs.limbs]  # the FK chain's reach against the end shown
         pose = rig_io.read_pose(obj, info)
         for values, name in zip(clip, ("quats", "locations", "eulers"), strict=True):
             values[k, read] = getattr(pose, name)[read]
         if k % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (k + 1) / len(frames)
-    return unkeyed
+    scale = rig_io.world_scale(rig_io.world_matrix(obj))
+    notes = [f"{limb.holder}: its IK stretches {stretch[:, i].max() * scale * 100:.1f} cm "
+             f"past its FK bones on frames {int(frames[on[0]])}-{int(frames[on[-1]])}; "
+             "held there, it moves by as much (the spread poses the FK bones' lengths)"
+             for i, limb in enumerate(limbs.limbs)
+             if (on := np.flatnonzero(stretch[:, i] * scale > STRETCH_NOTE_M)).size]
+    return unkeyed, notes
 
 
 def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_io.Pose:

@@ -254,21 +254,24 @@ IK_HAND_KEY = (0.02, -0.03, 0.04)  # hand_ik local: the arms bent (an IK chain t
 # stretches past its FK bones' lengths has no FK pose to carry it)
 MUTED_TOL = 1e-4  # m: a muted layer gives back the motion (issue 49)
 IK_HALF_TOL = 0.05  # the hand's share of its move at influence 0.5 (issue 49: 0.45-0.55)
+STRETCH_RISE = 0.03  # m: the torso over the straight legs, which Rigify's IK stretches
 IK_PATH_TOL = 4e-3  # m: the left hand on W(t) of its move (world), every frame (measured
 # 3.4 mm: the offset turns with the body, which sways)
 
 
-def _ik_animated_rig(rig: bpy.types.Object, step: int) -> None:
+def _ik_animated_rig(rig: bpy.types.Object, step: int, rise: float = 0.0) -> None:
     """The generated rig mapped with its limbs left in IK, every control keyed each
-    ``step`` frames (as a Whole Character keying set keys them): the torso swaying down,
-    the hands' IK controls bent in and moving."""
+    ``step`` frames (as a Whole Character keying set keys them): the torso swaying down
+    (``rise``: up by that much more, over the straight legs), the hands' IK controls bent
+    in and moving."""
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     controls = [pb for pb in rig.pose.bones
                 if not pb.name.startswith(("MCH", "ORG", "DEF", "VIS"))]
     for f in range(1, SWAY_FRAMES + 1, step):
         for pb in controls:
             if pb.name == "torso":
-                pb.location = (0.03 * np.sin(f / 8.0), 0.0, -0.01 - 0.01 * np.sin(f / 5.0))
+                pb.location = (0.03 * np.sin(f / 8.0), 0.0,
+                               rise - 0.01 - 0.01 * np.sin(f / 5.0))
             elif pb.name.startswith("hand_ik"):
                 pb.location = (IK_HAND_KEY[0], IK_HAND_KEY[1] + 0.02 * np.sin(f / 6.0),
                                IK_HAND_KEY[2])
@@ -408,3 +411,20 @@ def test_esc_on_a_rigify_rig_left_in_ik_leaves_it_as_it_was(rigify_rig: bpy.type
     assert _curves(rig) == curves
     assert np.array_equal(read_pose(rig, info).raw, pose)
     assert scene.frame_current == CENTER - 10
+
+
+def test_a_stretched_ik_chain_is_noted(rigify_rig: bpy.types.Object) -> None:
+    """The torso raised over the straight legs: Rigify's IK stretches them past their FK
+    bones, which no FK pose carries; the spread says which limbs, by how much and
+    where."""
+    rig = rigify_rig
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1, rise=STRETCH_RISE)
+    scene.frame_set(CENTER - 10)
+    _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
+    settings = propagation.SpreadSettings(mode="EVERY_FRAME", range_mode="RADIUS",
+                                          radius=RADIUS)
+    notes = propagation.propagate_edit(scene, rig, bpy.context.evaluated_depsgraph_get(),
+                                       settings=settings).notes
+    stretched = {n.split(":")[0] for n in notes if "stretches" in n and " cm " in n}
+    assert {"thigh_parent.L", "thigh_parent.R"} <= stretched, notes
