@@ -336,7 +336,8 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if ik is not None:  # each frame's limbs as Blender shows them
         try:
             unkeyed, stretched = yield from spread_ik.read_shown(
-                scene, obj, info, frames, ik, (quats, locs, eulers), unkeyed, (0.05, 0.15))
+                scene, obj, info, frames, center, ik, (quats, locs, eulers), unkeyed,
+                (0.05, 0.15))
         finally:  # the rig as it was, its edit not yet keyed included
             scene.frame_set(current)
             keeper.restore()
@@ -372,7 +373,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if ik is not None:  # each frame written and corrected as Solve does, IK controls placed
         try:
             yield from spread_ik.place_controls(
-                scene, obj, info, frames, written, ik, (quats, locs), (new_q, new_l),
+                scene, obj, info, frames, center, written, ik, (quats, locs), (new_q, new_l),
                 edited_arm, goals, orientations, rig_io.world_scale(mw), (0.5, CORRECTING))
         finally:  # the rig as it was, its edit not yet keyed included
             scene.frame_set(current)

@@ -19,10 +19,17 @@ import bpy
 import numpy as np
 
 from . import base_pose, rig_controls, rig_io
+from .core.propagate import interpolate_changes
+from .core.quaternions import quat_make_continuous, quat_normalize
 from .ik_snap import Limb
 
 FRAMES_PER_STEP = 5  # frames between two progress yields (each a few depsgraph updates)
 STRETCH_NOTE_M = 1e-3  # world: an IK chain's end this far past its FK chain's is noted
+# A longer range is read and placed on this many evenly spaced frames (its ends among
+# them), the others interpolated between them: each frame takes a few evaluations of the
+# rig (about 0.1 s on the generated Rigify rig), as the kernels' solve of a long range does
+# (core/propagate.SOLVED_FRAMES) and the evaluated rig's correction (spread_correct).
+SAMPLED_FRAMES = 100
 
 
 @dataclass(frozen=True)
@@ -83,12 +90,13 @@ class PoseKeeper:
 
 
 def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-               frames: np.ndarray, limbs: IkLimbs,
+               frames: np.ndarray, center: int, limbs: IkLimbs,
                clip: tuple[np.ndarray, np.ndarray, np.ndarray], unkeyed: rig_io.Pose,
                progress: tuple[float, float]
                ) -> Generator[float, None, tuple[rig_io.Pose, list[str]]]:
     """Into ``clip`` (rotations (T, B, 4), locations (T, B, 3) and raw Euler angles
-    (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s): the FK
+    (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s; the edited one is row
+    ``center``; a long range sampled, :data:`SAMPLED_FRAMES`): the FK
     controls of ``limbs`` matched to the limb each frame shows, and their IK controls as
     they are there (the action's values, drivers and constraints included). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
@@ -107,8 +115,11 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     read = list(limbs.fk + limbs.ik)
     pbones = obj.pose.bones
     stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
+    sampled = _sampled(np.ones(len(frames), dtype=bool), center)
+    todo = np.flatnonzero(sampled)
     lo, hi = progress
-    for k, f in enumerate(frames):
+    for n, k in enumerate(todo):
+        f = frames[k]
         scene.frame_set(int(f))
         rig_controls.match_fk_to_shown(obj, names, view_layer)
         stretch[k] = [(pbones[limb.fk[1]].tail - pbones[limb.orgs[2]].head).length
@@ -116,8 +127,11 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         pose = rig_io.read_pose(obj, info)
         for values, name in zip(clip, ("quats", "locations", "eulers"), strict=True):
             values[k, read] = getattr(pose, name)[read]
-        if k % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
-            yield lo + (hi - lo) * (k + 1) / len(frames)
+        if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
+            yield lo + (hi - lo) * (n + 1) / len(todo)
+    everything = np.ones(len(frames), dtype=bool)
+    for values, unit in zip(clip, (True, False, False), strict=True):
+        _interpolate(frames, everything, sampled, values, read, unit)
     scale = rig_io.world_scale(rig_io.world_matrix(obj))
     notes = [f"{limb.holder}: its IK stretches {stretch[:, i].max() * scale * 100:.1f} cm "
              f"past its FK bones on frames {int(frames[on[0]])}-{int(frames[on[-1]])}; "
@@ -138,12 +152,13 @@ def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_
 
 
 def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-                   frames: np.ndarray, rows: np.ndarray, limbs: IkLimbs,
+                   frames: np.ndarray, center: int, rows: np.ndarray, limbs: IkLimbs,
                    start: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray],
                    solved: np.ndarray, goals: dict[int, np.ndarray],
                    orientations: dict[int, np.ndarray], scale: float,
                    progress: tuple[float, float]) -> Generator[float, None, None]:
-    """For the ``rows`` of ``frames``, as Solve does at one frame: the spread's pose
+    """For the ``rows`` of ``frames`` (a long range sampled, :data:`SAMPLED_FRAMES`, the
+    edited frame, row ``center``, among them), as Solve does at one frame: the spread's pose
     (``new``: rotations (T, B, 4) and locations (T, B, 3), from ``start``, the frames as
     read, towards the ``solved`` joints (T, 21, 3) and the effector ``goals`` and
     ``orientations`` per joint (T, ...)) written on the mapped bones, which places the IK
@@ -153,7 +168,9 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     from .edits import correct_written
 
     keyed = sorted(set(limbs.keyed(info)[0]))
-    todo = np.flatnonzero(rows)
+    sampled = _sampled(rows, center)
+    todo = np.flatnonzero(sampled)
+    planned = (new[0].copy(), new[1].copy())
     lo, hi = progress
     for n, k in enumerate(todo):
         scene.frame_set(int(frames[k]))
@@ -166,3 +183,40 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
         new[1][k, keyed] = pose.locations[keyed]
         if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (n + 1) / len(todo)
+    if not sampled[rows].all():  # the others: as planned, plus the placing's change
+        flip = np.sum(new[0] * planned[0], axis=-1, keepdims=True) < 0.0  # (q is -q)
+        change = (np.where(flip, -new[0], new[0]) - planned[0], new[1] - planned[1])
+        for values in change:
+            _interpolate(frames, rows, sampled, values, keyed)
+        idx = np.flatnonzero(rows & ~sampled)
+        new[0][idx[:, None], keyed] = quat_normalize(planned[0][idx][:, keyed]
+                                                     + change[0][idx][:, keyed])
+        new[1][idx[:, None], keyed] = planned[1][idx][:, keyed] + change[1][idx][:, keyed]
+
+
+def _sampled(rows: np.ndarray, center: int) -> np.ndarray:
+    """Of the ``rows`` (T,), those a pass evaluates: all, or :data:`SAMPLED_FRAMES` evenly
+    spaced ones with the first, the last and the edited one (row ``center``)."""
+    idx = np.flatnonzero(rows)
+    if len(idx) <= SAMPLED_FRAMES:
+        return rows.copy()
+    out = np.zeros_like(rows)
+    out[idx[np.linspace(0, len(idx) - 1, SAMPLED_FRAMES).round().astype(int)]] = True
+    out[center] = rows[center]
+    return out
+
+
+def _interpolate(frames: np.ndarray, rows: np.ndarray, sampled: np.ndarray,
+                 values: np.ndarray, bones: list[int], unit: bool = False) -> None:
+    """The ``rows`` not ``sampled``: the ``bones`` of ``values`` (T, B, ...) interpolated
+    between the sampled frames (cubic over frame numbers,
+    :func:`.core.propagate.interpolate_changes`), in place; ``unit`` quaternions kept in
+    one hemisphere frame to frame and normalized."""
+    idx = np.flatnonzero(rows)
+    if sampled[idx].all():
+        return
+    part = values[idx][:, bones]
+    if unit:
+        part = quat_make_continuous(part, axis=0)
+    part = interpolate_changes(frames[idx], sampled[idx], part)
+    values[idx[:, None], bones] = quat_normalize(part) if unit else part

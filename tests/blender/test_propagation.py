@@ -11,7 +11,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import guard, mapped_rig, propagation, rig_keys  # noqa: E402
+from blender_addon import guard, mapped_rig, propagation, rig_keys, spread_ik  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
@@ -255,8 +255,9 @@ IK_HAND_KEY = (0.02, -0.03, 0.04)  # hand_ik local: the arms bent (an IK chain t
 MUTED_TOL = 1e-4  # m: a muted layer gives back the motion (issue 49)
 IK_HALF_TOL = 0.05  # the hand's share of its move at influence 0.5 (issue 49: 0.45-0.55)
 STRETCH_RISE = 0.03  # m: the torso over the straight legs, which Rigify's IK stretches
-IK_PATH_TOL = 4e-3  # m: the left hand on W(t) of its move (world), every frame (measured
-# 3.4 mm: the offset turns with the body, which sways)
+IK_PATH_TOL = 5e-3  # m: the left hand on W(t) of its move (world), every frame (measured
+# 3.4 mm, 3.95 mm sampled: the offset turns with the body, which sways)
+IK_SAMPLED = 8  # frames of the 25 read and placed in the sampled run
 
 
 def _ik_animated_rig(rig: bpy.types.Object, step: int, rise: float = 0.0) -> None:
@@ -291,15 +292,21 @@ def _curves(rig: bpy.types.Object) -> dict:
             for fc in rig_keys.channelbag(rig).fcurves}
 
 
-@pytest.mark.parametrize("mode,step", [("EVERY_FRAME", 1), ("KEYS", 10)])
+@pytest.mark.parametrize("mode,step,sampled", [("EVERY_FRAME", 1, None), ("KEYS", 10, None),
+                                               ("EVERY_FRAME", 1, IK_SAMPLED)],
+                         ids=["every-frame", "keys", "every-frame-sampled"])
 def test_a_rigify_rig_left_in_ik_spreads_through_its_ik_controls(
-        rigify_rig: bpy.types.Object, mode: str, step: int) -> None:
+        rigify_rig: bpy.types.Object, mode: str, step: int, sampled: int | None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Blender's generated Rigify rig with its limbs left in IK (its default, the switch
     the animator's), animated on its controls: the spread reads each frame's limbs as
     shown and keys the IK controls where its pose puts them, never the FK controls of
     those limbs nor the switch. Read from the deform bones: the edited frame is the
     pose Solve gave, the held ends stay where they were on every frame, the left hand
-    follows W(t) of its move; Keys mode adds or removes no key."""
+    follows W(t) of its move; Keys mode adds or removes no key. ``sampled``: a long range's
+    sampling (read and placed on that many frames, the others interpolated) on this one."""
+    if sampled is not None:
+        monkeypatch.setattr(spread_ik, "SAMPLED_FRAMES", sampled)
     rig = rigify_rig
     scene = bpy.context.scene
     _ik_animated_rig(rig, step)
@@ -341,8 +348,9 @@ def test_a_rigify_rig_left_in_ik_spreads_through_its_ik_controls(
     move = after[k, 0] - before[k, 0]
     path = np.linalg.norm(after[:, 0] - (before[:, 0] + w[:, None] * move), axis=-1).max()
     assert path < IK_PATH_TOL, path
-    print(f"\nFIGURES rigify in IK, {mode}: edited frame {edited * 1e3:.3f} mm from Solve, "
-          f"held ends {held * 1e3:.3f} mm, hand off its path {path * 1e3:.2f} mm")
+    print(f"\nFIGURES rigify in IK, {mode} (sampled {sampled}): edited frame "
+          f"{edited * 1e3:.3f} mm from Solve, held ends {held * 1e3:.3f} mm, hand off its "
+          f"path {path * 1e3:.2f} mm")
 
 
 def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Object
