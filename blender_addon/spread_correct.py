@@ -11,7 +11,7 @@ import bpy
 import numpy as np
 
 from . import rig_io
-from .core.propagate import interpolate_changes
+from .core.propagate import interpolate_changes, spaced_rows
 from .core.skeleton import JOINTS
 from .edits import EVALUATED_PASSES, EVALUATED_TOL
 
@@ -101,8 +101,7 @@ def _correct_sampled(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io
     others (they follow the motion, smoothly), and a pass stands only where it brought the
     sampled frames' worst miss closer."""
     idx = np.flatnonzero(live)
-    sampled = np.zeros(len(frames), dtype=bool)
-    sampled[idx[np.linspace(0, len(idx) - 1, CORRECTED_FRAMES).round().astype(int)]] = True
+    sampled = spaced_rows(live, CORRECTED_FRAMES)
     best_q, best_l = (a.copy() for a in keyed)
     seen = (yield from _evaluated_clip(scene, obj, info, frames, sampled))[:, joints]
     best = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)[sampled].max()

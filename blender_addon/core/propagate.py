@@ -132,7 +132,8 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
     settles = smooth and options.fix_lengths and options.refine_steps
     # The edited frame is solved exactly as a single pose; the others share one batch.
     edited = live == frame
-    solved = _solved_rows(live, edited) if settles else np.ones(len(live), dtype=bool)
+    everything = np.ones(len(live), dtype=bool)
+    solved = spaced_rows(everything, SOLVED_FRAMES, edited) if settles else everything
     for rows, each_pose in ((edited, True), (~edited & solved, False)):
         if rows.any():
             result = editor.solve_arrays(poses[rows], mask[rows], targets[rows],
@@ -185,17 +186,18 @@ def _reached_targets(targets: np.ndarray, solved: np.ndarray, edited: np.ndarray
     return np.where(short[None, :, None], reached, targets)
 
 
-def _solved_rows(live: np.ndarray, edited: np.ndarray) -> np.ndarray:
-    """Which of the ``live`` frames are solved: all of a range up to :data:`SOLVED_FRAMES`,
-    else that many evenly spaced over it, with its first and last frames and the edited
-    one."""
-    n = len(live)
-    rows = np.ones(n, dtype=bool)
-    if n > SOLVED_FRAMES:
-        rows[:] = False
-        rows[np.linspace(0, n - 1, SOLVED_FRAMES).round().astype(int)] = True
-        rows[edited] = True
-    return rows
+def spaced_rows(rows: np.ndarray, count: int, keep: np.ndarray | None = None) -> np.ndarray:
+    """Of the ``rows`` (bool), the ones a long range is worked on: all of them up to
+    ``count``, else ``count`` evenly spaced with the first and last, and those of ``keep``
+    (bool, e.g. the edited frame)."""
+    idx = np.flatnonzero(rows)
+    if len(idx) <= count:
+        return np.array(rows, dtype=bool)
+    out = np.zeros(len(rows), dtype=bool)
+    out[idx[np.linspace(0, len(idx) - 1, count).round().astype(int)]] = True
+    if keep is not None:
+        out |= keep & rows
+    return out
 
 
 def interpolate_changes(live: np.ndarray, solved: np.ndarray, change: np.ndarray
