@@ -124,7 +124,8 @@ def _edit_channels(obj: bpy.types.Object | None) -> list:
         return []
     info = mapped_rig.rig_for(obj)
     ik = spread_ik.ik_limbs(obj, info)
-    return key_edit.channel_paths(obj, info, *(ik.keyed(info) if ik is not None else ()))
+    return key_edit.channel_paths(obj, info, *((ik.keyed, ik.located) if ik is not None
+                                               else ()))
 
 
 def window(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
@@ -322,25 +323,20 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
     ik = spread_ik.ik_limbs(obj, info)
-    bones, located = ik.keyed(info) if ik is not None else (list(info.mapped),
-                                                            list(info.roots))
+    bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
     if mode == "LAYER":
         spread_layer.check_rotation_modes(obj, info, bones)
     yield 0.05
 
     unkeyed = base_pose.unkeyed_pose(scene, obj, info)
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
-    keeper = None if ik is None else spread_ik.PoseKeeper(obj, info)
     stretched: list[str] = []
     current = scene.frame_current  # (the passes below change frame)
     if ik is not None:  # each frame's limbs as Blender shows them
-        try:
+        with spread_ik.pose_kept(scene, obj, current):
             unkeyed, stretched = yield from spread_ik.read_shown(
                 scene, obj, info, frames, center, ik, (quats, locs, eulers), unkeyed,
                 (0.05, 0.15))
-        finally:  # the rig as it was, its edit not yet keyed included
-            scene.frame_set(current)
-            keeper.restore()
     mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
@@ -371,13 +367,10 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if mode == "KEYS":
         written = np.isin(frames, np.round(keyed).astype(int))
     if ik is not None:  # each frame written and corrected as Solve does, IK controls placed
-        try:
+        with spread_ik.pose_kept(scene, obj, current):
             yield from spread_ik.place_controls(
                 scene, obj, info, frames, center, written, ik, (quats, locs), (new_q, new_l),
                 edited_arm, goals, orientations, rig_io.world_scale(mw), (0.5, CORRECTING))
-        finally:  # the rig as it was, its edit not yet keyed included
-            scene.frame_set(current)
-            keeper.restore()
 
     # Validated: write, undone if stopped from here on.
     snapshot = key_edit.ActionSnapshot(obj, key_edit.channel_paths(obj, info, bones, located))

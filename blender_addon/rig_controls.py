@@ -287,14 +287,16 @@ def cancel_follow() -> None:
     app_hooks.stop_timer(_place_pending)
 
 
-def keyed_bones(obj: bpy.types.Object, mapped_bone_names: Sequence[str]) -> list[str]:
+def keyed_bones(obj: bpy.types.Object, mapped_bone_names: Sequence[str],
+                found: Sequence[Limb] | None = None) -> list[str]:
     """The bones whose keys hold the pose the add-on wrote on the mapped bones: each mapped
     bone, except that a limb in IK is keyed on its IK controls (end, chain base, pole when
     used, toe) instead of its FK controls, and a limb between the two (0 < ``IK_FK`` < 1)
-    on both. The switch itself is never keyed: it stays as the animator set it."""
+    on both. The switch itself is never keyed: it stays as the animator set it.
+    ``found``: :func:`limbs` of those bones where the caller has them."""
     out = list(mapped_bone_names)
     extra: list[str] = []
-    for limb in limbs(obj, mapped_bone_names):
+    for limb in limbs(obj, mapped_bone_names) if found is None else found:
         switch = limb.switch(obj)
         if switch >= 1.0:
             continue

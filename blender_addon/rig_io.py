@@ -303,16 +303,6 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
     return new
 
 
-def put_back(obj: bpy.types.Object, pose: Pose) -> None:
-    """Every bone's local channels back to ``pose`` (as read), exactly: a pass that wrote
-    controls frame by frame leaves the rig as it was."""
-    n = len(obj.pose.bones)
-    obj.pose.bones.foreach_set("rotation_mode", pose.codes)
-    for attr, width, _name in CHANNELS:
-        obj.pose.bones.foreach_set(attr, _block(pose.raw, attr, width, n).reshape(-1))
-    obj.update_tag(refresh={"OBJECT"})
-
-
 def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
                locations: np.ndarray, pose: Pose) -> Pose:
     """Write the mapped bones' rotations (``quats`` (B, 4)) in each bone's own mode, and the

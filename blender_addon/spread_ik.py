@@ -12,14 +12,15 @@ progress so a modal run can stop between frames (Esc).
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import bpy
 import numpy as np
 
-from . import base_pose, rig_controls, rig_io
-from .core.propagate import interpolate_changes
+from . import base_pose, edits, grab, rig_controls, rig_io
+from .core.propagate import interpolate_changes, spaced_rows
 from .core.quaternions import quat_make_continuous, quat_normalize
 from .ik_snap import Limb
 
@@ -37,15 +38,10 @@ class IkLimbs:
     """The mapped limbs in IK of a rig and the bones a spread reads and keys for them."""
 
     limbs: tuple[Limb, ...]
-    fk: tuple[int, ...]  # their FK controls (mapped): read as shown, never keyed
+    fk: tuple[int, ...]  # their FK controls (mapped): read as shown
     ik: tuple[int, ...]  # their IK controls: placed and keyed, rotation and location
-
-    def keyed(self, info: rig_io.RigInfo) -> tuple[list[int], list[int]]:
-        """(bones keyed, bones keyed on their location too): the mapped bones but these
-        limbs' FK controls, and their IK controls."""
-        fk = set(self.fk)
-        bones = [b for b in info.mapped if b not in fk] + list(self.ik)
-        return bones, sorted(set(info.roots) - fk) + list(self.ik)
+    keyed: tuple[int, ...]  # the bones keyed (:func:`.rig_controls.keyed_bones`)
+    located: tuple[int, ...]  # those keyed on their location too: mapped roots, IK controls
 
 
 _LIMBS: dict[tuple[str, tuple], tuple[Limb, ...]] = {}  # (armature, rig key) -> its limbs
@@ -55,12 +51,12 @@ def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo) -> IkLimbs | None:
     """The rig's mapped limbs in IK, or None (every limb in FK, or a rig without a
     switch). The limbs are found once per rig (reading the constraints of a Rigify rig
     takes milliseconds, and the panel asks on every redraw); their switches every time."""
+    names = [info.names[b] for b in info.mapped]
     key = (obj.name, info.key)
     limbs = _LIMBS.get(key)
     if limbs is None:
         _LIMBS.clear()  # (one rig at a time is drawn and spread)
-        limbs = _LIMBS[key] = tuple(rig_controls.limbs(obj, [info.names[b]
-                                                                 for b in info.mapped]))
+        limbs = _LIMBS[key] = tuple(rig_controls.limbs(obj, names))
     found = [limb for limb in limbs if limb.switch(obj) < 1.0]
     if not found:
         return None
@@ -68,25 +64,24 @@ def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo) -> IkLimbs | None:
     mapped = set(info.mapped)
     fk = [index[n] for limb in found for n in (*limb.fk, *(f for f, _ in limb.tails))
           if n in index and index[n] in mapped]
-    ik = [index[n] for limb in found for n in limb.ik_controls(obj) if n in index]
-    return IkLimbs(tuple(found), tuple(dict.fromkeys(fk)), tuple(dict.fromkeys(ik)))
+    keyed = [index[n] for n in rig_controls.keyed_bones(obj, names, limbs) if n in index]
+    ik = [b for b in keyed if b not in mapped]
+    located = [b for b in info.roots if b in set(keyed)] + ik
+    return IkLimbs(tuple(found), tuple(dict.fromkeys(fk)), tuple(ik), tuple(keyed),
+                   tuple(located))
 
 
-class PoseKeeper:
-    """Every pose bone's local channels and scale as they are now, put back by
-    :meth:`restore` (the passes below write the controls frame by frame)."""
-
-    def __init__(self, obj: bpy.types.Object, info: rig_io.RigInfo) -> None:
-        self.obj_name = obj.name
-        self.pose = rig_io.read_pose(obj, info)
-        self.scale = np.empty(3 * len(obj.pose.bones), dtype=np.float32)
-        obj.pose.bones.foreach_get("scale", self.scale)
-
-    def restore(self) -> None:
-        obj = bpy.data.objects[self.obj_name]
-        rig_io.put_back(obj, self.pose)
-        obj.pose.bones.foreach_set("scale", self.scale)
-        obj.update_tag(refresh={"OBJECT"})
+@contextmanager
+def pose_kept(scene: bpy.types.Scene, obj: bpy.types.Object, frame: int) -> Iterator[None]:
+    """Within the block the passes below write the controls frame by frame; after it (or
+    Esc), the rig is back at ``frame`` with every pose channel as it was, an edit not yet
+    keyed included (:func:`.grab.save`, :func:`.grab.restore`)."""
+    saved = grab.save(obj)
+    try:
+        yield
+    finally:
+        scene.frame_set(frame)
+        grab.restore(obj, saved)
 
 
 def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
@@ -103,9 +98,9 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     base (an edit not yet keyed moved the unanimated ones on every frame), and a note for
     each limb its IK stretches past the FK bones' lengths on some frame: no FK pose
     carries it there, and held, its end moves by the stretch."""
-    base = base_pose.read_base(obj, info)
-    if base_pose.base_is_current(base, info, rig_io.read_pose(obj, info), scene.frame_current):
-        base_pose.restore_base(obj, info, base, rig_io.read_pose(obj, info))  # places IK
+    base, now = base_pose.read_base(obj, info), rig_io.read_pose(obj, info)
+    if base_pose.base_is_current(base, info, now, scene.frame_current):
+        base_pose.restore_base(obj, info, base, now)  # places the IK controls
         bpy.context.view_layer.update()
     at_base = rig_io.read_pose(obj, info)
     ik = list(limbs.ik)
@@ -115,7 +110,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     read = list(limbs.fk + limbs.ik)
     pbones = obj.pose.bones
     stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
-    sampled = _sampled(np.ones(len(frames), dtype=bool), center)
+    everything = np.ones(len(frames), dtype=bool)
+    sampled = _sampled(everything, center)
     todo = np.flatnonzero(sampled)
     lo, hi = progress
     for n, k in enumerate(todo):
@@ -129,7 +125,6 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
             values[k, read] = getattr(pose, name)[read]
         if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (n + 1) / len(todo)
-    everything = np.ones(len(frames), dtype=bool)
     for values, unit in zip(clip, (True, False, False), strict=True):
         _interpolate(frames, everything, sampled, values, read, unit)
     scale = rig_io.world_scale(rig_io.world_matrix(obj))
@@ -165,9 +160,7 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     controls of ``limbs`` where the FK controls put each limb, then corrected from the
     evaluated rig (:func:`.edits.correct_written`). The keyed bones' values as left on the
     rig go into ``new``, in place."""
-    from .edits import correct_written
-
-    keyed = sorted(set(limbs.keyed(info)[0]))
+    keyed = list(limbs.keyed)
     sampled = _sampled(rows, center)
     todo = np.flatnonzero(sampled)
     planned = (new[0].copy(), new[1].copy())
@@ -175,9 +168,10 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     for n, k in enumerate(todo):
         scene.frame_set(int(frames[k]))
         pose = rig_io.write_pose(obj, info, new[0][k], new[1][k], rig_io.read_pose(obj, info))
-        correct_written(obj, info, pose, (start[0][k], start[1][k], solved[k],
-                                          {j: g[k] for j, g in goals.items()},
-                                          {j: o[k] for j, o in orientations.items()}), scale)
+        edits.correct_written(obj, info, pose,
+                              (start[0][k], start[1][k], solved[k],
+                               {j: g[k] for j, g in goals.items()},
+                               {j: o[k] for j, o in orientations.items()}), scale)
         pose = rig_io.read_pose(obj, info)
         new[0][k, keyed] = pose.quats[keyed]
         new[1][k, keyed] = pose.locations[keyed]
@@ -195,15 +189,11 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
 
 
 def _sampled(rows: np.ndarray, center: int) -> np.ndarray:
-    """Of the ``rows`` (T,), those a pass evaluates: all, or :data:`SAMPLED_FRAMES` evenly
-    spaced ones with the first, the last and the edited one (row ``center``)."""
-    idx = np.flatnonzero(rows)
-    if len(idx) <= SAMPLED_FRAMES:
-        return rows.copy()
-    out = np.zeros_like(rows)
-    out[idx[np.linspace(0, len(idx) - 1, SAMPLED_FRAMES).round().astype(int)]] = True
-    out[center] = rows[center]
-    return out
+    """Of the ``rows`` (T,), those a pass evaluates (:func:`.core.propagate.spaced_rows`,
+    :data:`SAMPLED_FRAMES`, the edited one, row ``center``, among them)."""
+    edited = np.zeros(len(rows), dtype=bool)
+    edited[center] = True
+    return spaced_rows(rows, SAMPLED_FRAMES, edited)
 
 
 def _interpolate(frames: np.ndarray, rows: np.ndarray, sampled: np.ndarray,
