@@ -36,6 +36,7 @@ from .core.propagate import left_short, propagate, weight_curve
 from .core.quaternions import matrix_to_quat, quat_to_matrix
 from .core.skeleton import JOINT_INDEX
 from .errors import EditError, Outcome, check_finite
+from .guard import busy
 from .spread_correct import CORRECTING
 from .spread_items import DEFAULT_RADIUS, SPARSE_SHARE
 
@@ -282,8 +283,6 @@ class SpreadJob:
         self._steps = _spread(scene, obj, depsgraph, settings, self._undo)
 
     def step(self) -> float | None:
-        from .guard import busy
-
         try:
             with busy():  # its frame changes are its own: no timeline handling
                 return next(self._steps)
