@@ -329,7 +329,6 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
 
     unkeyed = base_pose.unkeyed_pose(scene, obj, info)
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
-    stretched: list[str] = []
     current = scene.frame_current  # (the passes below change frame)
     if ik is not None:  # each frame's limbs as Blender shows them
         with spread_ik.pose_kept(scene, obj, current):
@@ -368,7 +367,8 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if ik is not None:  # each frame written and corrected as Solve does, IK controls placed
         with spread_ik.pose_kept(scene, obj, current):
             yield from spread_ik.place_controls(
-                scene, obj, info, frames, center, written, ik, (quats, locs), (new_q, new_l),
+                scene, obj, info, frames, center, written, stretched, ik, (quats, locs),
+                (new_q, new_l),
                 edited_arm, goals, orientations, rig_io.world_scale(mw), (0.5, CORRECTING))
 
     # Validated: write, undone if stopped from here on.
@@ -402,7 +402,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         raise
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
-    notes = list(stretched)
+    notes = []
     if mode == "KEYS" and not np.isclose(keyed, scene.frame_current).any():
         notes.append(f"frame {scene.frame_current} holds no key: Keys mode moved the keys "
                      "around it, and the pose there is what they interpolate")

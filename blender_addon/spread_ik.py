@@ -21,16 +21,17 @@ import numpy as np
 
 from . import base_pose, edits, grab, rig_controls, rig_io
 from .core.propagate import interpolate_changes, spaced_rows
-from .core.quaternions import quat_make_continuous, quat_normalize
+from .core.quaternions import quat_make_continuous, quat_multiply, quat_normalize
 from .ik_snap import Limb
 
 FRAMES_PER_STEP = 5  # frames between two progress yields (each a few depsgraph updates)
-STRETCH_NOTE_M = 1e-3  # world: an IK chain's end this far past its FK chain's is noted
+STRETCHED_M = 1e-4  # world: an IK chain's end this far past its FK chain's is stretched
 # A longer range is read and placed on this many evenly spaced frames (its ends among
 # them), the others interpolated between them: each frame takes a few evaluations of the
 # rig (about 0.1 s on the generated Rigify rig), as the kernels' solve of a long range does
 # (core/propagate.SOLVED_FRAMES) and the evaluated rig's correction (spread_correct).
 SAMPLED_FRAMES = 100
+_CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 
 
 @dataclass(frozen=True)
@@ -88,16 +89,16 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
                frames: np.ndarray, center: int, limbs: IkLimbs,
                clip: tuple[np.ndarray, np.ndarray, np.ndarray], unkeyed: rig_io.Pose,
                progress: tuple[float, float]
-               ) -> Generator[float, None, tuple[rig_io.Pose, list[str]]]:
+               ) -> Generator[float, None, tuple[rig_io.Pose, np.ndarray]]:
     """Into ``clip`` (rotations (T, B, 4), locations (T, B, 3) and raw Euler angles
     (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s; the edited one is row
     ``center``; a long range sampled, :data:`SAMPLED_FRAMES`): the FK
     controls of ``limbs`` matched to the limb each frame shows, and their IK controls as
     they are there (the action's values, drivers and constraints included). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
-    base (an edit not yet keyed moved the unanimated ones on every frame), and a note for
-    each limb its IK stretches past the FK bones' lengths on some frame: no FK pose
-    carries it there, and held, its end moves by the stretch."""
+    base (an edit not yet keyed moved the unanimated ones on every frame), and the frames
+    (T,) where the IK stretches a limb past its FK bones' lengths (Rigify's IK stretch),
+    which no FK pose carries: :func:`place_controls` keeps the stretch there."""
     base, now = base_pose.read_base(obj, info), rig_io.read_pose(obj, info)
     if base_pose.base_is_current(base, info, now, scene.frame_current):
         base_pose.restore_base(obj, info, base, now)  # places the IK controls
@@ -128,12 +129,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     for values, unit in zip(clip, (True, False, False), strict=True):
         _interpolate(frames, everything, sampled, values, read, unit)
     scale = rig_io.world_scale(rig_io.world_matrix(obj))
-    notes = [f"{limb.holder}: its IK stretches {stretch[:, i].max() * scale * 100:.1f} cm "
-             f"past its FK bones on frames {int(frames[on[0]])}-{int(frames[on[-1]])}; "
-             "held there, it moves by as much (the spread poses the FK bones' lengths)"
-             for i, limb in enumerate(limbs.limbs)
-             if (on := np.flatnonzero(stretch[:, i] * scale > STRETCH_NOTE_M)).size]
-    return unkeyed, notes
+    return unkeyed, (stretch * scale > STRETCHED_M).any(axis=1)
 
 
 def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_io.Pose:
@@ -147,7 +143,8 @@ def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_
 
 
 def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-                   frames: np.ndarray, center: int, rows: np.ndarray, limbs: IkLimbs,
+                   frames: np.ndarray, center: int, rows: np.ndarray, stretched: np.ndarray,
+                   limbs: IkLimbs,
                    start: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray],
                    solved: np.ndarray, goals: dict[int, np.ndarray],
                    orientations: dict[int, np.ndarray], scale: float,
@@ -159,14 +156,24 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     ``orientations`` per joint (T, ...)) written on the mapped bones, which places the IK
     controls of ``limbs`` where the FK controls put each limb, then corrected from the
     evaluated rig (:func:`.edits.correct_written`). The keyed bones' values as left on the
-    rig go into ``new``, in place."""
+    rig go into ``new``, in place. On the ``stretched`` frames (:func:`read_shown`), the
+    IK controls of the limbs whose end the edit holds take the change from their placement
+    for the frame as read to that for the spread's pose, on top of their values as read:
+    the stretch stays, and a null edit changes nothing (placed afresh, a held hand moved
+    by the stretch). A moved end is placed afresh: on its goal, as Solve puts it."""
     keyed = list(limbs.keyed)
     sampled = _sampled(rows, center)
     todo = np.flatnonzero(sampled)
     planned = (new[0].copy(), new[1].copy())
     lo, hi = progress
+    ik = _held_controls(obj, info, limbs, start[0][center], start[1][center], goals, center,
+                        edits.EVALUATED_TOL / scale)
     for n, k in enumerate(todo):
         scene.frame_set(int(frames[k]))
+        if stretched[k] and ik:  # where the frame as read places them
+            rig_io.write_pose(obj, info, start[0][k], start[1][k], rig_io.read_pose(obj, info))
+            read = rig_io.read_pose(obj, info)
+            was = (read.quats[ik], read.locations[ik])
         pose = rig_io.write_pose(obj, info, new[0][k], new[1][k], rig_io.read_pose(obj, info))
         edits.correct_written(obj, info, pose,
                               (start[0][k], start[1][k], solved[k],
@@ -175,6 +182,10 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
         pose = rig_io.read_pose(obj, info)
         new[0][k, keyed] = pose.quats[keyed]
         new[1][k, keyed] = pose.locations[keyed]
+        if stretched[k] and ik:
+            turn = quat_multiply(pose.quats[ik], was[0] * _CONJUGATE)
+            new[0][k, ik] = quat_normalize(quat_multiply(turn, start[0][k, ik]))
+            new[1][k, ik] = start[1][k, ik] + pose.locations[ik] - was[1]
         if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (n + 1) / len(todo)
     if not sampled[rows].all():  # the others: as planned, plus the placing's change
@@ -186,6 +197,23 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
         new[0][idx[:, None], keyed] = quat_normalize(planned[0][idx][:, keyed]
                                                      + change[0][idx][:, keyed])
         new[1][idx[:, None], keyed] = planned[1][idx][:, keyed] + change[1][idx][:, keyed]
+
+
+def _held_controls(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
+                   quats: np.ndarray, locations: np.ndarray, goals: dict[int, np.ndarray],
+                   center: int, tolerance: float) -> list[int]:
+    """The IK controls of the ``limbs`` whose end joint the edit does not move at the
+    edited frame (row ``center`` of ``goals``, from the frame as read, ``quats`` (B, 4)
+    and ``locations`` (B, 3)), by more than ``tolerance`` (armature units)."""
+    joints, _ = rig_io.joint_positions(info, quats, locations)
+    index = {n: b for b, n in enumerate(info.names)}
+    out = []
+    for limb in limbs.limbs:
+        end = info.joint_bones.index(index[limb.fk[2]])
+        goal = goals.get(end)
+        if goal is None or np.linalg.norm(goal[center] - joints[end]) <= tolerance:
+            out += [index[n] for n in limb.ik_controls(obj) if n in index]
+    return out
 
 
 def _sampled(rows: np.ndarray, center: int) -> np.ndarray:
