@@ -27,7 +27,7 @@ import time
 import bpy
 from bpy.app.handlers import persistent
 
-from . import app_hooks, edits, empties, live_controls, metric_requests, rig_controls
+from . import app_hooks, edits, empties, live_controls, metric_requests, rig_controls, timeline
 from . import state as kept
 from .core import reach_bounds
 from .core.pipeline import SHORT_MARK
@@ -224,7 +224,8 @@ def on_load_post(*_args: object) -> None:
 def on_undo_redo(*_args: object) -> None:
     """Undo and redo replace the data the kept edit states were read from; a pause due
     then belongs to the step left, and the step loaded is settled if it was stored
-    mid-drag."""
+    mid-drag. Empties a frame change left out of the step go back first."""
+    timeline.restore_after_undo()
     kept.invalidate()
     live_controls.see_all()
     cancel_pause()
@@ -245,8 +246,6 @@ def sync() -> None:
     if wanted:
         live_controls.see_all()
         # IK controls moved while Live was off: the first drag starts from the limbs shown.
-        from . import timeline
-
         timeline.match_later([o.name for o in bpy.data.objects if o.type == "ARMATURE"
                               and len(o.data.npe_mapping.joints)])
 

@@ -15,6 +15,12 @@ status line and the console. Channels without keys keep the edit, as they do in 
 During playback nothing is done per frame (``animation_playback_post`` does it once, at
 the frame playback stops on). Our own frame changes (propagation, scripts inside
 :func:`.guard.busy`) are ignored.
+
+A frame change is not an undo step, and Blender's undo re-reads only the data that differs
+between the step it leaves and the step it loads: an empty snapped by a frame change after
+the last push would keep the snapped place while its character is loaded back at the
+step's frame and pose. :func:`restore_after_undo` puts such an empty back where its
+character's step had it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import bpy
 import numpy as np
 from bpy.app.handlers import persistent
+from mathutils import Matrix
 
 from . import app_hooks, base_pose, edits, empties, mapped_rig, metric_requests, rig_io, rig_keys
 from . import state as kept
@@ -63,8 +70,39 @@ def follow_frame(scene: bpy.types.Scene, obj: bpy.types.Object) -> None:
     info = mapped_rig.rig_for(obj, fresh=False)  # the kept rig: a frame change moves no bone
     base_pose.make_current_base(scene, obj, info)
     empties.snap(obj, info, animated=False, evaluated=True)
+    for item in obj.npe.effectors:
+        if item.empty is not None and not empties.is_animated(item.empty):
+            _SNAPPED[item.empty.name] = np.array(item.solved_matrix, dtype=np.float64)
     metric_requests.switch_off(obj)
     kept.invalidate(obj.name)
+
+
+_SNAPPED: dict[str, np.ndarray] = {}  # effector empty -> the matrix a frame change gave it
+
+
+def restore_after_undo() -> None:
+    """After an undo or redo: an effector empty still where a frame change snapped it,
+    on a character loaded back at its step's frame (the frame shown) with the empty solved
+    elsewhere, goes back to that solved place (see the module)."""
+    snapped = dict(_SNAPPED)
+    _SNAPPED.clear()
+    if not snapped:
+        return
+    for scene in bpy.data.scenes:
+        for obj in _characters(scene):
+            if obj.npe.base_frame != scene.frame_current:
+                continue  # it shows another frame than its step's: the snap stands
+            for item in obj.npe.effectors:
+                empty = item.empty
+                was = snapped.get(empty.name) if empty is not None else None
+                if was is None or empties.is_animated(empty):
+                    continue
+                now = rig_io.matrix_of(empty).ravel()
+                solved = np.array(item.solved_matrix, dtype=np.float64)
+                if empties.moved(now[None], was[None]) or not empties.moved(now[None],
+                                                                          solved[None]):
+                    continue  # moved since the snap (re-read by the undo), or in place
+                empty.matrix_world = Matrix(solved.reshape(4, 4).tolist())
 
 
 @persistent
@@ -156,6 +194,7 @@ def register() -> None:
 def unregister() -> None:
     """Our handlers and our timer (one left registered hangs bpy 4.5 at exit)."""
     _TO_MATCH.clear()
+    _SNAPPED.clear()
     app_hooks.stop_timer(_match_timer)
     for name, func in HANDLERS:
         app_hooks.set_installed(getattr(bpy.app.handlers, name), func, False)
