@@ -93,15 +93,16 @@ def _rotation_prop(mode: str) -> tuple[str, int]:
 
 
 def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray,
-              unkeyed: Pose | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+              unkeyed: Pose | None = None, bones: Sequence[int] | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The action's local pose at every frame: quats ``(T, B, 4)``, locations ``(T, B, 3)``
     and raw Euler angles ``(T, B, 3)``.
 
-    Only the bones the mapped joints depend on are evaluated (``fcurve.evaluate``, no
-    frame changes); unanimated channels and other bones keep the values of ``unkeyed``
-    (default: the pose on the rig now; an edit not yet keyed changed that pose's
-    unanimated channels, which the action never had). The action alone is read: drivers,
-    constraints and NLA strips are not.
+    Only ``bones`` are evaluated (default: those the mapped joints depend on;
+    ``fcurve.evaluate``, no frame changes); unanimated channels and other bones keep the
+    values of ``unkeyed`` (default: the pose on the rig now; an edit not yet keyed changed
+    that pose's unanimated channels, which the action never had). The action alone is
+    read: drivers, constraints and NLA strips are not.
     """
     pose = read_pose(obj, info) if unkeyed is None else unkeyed
     t = len(frames)
@@ -113,7 +114,7 @@ def read_clip(obj: bpy.types.Object, info: RigInfo, frames: np.ndarray,
     if bag is not None:
         arrays = {"rotation_quaternion": quats, "rotation_euler": eulers,
                   "rotation_axis_angle": axis_angles, "location": locations}
-        for b in info.needed:
+        for b in info.needed if bones is None else bones:
             name = info.names[b]
             for prop, width in (_rotation_prop(pose.modes[b]), ("location", 3)):
                 path = bone_path(name, prop)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import bpy
 import numpy as np
 
-from . import base_pose, edits, grab, rig_controls, rig_io
+from . import base_pose, edits, grab, rig_controls, rig_io, rig_keys
 from .core.propagate import interpolate_changes, spaced_rows
 from .core.quaternions import quat_make_continuous, quat_multiply, quat_normalize
 from .ik_snap import Limb
@@ -93,8 +93,9 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     """Into ``clip`` (rotations (T, B, 4), locations (T, B, 3) and raw Euler angles
     (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s; the edited one is row
     ``center``; a long range sampled, :data:`SAMPLED_FRAMES`): the FK
-    controls of ``limbs`` matched to the limb each frame shows, and their IK controls as
-    they are there (the action's values, drivers and constraints included). Returns
+    controls of ``limbs`` matched to the limb each frame shows (interpolated between the
+    sampled frames), and their IK controls as they are there (the action's values,
+    drivers and constraints included; the action's alone where not sampled). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
     base (an edit not yet keyed moved the unanimated ones on every frame), and the frames
     (T,) where the IK stretches a limb past its FK bones' lengths (Rigify's IK stretch),
@@ -106,6 +107,11 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     at_base = rig_io.read_pose(obj, info)
     ik = list(limbs.ik)
     unkeyed = _with_bones(unkeyed, at_base, ik)
+    # The IK controls from the action on every frame (a frame not sampled keeps its own
+    # motion; interpolated between sampled frames, a null spread moved the hands 20 mm).
+    for values, read in zip(clip, rig_keys.read_clip(obj, info, frames, unkeyed, ik),
+                            strict=True):
+        values[:, ik] = read[:, ik]
     view_layer = bpy.context.view_layer
     names = [info.names[b] for b in info.mapped]
     read = list(limbs.fk + limbs.ik)
@@ -127,7 +133,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (n + 1) / len(todo)
     for values, unit in zip(clip, (True, False, False), strict=True):
-        _interpolate(frames, everything, sampled, values, read, unit)
+        _interpolate(frames, everything, sampled, values, list(limbs.fk), unit)
     scale = rig_io.world_scale(rig_io.world_matrix(obj))
     return unkeyed, (stretch * scale > STRETCHED_M).any(axis=1)
 

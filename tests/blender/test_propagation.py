@@ -259,13 +259,16 @@ NULL_SPREAD_TOL = 1e-4  # m: a null spread through limbs in IK (measured 0.03 mm
 IK_PATH_TOL = 5e-3  # m: the left hand on W(t) of its move (world), every frame (measured
 # 3.4 mm, 3.95 mm sampled: the offset turns with the body, which sways)
 IK_SAMPLED = 8  # frames of the 25 read and placed in the sampled run
+FAST_HAND_PERIOD = 1.2  # the hands' IK controls circling in 7.5 frames: more than the
+# sampled frames can follow
 
 
-def _ik_animated_rig(rig: bpy.types.Object, step: int, rise: float = 0.0) -> None:
+def _ik_animated_rig(rig: bpy.types.Object, step: int, rise: float = 0.0,
+                     hand_period: float = 6.0) -> None:
     """The generated rig mapped with its limbs left in IK, every control keyed each
     ``step`` frames (as a Whole Character keying set keys them): the torso swaying down
     (``rise``: up by that much more, over the straight legs), the hands' IK controls bent
-    in and moving."""
+    in and moving (a sine of ``hand_period`` / 2 pi frames)."""
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     controls = [pb for pb in rig.pose.bones
                 if not pb.name.startswith(("MCH", "ORG", "DEF", "VIS"))]
@@ -275,7 +278,7 @@ def _ik_animated_rig(rig: bpy.types.Object, step: int, rise: float = 0.0) -> Non
                 pb.location = (0.03 * np.sin(f / 8.0), 0.0,
                                rise - 0.01 - 0.01 * np.sin(f / 5.0))
             elif pb.name.startswith("hand_ik"):
-                pb.location = (IK_HAND_KEY[0], IK_HAND_KEY[1] + 0.02 * np.sin(f / 6.0),
+                pb.location = (IK_HAND_KEY[0], IK_HAND_KEY[1] + 0.02 * np.sin(f / hand_period),
                                IK_HAND_KEY[2])
             pb.keyframe_insert("location", frame=f)
             pb.keyframe_insert("rotation_quaternion" if pb.rotation_mode == "QUATERNION"
@@ -463,6 +466,31 @@ def test_esc_on_a_rigify_rig_left_in_ik_leaves_it_as_it_was(rigify_rig: bpy.type
     assert _curves(rig) == curves
     assert np.array_equal(read_pose(rig, info).raw, pose)
     assert scene.frame_current == CENTER - 10
+
+
+def test_frames_not_sampled_keep_their_own_ik_motion(rigify_rig: bpy.types.Object,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long range is read and placed on sampled frames; the IK controls keep their
+    own motion on the frames between (the action's values, not the sampled frames'
+    interpolated): a null spread over hands that move faster than the sampling changes
+    nothing (interpolated, the hands moved 20 mm)."""
+    monkeypatch.setattr(spread_ik, "SAMPLED_FRAMES", IK_SAMPLED)
+    rig = rigify_rig
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1, hand_period=FAST_HAND_PERIOD)
+    center = CENTER - 10
+    frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
+    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    scene.frame_set(center)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                   range_mode="RADIUS", radius=RADIUS) == {"FINISHED"}
+    after = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    moved = np.linalg.norm(after - before, axis=-1).max()
+    print(f"\nFIGURES null spread, {IK_SAMPLED} of {2 * RADIUS + 1} frames sampled, fast "
+          f"hands: {moved * 1e3:.4f} mm")
+    assert moved < NULL_SPREAD_TOL, moved
 
 
 @pytest.mark.parametrize("drag", [False, True], ids=["null", "hand-dragged"])
