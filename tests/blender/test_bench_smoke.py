@@ -43,4 +43,5 @@ def test_benchmark_blender_runs_every_part(bandai_bvh: Path, models_dir: Path,
     rows = {r["method"].split(",")[0]: r for r in result["ik"]["rows"]}
     assert {"add-on Solve", "Blender IK constraints"} <= set(rows)
     assert rows["add-on Solve"]["median_ms"] > 0
-    assert result["propagation"]["runs"] == 1 and result["propagation"]["median_ms"] > 0
+    for key in ("propagation", "propagation_generated", "propagation_generated_ik"):
+        assert result[key]["runs"] == 1 and result[key]["median_ms"] > 0, key

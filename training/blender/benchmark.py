@@ -198,12 +198,14 @@ def markdown(result: dict[str, Any]) -> str:
         for r in ik["rows"]:
             lines.append(f"| {r['method']} | " + " | ".join(
                 f"{r['effector_by_joint_mean_mm'][j]:.1f}" for j in ik["effectors"]) + " |")
-    for key in ("propagation", "propagation_generated"):
+    for key in ("propagation", "propagation_generated", "propagation_generated_ik"):
         if key not in result:
             continue
         p = result[key]
         target = p.get("target_ms", result["targets"]["propagation_ms"])
-        rig = {"bvh": "BVH rig", "generated": "generated Rigify rig"}[p.get("rig", "bvh")]
+        rig = {"bvh": "BVH rig", "generated": "generated Rigify rig, limbs in FK",
+               "generated-ik": "generated Rigify rig, limbs left in IK (as generated)"
+               }[p.get("rig", "bvh")]
         lines += ["", f"**Spread Edit, {rig}**: `npe.spread_edit` (Every Frame) over a "
                   f"{p['frames']}-frame action (frames {p['window'][0]}-{p['window'][1]}, "
                   f"{p['edited_frames']} edited, {p['fcurves_written']} F-curves keyed), "

@@ -29,7 +29,7 @@ from blender_addon.core.fileio import write_json
 from training.blender_side import host
 from training.blender_side.bench_ik import ik_comparison
 from training.blender_side.bench_live import live_benchmark
-from training.blender_side.bench_propagation import propagation_benchmark
+from training.blender_side.bench_propagation import IK_SPREAD_RUNS, propagation_benchmark
 from training.blender_side.bench_rig import EFFECTORS, MOVED
 from training.blender_side.spread_figures import spread_benchmark
 
@@ -69,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                                                       args.propagation_runs)
         result["propagation_generated"] = propagation_benchmark(
             args.models, args.clips[0], args.propagation_runs, "generated")
+        result["propagation_generated_ik"] = propagation_benchmark(
+            args.models, args.clips[0], min(args.propagation_runs, IK_SPREAD_RUNS),
+            "generated-ik")
         result["spread"] = spread_benchmark(args.models, args.clips[0])
     write_json(args.out, result)
     host.progress(f"wrote {args.out}")

@@ -44,7 +44,8 @@ def long_action(obj: bpy.types.Object, frames: int) -> None:
 
 
 # Issue 49's targets: 1,000 frames spread (Every Frame) on each rig.
-PROPAGATION_TARGET_MS = {"bvh": 500.0, "generated": 2000.0}
+PROPAGATION_TARGET_MS = {"bvh": 500.0, "generated": 2000.0, "generated-ik": 2000.0}
+IK_SPREAD_RUNS = 3  # runs of the spread through limbs in IK (some 12 s each)
 GENERATED_SWAY = (0.03, 0.02)  # m: the generated rig's torso control swaying, keyed
 
 
@@ -68,7 +69,8 @@ def propagation_benchmark(models: Path, clip: Path, runs: int, kind: str = "bvh"
                           ) -> dict[str, Any]:
     """``npe.spread_edit`` (Every Frame) over a 1,000-frame action, every frame edited and
     keyed, on the BVH rig or the generated Rigify rig (its evaluated-rig correction
-    included)."""
+    included; ``kind`` "generated-ik": its limbs left in IK, read and placed frame by
+    frame on the sampled frames)."""
     host.progress(f"propagation ({kind}): {runs} runs over {PROPAGATION_FRAMES} frames")
     obj = setup_rig(kind, models, clip)
     scene = bpy.context.scene

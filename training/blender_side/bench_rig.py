@@ -33,12 +33,14 @@ def world_heads(obj: bpy.types.Object) -> np.ndarray:
 
 def setup_rig(kind: str, models: Path, bvh: Path | None) -> bpy.types.Object:
     """A fresh scene with the rig mapped and effectors on hands, feet and head. ``kind``:
-    "bvh" (the clip imported), "rigify" (a Rigify-size deform rig) or "generated" (a
-    Rigify rig generated from the human metarig, posed through its controls)."""
-    if kind == "generated":
+    "bvh" (the clip imported), "rigify" (a Rigify-size deform rig), "generated" (a
+    Rigify rig generated from the human metarig, posed through its controls, its limbs
+    switched to FK) or "generated-ik" (the same, its limbs left in IK, as generated)."""
+    if kind in ("generated", "generated-ik"):
         obj = rigs.open_rigify(rigs.rigify_blend(GENERATED_BLEND))
         host.use_models(bpy.context.scene, models)
-        rigs.limbs_to_fk(obj)  # limbs in FK, as the published figures had them
+        if kind == "generated":
+            rigs.limbs_to_fk(obj)  # limbs in FK, as the published figures had them
     else:
         host.new_scene(models)
         obj = rigs.import_bvh(bvh) if kind == "bvh" else rigs.rigify(full=True)
