@@ -9,11 +9,13 @@ from typing import Any
 from blender_addon import (
     base_pose,
     editors,
+    edits,
     empties,
     live,
     metric_requests,
     model_sets,
     propagation,
+    rig_controls,
     rig_io,
     rig_keys,
     state,
@@ -64,4 +66,10 @@ PROPAGATION_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (rig_io, "solve_rotations", "positions -> rotations", True),
     (rig_keys, "write_keys", "write keys (F-curve data)", True),
     (base_pose, "make_current_base", "new base pose", True),
+    # Limbs left in IK, on each sampled frame (spread_ik): their frame changes stay in
+    # "operator and the rest".
+    (rig_controls, "match_fk_to_shown",
+     "limbs in IK: FK controls matched to the limb shown (FK->IK snap)", True),
+    (edits, "correct_written", "limbs in IK: the placed pose corrected from the rig", True),
+    (rig_controls, "follow_fk", "limbs in IK: IK controls placed (IK->FK snap)", True),
 )
