@@ -468,6 +468,27 @@ def test_esc_on_a_rigify_rig_left_in_ik_leaves_it_as_it_was(rigify_rig: bpy.type
     assert scene.frame_current == CENTER - 10
 
 
+def _spread_on_ik_rig(rig: bpy.types.Object, drag: bool, **animation: float) -> np.ndarray:
+    """The rig animated on its controls (:func:`_ik_animated_rig`, keyed every frame,
+    ``animation`` its options), every end an effector, Solve with the left hand dragged
+    (``drag``) or not, and Every Frame over RADIUS: how far each shown end moved (T, 5)."""
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1, **animation)
+    center = CENTER - 10
+    frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
+    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    scene.frame_set(center)
+    if drag:
+        _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
+    else:
+        assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
+        assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                   range_mode="RADIUS", radius=RADIUS) == {"FINISHED"}
+    after = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    return np.linalg.norm(after - before, axis=-1)
+
+
 def test_frames_not_sampled_keep_their_own_ik_motion(rigify_rig: bpy.types.Object,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A long range is read and placed on sampled frames; the IK controls keep their
@@ -475,19 +496,7 @@ def test_frames_not_sampled_keep_their_own_ik_motion(rigify_rig: bpy.types.Objec
     interpolated): a null spread over hands that move faster than the sampling changes
     nothing (interpolated, the hands moved 20 mm)."""
     monkeypatch.setattr(spread_ik, "SAMPLED_FRAMES", IK_SAMPLED)
-    rig = rigify_rig
-    scene = bpy.context.scene
-    _ik_animated_rig(rig, 1, hand_period=FAST_HAND_PERIOD)
-    center = CENTER - 10
-    frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
-    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
-    scene.frame_set(center)
-    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
-    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
-    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
-                                   range_mode="RADIUS", radius=RADIUS) == {"FINISHED"}
-    after = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
-    moved = np.linalg.norm(after - before, axis=-1).max()
+    moved = _spread_on_ik_rig(rigify_rig, False, hand_period=FAST_HAND_PERIOD).max()
     print(f"\nFIGURES null spread, {IK_SAMPLED} of {2 * RADIUS + 1} frames sampled, fast "
           f"hands: {moved * 1e3:.4f} mm")
     assert moved < NULL_SPREAD_TOL, moved
@@ -501,22 +510,7 @@ def test_a_stretched_ik_chain_keeps_its_stretch(rigify_rig: bpy.types.Object,
     on top of their own values, so the stretch stays: a null spread changes nothing and
     the held feet stay where they were (placed afresh, a held end moved by the stretch,
     7.5 mm in a null spread)."""
-    rig = rigify_rig
-    scene = bpy.context.scene
-    _ik_animated_rig(rig, 1, rise=STRETCH_RISE)
-    center = CENTER - 10
-    frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
-    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
-    scene.frame_set(center)
-    if drag:
-        _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
-    else:
-        assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
-        assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
-    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
-                                   range_mode="RADIUS", radius=RADIUS) == {"FINISHED"}
-    after = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
-    moved = np.linalg.norm(after - before, axis=-1)
+    moved = _spread_on_ik_rig(rigify_rig, drag, rise=STRETCH_RISE)
     held = moved[:, 1:] if drag else moved  # (everything is held in a null spread)
     assert held.max() < (HELD_TOL if drag else NULL_SPREAD_TOL), held.max()
     print(f"\nFIGURES stretched IK chain, {'hand dragged' if drag else 'null spread'}: "
