@@ -81,6 +81,24 @@ def test_layer_mode_leaves_the_action_and_fades(clip_rig: bpy.types.Object) -> N
     assert HALF_SHARE[0] < got["half_hand_share"] < HALF_SHARE[1]
 
 
+def test_layer_mode_on_quaternion_channels(scene: bpy.types.Scene, bandai_bvh: Path) -> None:
+    """The clip keyed in quaternions (as an FBX import keys them), whose rotations are far
+    from the rest pose: the layer's turns compose with the action's as Blender's Combine
+    mode does (the edited hand 0.002 mm off its target; composed the other way round,
+    49 mm), and muting it gives the motion back."""
+    obj = rigs.import_bvh(bandai_bvh, rotate_mode="QUATERNION")
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert all(pb.rotation_mode == "QUATERNION" for pb in obj.pose.bones)
+    scene.frame_set(CENTER)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    got = spread_figures.layer_mode(obj)
+    print(f"FIGURES layer mode, quaternions: {got}")
+    assert got["action_unchanged"] and got["largest_change_mm"] > 10.0
+    assert got["edited_hand_off_target_mm"] < EDIT_TOL * MM
+    assert got["muted_off_motion_mm"] < MUTED_TOL * MM
+
+
 def test_esc_leaves_the_action_as_it_was(clip_rig: bpy.types.Object) -> None:
     got = spread_figures.esc_run(clip_rig)
     print(f"FIGURES Esc: {got}")

@@ -276,8 +276,10 @@ def extract_bvh(archive: Path, member_suffix: str, out: Path) -> Path:
     raise FileNotFoundError(f"{member_suffix} not in {archive}")
 
 
-def import_bvh(path: Path) -> bpy.types.Object:
-    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, rotate_mode="NATIVE",
+def import_bvh(path: Path, rotate_mode: str = "NATIVE") -> bpy.types.Object:
+    """The clip through Blender's BVH importer (its Euler orders, or ``rotate_mode``:
+    "QUATERNION" keys quaternions, as an FBX import does)."""
+    bpy.ops.import_anim.bvh(filepath=str(path), global_scale=0.01, rotate_mode=rotate_mode,
                             axis_forward="-Z", axis_up="Y")
     obj = bpy.context.active_object
     assert obj is not None and obj.type == "ARMATURE"
