@@ -315,6 +315,11 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     live = np.flatnonzero(w_all > 0)
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values
     w = w_all[live[0]:live[-1] + 1]
+    if layers := rig_keys.layers_under(obj, frames[0], frames[-1]):
+        raise EditError(f"{obj.name}'s action is blended over NLA tracks that change its "
+                        f"motion in frames {frames[0]}-{frames[-1]} ({', '.join(layers)}), "
+                        "which Spread Edit does not read: mute them, or bake them into the "
+                        "action first")
     center = scene.frame_current - int(frames[0])
     mode = resolve_mode(s, obj, frames, w)
     keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None

@@ -55,6 +55,26 @@ def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_str
     return layer.strips[0].channelbag(slot, ensure=create)
 
 
+def layers_under(obj: bpy.types.Object, first: float, last: float) -> list[str]:
+    """The NLA tracks that change the motion the action shows somewhere in frames
+    ``first``-``last`` (unmuted, with a strip there, its extrapolation counted, under an
+    action blended over them rather than replacing them, or in tweak mode): what
+    :func:`read_clip`, which reads the action alone, would miss there."""
+    anim = obj.animation_data
+    if anim is None or not anim.use_nla or (
+            anim.action is not None and anim.action_blend_type == "REPLACE"
+            and anim.action_influence >= 1.0 and not anim.use_tweak_mode):
+        return []
+
+    def reaches(strip: bpy.types.NlaStrip) -> bool:
+        start = -np.inf if strip.extrapolation == "HOLD" else strip.frame_start
+        end = strip.frame_end if strip.extrapolation == "NOTHING" else np.inf
+        return start <= last and end >= first
+
+    return [t.name for t in anim.nla_tracks
+            if not t.mute and any(reaches(strip) for strip in t.strips if not strip.mute)]
+
+
 def bone_path(name: str, prop: str) -> str:
     return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
 

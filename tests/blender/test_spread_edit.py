@@ -99,6 +99,33 @@ def test_layer_mode_on_quaternion_channels(scene: bpy.types.Scene, bandai_bvh: P
     assert got["muted_off_motion_mm"] < MUTED_TOL * MM
 
 
+def test_a_layer_is_read_or_refused(clip_rig: bpy.types.Object) -> None:
+    """A spread reads the action alone. Where an earlier Layer (an NLA track the action is
+    combined over) changes the motion, a second spread is refused, naming the track, and
+    changes nothing (read as it was, the second hand landed 21.8 mm off its target); away
+    from that layer's frames it spreads as on the bare action."""
+    obj = clip_rig
+    scene = bpy.context.scene
+    scene.frame_set(CENTER)
+    spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=12) == {"FINISHED"}
+    track = obj.animation_data.nla_tracks[-1].name
+    before = spread_figures.curves(obj)
+    spread_figures.move_hand(obj)
+    with pytest.raises(RuntimeError, match=f"NLA tracks .*{track}.*mute them"):
+        bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME", range_mode="RADIUS",
+                                radius=12)
+    assert spread_figures.curves(obj) == before and len(obj.animation_data.nla_tracks) == 1
+    later = CENTER + 35  # frames 68-82: the first layer (29-53) changes nothing there
+    scene.frame_set(later)
+    target = spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=7) == {"FINISHED"}
+    hand = spread_figures.core_joints(obj, np.array([later]))[0, spread_figures.HAND]
+    assert np.linalg.norm(hand - target) < EDIT_TOL
+
+
 def test_esc_leaves_the_action_as_it_was(clip_rig: bpy.types.Object) -> None:
     got = spread_figures.esc_run(clip_rig)
     print(f"FIGURES Esc: {got}")
