@@ -110,10 +110,11 @@ def changed_channels(obj: bpy.types.Object, bones: Sequence[str],
 
 def key_channels(obj: bpy.types.Object, frame: int,
                  channels: Sequence[tuple[str, str, int | None]], style: KeyStyle) -> int:
-    """Key each channel's current value at ``frame``; returns the keys written."""
+    """Key each channel's current value at ``frame`` (the value the action must hold for
+    it where NLA tracks under the action change the motion, :func:`_through_layers`);
+    returns the keys written."""
     pbones = obj.pose.bones
-    bag = None
-    written = 0
+    wanted = []
     for bone, prop, index in channels:
         pbone = pbones.get(bone)
         if pbone is None:
@@ -121,17 +122,52 @@ def key_channels(obj: bpy.types.Object, frame: int,
         value = getattr(pbone, prop)
         values = list(value) if hasattr(value, "__len__") else [value]
         indices = range(len(values)) if index is None else [index]
-        for i in indices:
-            fc = rig_keys.find_curve(obj, bone, prop, i)
-            if fc is None:
-                if style.only_existing_curves or style.only_existing_keys:
-                    continue
-                bag = bag or rig_keys.channelbag(obj, create=True)
-                fc = rig_keys.new_curve(bag, bone, prop, i)
-            written += set_key(fc, frame, float(values[i]), style)
+        wanted += [(bone, prop, i, float(values[i])) for i in indices]
+    if rig_keys.layers_under(obj, frame, frame):
+        wanted = _through_layers(obj, frame, wanted)
+    bag = None
+    written = 0
+    for bone, prop, i, value in wanted:
+        fc = rig_keys.find_curve(obj, bone, prop, i)
+        if fc is None:
+            if style.only_existing_curves or style.only_existing_keys:
+                continue
+            bag = bag or rig_keys.channelbag(obj, create=True)
+            fc = rig_keys.new_curve(bag, bone, prop, i)
+        written += set_key(fc, frame, value, style)
     if written:
         obj.update_tag()
     return written
+
+
+def _through_layers(obj: bpy.types.Object, frame: int,
+                    wanted: list[tuple[str, str, int, float]]
+                    ) -> list[tuple[str, str, int, float]]:
+    """The values the action must hold at ``frame`` so that, blended over the NLA tracks
+    under it, the channels show ``wanted`` (a Spread Edit layer, an animator's own): Blender's
+    own keyframing remaps them through the stack (``keyframe_insert``), here into a scratch
+    action put in the action's place, so the action's keys keep this module's rules."""
+    anim = obj.animation_data
+    action = anim.action
+    slot = getattr(anim, "action_slot", None)
+    scratch = bpy.data.actions.new("NPE keying scratch")
+    pbones = obj.pose.bones
+    try:
+        anim.action = scratch
+        for bone, prop, i, _ in wanted:
+            pbones[bone].keyframe_insert(prop, index=i, frame=frame)
+        bag = rig_keys.channelbag(obj)
+        out = []
+        for bone, prop, i, value in wanted:
+            fc = bag.fcurves.find(rig_keys.bone_path(bone, prop), index=i) \
+                if bag is not None else None
+            out.append((bone, prop, i, fc.evaluate(frame) if fc is not None else value))
+    finally:
+        anim.action = action
+        if slot is not None:
+            anim.action_slot = slot
+        bpy.data.actions.remove(scratch)
+    return out
 
 
 def set_key(fc: bpy.types.FCurve, frame: float, value: float, style: KeyStyle) -> int:

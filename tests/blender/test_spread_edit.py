@@ -248,3 +248,29 @@ def test_the_timeline_overlay_is_registered_and_shapes_bars(addon: None) -> None
     assert verts[:6, 1].max() == spread_overlay.BAR_HEIGHT_PX
     assert verts[6:, 1].max() == 0.5 * spread_overlay.BAR_HEIGHT_PX
     assert np.allclose(verts[6:, 0].mean(), 20.0)
+
+
+@pytest.mark.parametrize("auto", [False, True], ids=["insert-keyframe", "auto-keying"])
+def test_a_pose_keyed_over_a_layer_stays_as_solved(clip_rig: bpy.types.Object,
+                                                   auto: bool) -> None:
+    """Inside a Layer's frames the action is combined over the layer: a pose solved there
+    and keyed (Insert Keyframe, or Auto Keying) keeps its hand on its target once the frame
+    is read again, as Blender's own keying remaps a value through the NLA stack (keyed as
+    shown, the layer counted twice: 168 mm off)."""
+    obj = clip_rig
+    scene = bpy.context.scene
+    scene.frame_set(CENTER)
+    spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=12) == {"FINISHED"}
+    frame = CENTER + 3  # the layer turns the arm here (W 0.9)
+    scene.frame_set(frame)
+    scene.tool_settings.use_keyframe_insert_auto = auto
+    target = spread_figures.move_hand(obj)
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    if not auto:
+        assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+    hand = spread_figures.core_joints(obj, np.array([frame + 1, frame]))[1, spread_figures.HAND]
+    print(f"FIGURES keyed over a layer ({'auto' if auto else 'insert'}): "
+          f"{np.linalg.norm(hand - target) * MM:.4f} mm off the target")
+    assert np.linalg.norm(hand - target) < EDIT_TOL
