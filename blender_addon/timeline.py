@@ -56,8 +56,9 @@ def unkeyed_edit(obj: bpy.types.Object, info: rig_io.RigInfo, frame: int) -> boo
     that differs from the action there."""
     base = base_pose.read_base(obj, info)
     pose = rig_io.read_pose(obj, info)
-    if base is None or not base_pose.base_is_current(base, info, pose, frame):
-        return False
+    if base is None or not base_pose.base_is_current(base, info, pose, frame) \
+            or rig_keys.layers_under(obj, frame, frame):
+        return False  # (under NLA layers the action holds other values than it shows)
     quats, locs, _ = rig_keys.read_clip(obj, info, np.array([frame]), unkeyed=pose)
     mapped = list(info.mapped)
     dots = np.abs(np.sum(quats[0, mapped] * pose.quats[mapped], axis=1))
