@@ -75,6 +75,19 @@ def layers_under(obj: bpy.types.Object, first: float, last: float) -> list[str]:
             if not t.mute and any(reaches(strip) for strip in t.strips if not strip.mute)]
 
 
+def modified_curves(obj: bpy.types.Object, paths: Sequence[tuple[str, int]]) -> list[str]:
+    """Of the action's F-curves at ``paths`` (data path, index), those an unmuted modifier
+    changes (a Cycles modifier repeating a walk, Noise): a key written there is not the
+    value shown, and a key past a cycle's keys changes every cycle."""
+    bag = channelbag(obj)
+    out = []
+    for path, index in paths:
+        fc = bag.fcurves.find(path, index=index) if bag is not None else None
+        if fc is not None and any(not m.mute for m in fc.modifiers):
+            out.append(f"{path}[{index}] ({', '.join(m.type.title() for m in fc.modifiers)})")
+    return out
+
+
 def bone_path(name: str, prop: str) -> str:
     return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
 

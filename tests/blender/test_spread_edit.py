@@ -278,3 +278,42 @@ def test_a_pose_keyed_over_a_layer_stays_as_solved(clip_rig: bpy.types.Object,
     print(f"FIGURES keyed over a layer ({'auto' if auto else 'insert'}): "
           f"{np.linalg.norm(hand - target) * MM:.4f} mm off the target")
     assert np.linalg.norm(hand - target) < EDIT_TOL
+
+
+CYCLE = 24  # frames of the walk-like cycle the clip is cut to
+
+
+def test_a_cycle_is_layered_not_keyed_over(clip_rig: bpy.types.Object) -> None:
+    """The clip cut to a cycle of frames 1-25 that a Cycles modifier repeats (a walk
+    cycle), edited at frame 41, in its second pass: Every Frame would key frames past the
+    cycle's keys, which changes every pass after it (frames past the range moved up to
+    16 mm): it is refused, naming a curve, and changes nothing. Layer mode edits the range
+    alone, every other frame within 0.1 mm."""
+    obj = clip_rig
+    scene = bpy.context.scene
+    for fc in rig_keys.channelbag(obj).fcurves:
+        points = fc.keyframe_points
+        for k in range(len(points) - 1, -1, -1):
+            frame = points[k].co[0]
+            if frame > CYCLE + 1 or (frame - 1) % 4:
+                points.remove(points[k], fast=True)
+        points[-1].co[1] = points[0].co[1]  # a closed cycle
+        fc.modifiers.new("CYCLES")
+        fc.update()
+    frames = np.arange(CENTER - 11, CENTER + 19)
+    before = spread_figures.core_joints(obj, frames)
+    keys = spread_figures.curves(obj)
+    scene.frame_set(CENTER)
+    target = spread_figures.move_hand(obj)
+    with pytest.raises(RuntimeError, match=r"modifiers, e\.g\. .*\(Cycles\).*Layer mode"):
+        bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                range_mode="RADIUS", radius=6)
+    assert spread_figures.curves(obj) == keys
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=6) == {"FINISHED"}
+    after = spread_figures.core_joints(obj, frames)
+    moved = np.linalg.norm(after - before, axis=-1).max(axis=1)
+    outside = np.abs(frames - CENTER) >= 6
+    assert moved[outside].max() < MUTED_TOL, moved[outside].max()
+    edited = after[frames == CENTER][0, spread_figures.HAND]
+    assert np.linalg.norm(edited - target) < EDIT_TOL
