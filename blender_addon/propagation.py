@@ -326,7 +326,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if keyed is not None and not len(keyed):
         raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
-    ik = spread_ik.ik_limbs(obj, info)
+    ik = spread_ik.ik_limbs(obj, info, frames)
     bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
     if mode == "LAYER":
         spread_layer.check_rotation_modes(obj, info, bones)

@@ -15,7 +15,7 @@ solved pose. Keys go on the controls each limb uses (:func:`keyed_bones`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import bpy
@@ -288,19 +288,22 @@ def cancel_follow() -> None:
 
 
 def keyed_bones(obj: bpy.types.Object, mapped_bone_names: Sequence[str],
-                found: Sequence[Limb] | None = None) -> list[str]:
+                found: Sequence[Limb] | None = None,
+                switches: Mapping[str, tuple[float, float]] | None = None) -> list[str]:
     """The bones whose keys hold the pose the add-on wrote on the mapped bones: each mapped
     bone, except that a limb in IK is keyed on its IK controls (end, chain base, pole when
     used, toe) instead of its FK controls, and a limb between the two (0 < ``IK_FK`` < 1)
     on both. The switch itself is never keyed: it stays as the animator set it.
-    ``found``: :func:`limbs` of those bones where the caller has them."""
+    ``found``: :func:`limbs` of those bones where the caller has them; ``switches``: the
+    lowest and highest ``IK_FK`` of each limb (by its holder) over the frames keyed, where
+    the animation switches it (a limb in IK on some frames and FK on others: both)."""
     out = list(mapped_bone_names)
     extra: list[str] = []
     for limb in limbs(obj, mapped_bone_names) if found is None else found:
-        switch = limb.switch(obj)
-        if switch >= 1.0:
+        low, high = (switches or {}).get(limb.holder) or (limb.switch(obj),) * 2
+        if low >= 1.0:
             continue
-        if switch <= 0.0:
+        if high <= 0.0:
             fk = set(limb.fk)
             out = [n for n in out if n not in fk]
         extra += [n for n in limb.ik_controls(obj) if n not in out and n not in extra]

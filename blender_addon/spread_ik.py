@@ -22,7 +22,7 @@ import numpy as np
 from . import base_pose, edits, grab, rig_controls, rig_io, rig_keys
 from .core.propagate import interpolate_changes, spaced_rows
 from .core.quaternions import quat_make_continuous, quat_multiply, quat_normalize
-from .ik_snap import Limb
+from .ik_snap import IK_FK, Limb
 
 FRAMES_PER_STEP = 5  # frames between two progress yields (each a few depsgraph updates)
 STRETCHED_M = 1e-4  # world: an IK chain's end this far past its FK chain's is stretched
@@ -48,28 +48,46 @@ class IkLimbs:
 _LIMBS: dict[tuple[str, tuple], tuple[Limb, ...]] = {}  # (armature, rig key) -> its limbs
 
 
-def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo) -> IkLimbs | None:
-    """The rig's mapped limbs in IK, or None (every limb in FK, or a rig without a
-    switch). The limbs are found once per rig (reading the constraints of a Rigify rig
-    takes milliseconds, and the panel asks on every redraw); their switches every time."""
+def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo,
+             frames: np.ndarray | None = None) -> IkLimbs | None:
+    """The rig's mapped limbs in IK (on some of ``frames``, as the animation switches
+    them; default: now), or None (every limb in FK, or a rig without a switch). The limbs
+    are found once per rig (reading the constraints of a Rigify rig takes milliseconds, and
+    the panel asks on every redraw); their switches every time."""
     names = [info.names[b] for b in info.mapped]
     key = (obj.name, info.key)
     limbs = _LIMBS.get(key)
     if limbs is None:
         _LIMBS.clear()  # (one rig at a time is drawn and spread)
         limbs = _LIMBS[key] = tuple(rig_controls.limbs(obj, names))
-    found = [limb for limb in limbs if limb.switch(obj) < 1.0]
+    switches = {limb.holder: _switch_range(obj, limb, frames) for limb in limbs}
+    found = [limb for limb in limbs if switches[limb.holder][0] < 1.0]
     if not found:
         return None
     index = {n: b for b, n in enumerate(info.names)}
     mapped = set(info.mapped)
     fk = [index[n] for limb in found for n in (*limb.fk, *(f for f, _ in limb.tails))
           if n in index and index[n] in mapped]
-    keyed = [index[n] for n in rig_controls.keyed_bones(obj, names, limbs) if n in index]
+    keyed = [index[n] for n in rig_controls.keyed_bones(obj, names, limbs, switches)
+             if n in index]
     ik = [b for b in keyed if b not in mapped]
     located = [b for b in info.roots if b in set(keyed)] + ik
     return IkLimbs(tuple(found), tuple(dict.fromkeys(fk)), tuple(ik), tuple(keyed),
                    tuple(located))
+
+
+def _switch_range(obj: bpy.types.Object, limb: Limb, frames: np.ndarray | None
+                  ) -> tuple[float, float]:
+    """The lowest and highest ``IK_FK`` of the limb over ``frames`` (its F-curve's values
+    where the animation switches it; else the value now)."""
+    now = limb.switch(obj)
+    path = f'pose.bones["{bpy.utils.escape_identifier(limb.holder)}"]["{IK_FK}"]'
+    bag = rig_keys.channelbag(obj)
+    fc = bag.fcurves.find(path, index=0) if bag is not None and frames is not None else None
+    if fc is None:
+        return now, now
+    values = rig_keys.sample(fc, np.asarray(frames))
+    return float(values.min()), float(values.max())
 
 
 @contextmanager

@@ -468,6 +468,43 @@ def test_esc_on_a_rigify_rig_left_in_ik_leaves_it_as_it_was(rigify_rig: bpy.type
     assert scene.frame_current == CENTER - 10
 
 
+@pytest.mark.parametrize("edited", ["ik", "fk"])
+def test_a_limb_the_animation_switches_takes_the_spread_on_both_sides(
+        rigify_rig: bpy.types.Object, edited: str) -> None:
+    """The left arm's IK/FK switch keyed: IK up to 4 frames after the centre, FK from the
+    next. A spread over the switch, edited on either side, moves the hand along W(t) on
+    the IK frames (its IK controls placed) and on the FK frames (its FK controls keyed)
+    alike; the held ends stay. (Limbs were taken in the state of the edited frame only:
+    the other side kept the hand where it was, 157-188 mm off its path.)"""
+    rig = rigify_rig
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1)
+    center = CENTER - 10
+    holder = rig.pose.bones["upper_arm_parent.L"]
+    for frame, value in ((1, 0.0), (center + 4, 0.0), (center + 5, 1.0)):
+        holder["IK_FK"] = value
+        holder.keyframe_insert('["IK_FK"]', frame=frame)
+    frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
+    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    at = center if edited == "ik" else center + 8
+    scene.frame_set(at)
+    _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                   range_mode="RADIUS", radius=RADIUS,
+                                   curve="SMOOTH") == {"FINISHED"}
+    after = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    k = int(np.flatnonzero(frames == at)[0])
+    w = np.interp(frames, at + np.arange(-RADIUS, RADIUS + 1),
+                  weight_curve(2 * RADIUS + 1, RADIUS, RADIUS), left=0.0, right=0.0)
+    path = np.linalg.norm(after[:, 0] - (before[:, 0] + w[:, None] * (after[k, 0]
+                                                                     - before[k, 0])),
+                          axis=-1).max()
+    held = np.linalg.norm(after[:, 1:] - before[:, 1:], axis=-1).max()
+    print(f"\nFIGURES switched limb, edited in {edited}: hand off its path "
+          f"{path * 1e3:.2f} mm, held ends {held * 1e3:.3f} mm")
+    assert path < IK_PATH_TOL and held < HELD_TOL, (path, held)
+
+
 def _spread_on_ik_rig(rig: bpy.types.Object, drag: bool, **animation: float) -> np.ndarray:
     """The rig animated on its controls (:func:`_ik_animated_rig`, keyed every frame,
     ``animation`` its options), every end an effector, Solve with the left hand dragged
