@@ -76,18 +76,22 @@ def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo,
                    tuple(located))
 
 
-def _switch_range(obj: bpy.types.Object, limb: Limb, frames: np.ndarray | None
-                  ) -> tuple[float, float]:
-    """The lowest and highest ``IK_FK`` of the limb over ``frames`` (its F-curve's values
-    where the animation switches it; else the value now)."""
-    now = limb.switch(obj)
+def _switches(obj: bpy.types.Object, limb: Limb, frames: np.ndarray) -> np.ndarray:
+    """The limb's ``IK_FK`` at each of ``frames`` (T,): its F-curve's values where the
+    animation switches it, else the value now."""
     path = f'pose.bones["{bpy.utils.escape_identifier(limb.holder)}"]["{IK_FK}"]'
     bag = rig_keys.channelbag(obj)
-    fc = bag.fcurves.find(path, index=0) if bag is not None and frames is not None else None
+    fc = bag.fcurves.find(path, index=0) if bag is not None else None
     if fc is None:
-        return now, now
-    values = rig_keys.sample(fc, np.asarray(frames))
-    return float(values.min()), float(values.max())
+        return np.full(len(frames), limb.switch(obj))
+    return rig_keys.sample(fc, np.asarray(frames))
+
+
+def _switch_range(obj: bpy.types.Object, limb: Limb, frames: np.ndarray | None
+                  ) -> tuple[float, float]:
+    """The lowest and highest ``IK_FK`` of the limb over ``frames`` (default: now)."""
+    values = _switches(obj, limb, frames) if frames is not None else [limb.switch(obj)]
+    return float(np.min(values)), float(np.max(values))
 
 
 @contextmanager
@@ -110,10 +114,11 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
                ) -> Generator[float, None, tuple[rig_io.Pose, np.ndarray]]:
     """Into ``clip`` (rotations (T, B, 4), locations (T, B, 3) and raw Euler angles
     (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s; the edited one is row
-    ``center``; a long range sampled, :data:`SAMPLED_FRAMES`): the FK
-    controls of ``limbs`` matched to the limb each frame shows (interpolated between the
-    sampled frames), and their IK controls as they are there (the action's values,
-    drivers and constraints included; the action's alone where not sampled). Returns
+    ``center``; a long range sampled, :data:`SAMPLED_FRAMES`): the FK controls of
+    ``limbs`` matched to the limb each frame shows (interpolated between the sampled
+    frames where the limb is in IK, as keyed where the animation switches it to FK), and
+    their IK controls as they are there (the action's values, drivers and constraints
+    included; the action's alone where not sampled). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
     base (an edit not yet keyed moved the unanimated ones on every frame), and the frames
     (T,) where the IK stretches a limb past its FK bones' lengths (Rigify's IK stretch),
@@ -136,7 +141,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     pbones = obj.pose.bones
     stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
     everything = np.ones(len(frames), dtype=bool)
-    sampled = _sampled(everything, center)
+    sampled = _sampled(obj, limbs, frames, everything, center)
     todo = np.flatnonzero(sampled)
     lo, hi = progress
     for n, k in enumerate(todo):
@@ -150,8 +155,12 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
             values[k, read] = getattr(pose, name)[read]
         if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (n + 1) / len(todo)
-    for values, unit in zip(clip, (True, False, False), strict=True):
-        _interpolate(frames, everything, sampled, values, list(limbs.fk), unit)
+    for limb in limbs.limbs:  # its FK controls as matched on its frames in IK; as keyed
+        fk = [b for b in limbs.fk if info.names[b] in limb.fk  # on those in FK
+              or info.names[b] in (f for f, _ in limb.tails)]
+        in_ik = _switches(obj, limb, frames) < 1.0
+        for values, unit in zip(clip, (True, False, False), strict=True):
+            _interpolate(frames, in_ik, sampled, values, fk, unit)
     scale = rig_io.world_scale(rig_io.world_matrix(obj))
     return unkeyed, (stretch * scale > STRETCHED_M).any(axis=1)
 
@@ -186,7 +195,7 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     the stretch stays, and a null edit changes nothing (placed afresh, a held hand moved
     by the stretch). A moved end is placed afresh: on its goal, as Solve puts it."""
     keyed = list(limbs.keyed)
-    sampled = _sampled(rows, center)
+    sampled = _sampled(obj, limbs, frames, rows, center)
     todo = np.flatnonzero(sampled)
     planned = (new[0].copy(), new[1].copy())
     lo, hi = progress
@@ -215,12 +224,32 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     if not sampled[rows].all():  # the others: as planned, plus the placing's change
         flip = np.sum(new[0] * planned[0], axis=-1, keepdims=True) < 0.0  # (q is -q)
         change = (np.where(flip, -new[0], new[0]) - planned[0], new[1] - planned[1])
-        for values in change:
-            _interpolate(frames, rows, sampled, values, keyed)
+        for shown, bones in _shown_groups(obj, info, limbs, frames):
+            for values in change:  # (each from the frames that show it)
+                _interpolate(frames, rows & shown, sampled, values, bones)
         idx = np.flatnonzero(rows & ~sampled)
         new[0][idx[:, None], keyed] = quat_normalize(planned[0][idx][:, keyed]
                                                      + change[0][idx][:, keyed])
         new[1][idx[:, None], keyed] = planned[1][idx][:, keyed] + change[1][idx][:, keyed]
+
+
+def _shown_groups(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
+                  frames: np.ndarray) -> list[tuple[np.ndarray, list[int]]]:
+    """The keyed bones of ``limbs`` by the ``frames`` (T,) that show them: a limb's IK
+    controls where it is in IK, its FK controls where the animation switches it to FK,
+    every other keyed bone everywhere."""
+    index = {n: b for b, n in enumerate(info.names)}
+    keyed = set(limbs.keyed)
+    out, grouped = [], set()
+    for limb in limbs.limbs:
+        in_ik = _switches(obj, limb, frames) < 1.0
+        ik = [index[n] for n in limb.ik_controls(obj) if index.get(n) in keyed]
+        fk = [index[n] for n in (*limb.fk, *(f for f, _ in limb.tails))
+              if index.get(n) in keyed]
+        out += [(in_ik, ik), (~in_ik, fk)]
+        grouped |= {*ik, *fk}
+    out.append((np.ones(len(frames), dtype=bool), [b for b in limbs.keyed if b not in grouped]))
+    return [(shown, bones) for shown, bones in out if bones]
 
 
 def _held_controls(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
@@ -240,12 +269,19 @@ def _held_controls(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
     return out
 
 
-def _sampled(rows: np.ndarray, center: int) -> np.ndarray:
-    """Of the ``rows`` (T,), those a pass evaluates (:func:`.core.propagate.spaced_rows`,
-    :data:`SAMPLED_FRAMES`, the edited one, row ``center``, among them)."""
-    edited = np.zeros(len(rows), dtype=bool)
-    edited[center] = True
-    return spaced_rows(rows, SAMPLED_FRAMES, edited)
+def _sampled(obj: bpy.types.Object, limbs: IkLimbs, frames: np.ndarray, rows: np.ndarray,
+             center: int) -> np.ndarray:
+    """Of the ``rows`` (T,) of ``frames``, those a pass evaluates
+    (:func:`.core.propagate.spaced_rows`, :data:`SAMPLED_FRAMES`), the edited one, row
+    ``center``, and the two either side of each IK/FK switch the animation makes among
+    them (a limb's changes are interpolated on its own side of the switch)."""
+    keep = np.zeros(len(rows), dtype=bool)
+    keep[center] = True
+    for limb in limbs.limbs:
+        in_ik = _switches(obj, limb, frames) < 1.0
+        turns = np.flatnonzero(in_ik[1:] != in_ik[:-1])
+        keep[turns] = keep[turns + 1] = True
+    return spaced_rows(rows, SAMPLED_FRAMES, keep)
 
 
 def _interpolate(frames: np.ndarray, rows: np.ndarray, sampled: np.ndarray,

@@ -468,14 +468,17 @@ def test_esc_on_a_rigify_rig_left_in_ik_leaves_it_as_it_was(rigify_rig: bpy.type
     assert scene.frame_current == CENTER - 10
 
 
-@pytest.mark.parametrize("edited", ["ik", "fk"])
+@pytest.mark.parametrize("edited", ["ik", "fk", "fk-sampled"])
 def test_a_limb_the_animation_switches_takes_the_spread_on_both_sides(
-        rigify_rig: bpy.types.Object, edited: str) -> None:
+        rigify_rig: bpy.types.Object, edited: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The left arm's IK/FK switch keyed: IK up to 4 frames after the centre, FK from the
     next. A spread over the switch, edited on either side, moves the hand along W(t) on
     the IK frames (its IK controls placed) and on the FK frames (its FK controls keyed)
     alike; the held ends stay. (Limbs were taken in the state of the edited frame only:
-    the other side kept the hand where it was, 157-188 mm off its path.)"""
+    the other side kept the hand where it was, 157-188 mm off its path.) Sampled (a long
+    range's way), the FK frames not sampled keep their own FK keys."""
+    if edited.endswith("sampled"):
+        monkeypatch.setattr(spread_ik, "SAMPLED_FRAMES", IK_SAMPLED)
     rig = rigify_rig
     scene = bpy.context.scene
     _ik_animated_rig(rig, 1)
@@ -486,7 +489,7 @@ def test_a_limb_the_animation_switches_takes_the_spread_on_both_sides(
         holder.keyframe_insert('["IK_FK"]', frame=frame)
     frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
     before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
-    at = center if edited == "ik" else center + 8
+    at = center if edited == "ik" else center + 8  # (the IK side, or the FK side)
     scene.frame_set(at)
     _solve_a_left_hand_drag(rig, IK_HAND_DRAG)
     assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
