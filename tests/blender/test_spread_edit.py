@@ -100,6 +100,14 @@ def test_layer_mode_on_quaternion_channels(scene: bpy.types.Scene, bandai_bvh: P
     assert got["muted_off_motion_mm"] < MUTED_TOL * MM
 
 
+def _hand_layer(obj: bpy.types.Object) -> None:
+    """The right hand moved at frame CENTER and spread into a Layer over +-12 frames."""
+    bpy.context.scene.frame_set(CENTER)
+    spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=12) == {"FINISHED"}
+
+
 def test_a_layer_is_read_or_refused(clip_rig: bpy.types.Object) -> None:
     """A spread reads the action alone. Where an earlier Layer (an NLA track the action is
     combined over) changes the motion, a second spread is refused, naming the track, and
@@ -107,10 +115,7 @@ def test_a_layer_is_read_or_refused(clip_rig: bpy.types.Object) -> None:
     from that layer's frames it spreads as on the bare action."""
     obj = clip_rig
     scene = bpy.context.scene
-    scene.frame_set(CENTER)
-    spread_figures.move_hand(obj)
-    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
-                                   radius=12) == {"FINISHED"}
+    _hand_layer(obj)
     track = obj.animation_data.nla_tracks[-1].name
     before = spread_figures.curves(obj)
     spread_figures.move_hand(obj)
@@ -260,10 +265,7 @@ def test_a_pose_keyed_over_a_layer_stays_as_solved(clip_rig: bpy.types.Object,
     shown, the layer counted twice: 168 mm off)."""
     obj = clip_rig
     scene = bpy.context.scene
-    scene.frame_set(CENTER)
-    spread_figures.move_hand(obj)
-    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
-                                   radius=12) == {"FINISHED"}
+    _hand_layer(obj)
     frame = CENTER + 3  # the layer turns the arm here (W 0.9)
     scene.frame_set(frame)
     scene.tool_settings.use_keyframe_insert_auto = auto
