@@ -60,6 +60,11 @@ class Limb:
         holder = obj.pose.bones[self.holder]
         return self.pole is not None and POLE_SWITCH in holder and bool(holder[POLE_SWITCH])
 
+    @property
+    def fk_controls(self) -> tuple[str, ...]:
+        """The controls that pose the limb in FK: its chain's and the toe's."""
+        return (*self.fk, *(fk for fk, _ik in self.tails))
+
     def ik_controls(self, obj: bpy.types.Object) -> list[str]:
         """The controls that pose the limb in IK: end, chain base, pole (when used), toe."""
         out = [self.control, *([self.base] if self.base else []),

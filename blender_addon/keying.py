@@ -160,11 +160,9 @@ def _through_layers(obj: bpy.types.Object, frame: int,
         anim.action = scratch
         for bone, prop, i, _ in wanted:
             pbones[bone].keyframe_insert(prop, index=i, frame=frame)
-        bag = rig_keys.channelbag(obj)
         out = []
         for bone, prop, i, value in wanted:
-            fc = bag.fcurves.find(rig_keys.bone_path(bone, prop), index=i) \
-                if bag is not None else None
+            fc = rig_keys.find_curve(obj, bone, prop, i)  # (in the scratch action)
             out.append((bone, prop, i, fc.evaluate(frame) if fc is not None else value))
     finally:
         anim.action = action

@@ -43,6 +43,7 @@ class IkLimbs:
     ik: tuple[int, ...]  # their IK controls: placed and keyed, rotation and location
     keyed: tuple[int, ...]  # the bones keyed (:func:`.rig_controls.keyed_bones`)
     located: tuple[int, ...]  # those keyed on their location too: mapped roots, IK controls
+    in_ik: tuple[np.ndarray, ...]  # per limb, the frames (T,) it shows in IK
 
 
 _LIMBS: dict[tuple[str, tuple], tuple[Limb, ...]] = {}  # (armature, rig key) -> its limbs
@@ -60,38 +61,32 @@ def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo,
     if limbs is None:
         _LIMBS.clear()  # (one rig at a time is drawn and spread)
         limbs = _LIMBS[key] = tuple(rig_controls.limbs(obj, names))
-    switches = {limb.holder: _switch_range(obj, limb, frames) for limb in limbs}
-    found = [limb for limb in limbs if switches[limb.holder][0] < 1.0]
+    values = {limb.holder: _switches(obj, limb, frames) for limb in limbs}
+    found = [limb for limb in limbs if values[limb.holder].min() < 1.0]
     if not found:
         return None
     index = {n: b for b, n in enumerate(info.names)}
     mapped = set(info.mapped)
-    fk = [index[n] for limb in found for n in (*limb.fk, *(f for f, _ in limb.tails))
+    fk = [index[n] for limb in found for n in limb.fk_controls
           if n in index and index[n] in mapped]
+    switches = {h: (float(v.min()), float(v.max())) for h, v in values.items()}
     keyed = [index[n] for n in rig_controls.keyed_bones(obj, names, limbs, switches)
              if n in index]
     ik = [b for b in keyed if b not in mapped]
     located = [b for b in info.roots if b in set(keyed)] + ik
     return IkLimbs(tuple(found), tuple(dict.fromkeys(fk)), tuple(ik), tuple(keyed),
-                   tuple(located))
+                   tuple(located), tuple(values[limb.holder] < 1.0 for limb in found))
 
 
-def _switches(obj: bpy.types.Object, limb: Limb, frames: np.ndarray) -> np.ndarray:
+def _switches(obj: bpy.types.Object, limb: Limb, frames: np.ndarray | None) -> np.ndarray:
     """The limb's ``IK_FK`` at each of ``frames`` (T,): its F-curve's values where the
-    animation switches it, else the value now."""
+    animation switches it, else the value now (once, without ``frames``)."""
     path = f'pose.bones["{bpy.utils.escape_identifier(limb.holder)}"]["{IK_FK}"]'
     bag = rig_keys.channelbag(obj)
-    fc = bag.fcurves.find(path, index=0) if bag is not None else None
+    fc = bag.fcurves.find(path, index=0) if bag is not None and frames is not None else None
     if fc is None:
-        return np.full(len(frames), limb.switch(obj))
+        return np.full(1 if frames is None else len(frames), limb.switch(obj))
     return rig_keys.sample(fc, np.asarray(frames))
-
-
-def _switch_range(obj: bpy.types.Object, limb: Limb, frames: np.ndarray | None
-                  ) -> tuple[float, float]:
-    """The lowest and highest ``IK_FK`` of the limb over ``frames`` (default: now)."""
-    values = _switches(obj, limb, frames) if frames is not None else [limb.switch(obj)]
-    return float(np.min(values)), float(np.max(values))
 
 
 @contextmanager
@@ -141,7 +136,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     pbones = obj.pose.bones
     stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
     everything = np.ones(len(frames), dtype=bool)
-    sampled = _sampled(obj, limbs, frames, everything, center)
+    sampled = _sampled(limbs, everything, center)
     todo = np.flatnonzero(sampled)
     lo, hi = progress
     for n, k in enumerate(todo):
@@ -155,10 +150,9 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
             values[k, read] = getattr(pose, name)[read]
         if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (n + 1) / len(todo)
-    for limb in limbs.limbs:  # its FK controls as matched on its frames in IK; as keyed
-        fk = [b for b in limbs.fk if info.names[b] in limb.fk  # on those in FK
-              or info.names[b] in (f for f, _ in limb.tails)]
-        in_ik = _switches(obj, limb, frames) < 1.0
+    # Each limb's FK controls as matched on its frames in IK, as keyed on those in FK.
+    for limb, in_ik in zip(limbs.limbs, limbs.in_ik, strict=True):
+        fk = [b for b in limbs.fk if info.names[b] in limb.fk_controls]
         for values, unit in zip(clip, (True, False, False), strict=True):
             _interpolate(frames, in_ik, sampled, values, fk, unit)
     scale = rig_io.world_scale(rig_io.world_matrix(obj))
@@ -195,7 +189,7 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     the stretch stays, and a null edit changes nothing (placed afresh, a held hand moved
     by the stretch). A moved end is placed afresh: on its goal, as Solve puts it."""
     keyed = list(limbs.keyed)
-    sampled = _sampled(obj, limbs, frames, rows, center)
+    sampled = _sampled(limbs, rows, center)
     todo = np.flatnonzero(sampled)
     planned = (new[0].copy(), new[1].copy())
     lo, hi = progress
@@ -224,7 +218,7 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     if not sampled[rows].all():  # the others: as planned, plus the placing's change
         flip = np.sum(new[0] * planned[0], axis=-1, keepdims=True) < 0.0  # (q is -q)
         change = (np.where(flip, -new[0], new[0]) - planned[0], new[1] - planned[1])
-        for shown, bones in _shown_groups(obj, info, limbs, frames):
+        for shown, bones in _shown_groups(obj, info, limbs):
             for values in change:  # (each from the frames that show it)
                 _interpolate(frames, rows & shown, sampled, values, bones)
         idx = np.flatnonzero(rows & ~sampled)
@@ -233,22 +227,20 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
         new[1][idx[:, None], keyed] = planned[1][idx][:, keyed] + change[1][idx][:, keyed]
 
 
-def _shown_groups(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
-                  frames: np.ndarray) -> list[tuple[np.ndarray, list[int]]]:
-    """The keyed bones of ``limbs`` by the ``frames`` (T,) that show them: a limb's IK
+def _shown_groups(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs
+                  ) -> list[tuple[np.ndarray, list[int]]]:
+    """The keyed bones of ``limbs`` by the frames (T,) that show them: a limb's IK
     controls where it is in IK, its FK controls where the animation switches it to FK,
     every other keyed bone everywhere."""
     index = {n: b for b, n in enumerate(info.names)}
     keyed = set(limbs.keyed)
     out, grouped = [], set()
-    for limb in limbs.limbs:
-        in_ik = _switches(obj, limb, frames) < 1.0
+    for limb, in_ik in zip(limbs.limbs, limbs.in_ik, strict=True):
         ik = [index[n] for n in limb.ik_controls(obj) if index.get(n) in keyed]
-        fk = [index[n] for n in (*limb.fk, *(f for f, _ in limb.tails))
-              if index.get(n) in keyed]
+        fk = [index[n] for n in limb.fk_controls if index.get(n) in keyed]
         out += [(in_ik, ik), (~in_ik, fk)]
         grouped |= {*ik, *fk}
-    out.append((np.ones(len(frames), dtype=bool), [b for b in limbs.keyed if b not in grouped]))
+    out.append((np.ones_like(limbs.in_ik[0]), [b for b in limbs.keyed if b not in grouped]))
     return [(shown, bones) for shown, bones in out if bones]
 
 
@@ -269,16 +261,14 @@ def _held_controls(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
     return out
 
 
-def _sampled(obj: bpy.types.Object, limbs: IkLimbs, frames: np.ndarray, rows: np.ndarray,
-             center: int) -> np.ndarray:
-    """Of the ``rows`` (T,) of ``frames``, those a pass evaluates
-    (:func:`.core.propagate.spaced_rows`, :data:`SAMPLED_FRAMES`), the edited one, row
-    ``center``, and the two either side of each IK/FK switch the animation makes among
-    them (a limb's changes are interpolated on its own side of the switch)."""
+def _sampled(limbs: IkLimbs, rows: np.ndarray, center: int) -> np.ndarray:
+    """Of the ``rows`` (T,), those a pass evaluates (:func:`.core.propagate.spaced_rows`,
+    :data:`SAMPLED_FRAMES`), the edited one, row ``center``, and the two either side of
+    each IK/FK switch the animation makes among them (a limb's changes are interpolated
+    on its own side of the switch)."""
     keep = np.zeros(len(rows), dtype=bool)
     keep[center] = True
-    for limb in limbs.limbs:
-        in_ik = _switches(obj, limb, frames) < 1.0
+    for in_ik in limbs.in_ik:
         turns = np.flatnonzero(in_ik[1:] != in_ik[:-1])
         keep[turns] = keep[turns + 1] = True
     return spaced_rows(rows, SAMPLED_FRAMES, keep)
