@@ -37,6 +37,9 @@ from .guard import busy, is_suspended, updates_suspended
 
 EVALUATED_PASSES = 3  # corrections of a write from the evaluated rig, at most
 EVALUATED_TOL = 1e-4  # m (world): effector joints this close to their goals need no pass
+# A pass that leaves more than this share of the miss ends the passes: what is left is not
+# the evaluation's (a limb at full stretch, a limit), and each pass costs an evaluation.
+EVALUATED_STALL = 0.5
 CM = 100.0
 
 
@@ -196,7 +199,8 @@ def correct_written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Po
     """Correct the pose just written (``pose``, from ``solve``: the start rotations and
     locations, the solved joints, the effector goals and orientations) from the evaluated
     rig: the effector joints' goals are moved by what Blender's evaluation missed, solved
-    and written again, while that brings them closer (at most :data:`EVALUATED_PASSES`);
+    and written again, while that brings them closer (at most :data:`EVALUATED_PASSES`,
+    and none after a pass that removed less than half the miss, :data:`EVALUATED_STALL`);
     the best write stays. ``scale``: world units per armature unit. Returns the pose left
     on the rig and its evaluated joints (armature space)."""
     quats, locs, solved_arm, goals, orientations = solve
@@ -220,7 +224,10 @@ def correct_written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Po
         miss = _miss(seen, joints, wanted)
         if miss >= best[0]:
             break
+        stalled = miss > best[0] * EVALUATED_STALL
         best = (miss, pose, seen)
+        if stalled:
+            break
     if pose is not best[1]:  # the last pass made it worse: back to the best one
         pose = rig_io.write_pose(obj, info, best[1].quats, best[1].locations, pose)
         seen = evaluated_joints(obj, info)

@@ -13,7 +13,7 @@ import numpy as np
 from . import rig_io
 from .core.propagate import interpolate_changes, spaced_rows
 from .core.skeleton import JOINTS
-from .edits import EVALUATED_PASSES, EVALUATED_TOL
+from .edits import EVALUATED_PASSES, EVALUATED_STALL, EVALUATED_TOL
 
 FRAMES_PER_STEP = 25  # frames evaluated between two steps of a modal run (Esc is read there)
 CORRECTING = 0.6  # the progress where the correction from the evaluated rig starts
@@ -31,7 +31,8 @@ def correct_from_evaluated(scene: bpy.types.Scene, obj: bpy.types.Object,
     (Rigify's neck bends over two bones), correct the keys from what Blender evaluates, as
     a single edit does: each frame's effector goals are moved by what the evaluation
     missed, solved and keyed again while that brings the frame closer (at most
-    :data:`.edits.EVALUATED_PASSES` passes), each frame keeping its best keys. A rig that
+    :data:`.edits.EVALUATED_PASSES` passes, none after one that stalls:
+    :data:`.edits.EVALUATED_STALL`), each frame keeping its best keys. A rig that
     follows its hierarchy is seen at the current frame alone and left as keyed."""
     if not goals:
         return
@@ -83,8 +84,9 @@ def _correct_frames(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.
         seen[active] = clip[active][:, joints]
         miss = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)
         better = active & (miss < best)  # a frame that got no closer stops, at its best
+        going = better & (miss <= best * EVALUATED_STALL)  # as does one that stalls
         best_q[better], best_l[better], best[better] = q[better], loc[better], miss[better]
-        active = better & (best * scale >= EVALUATED_TOL)
+        active = going & (best * scale >= EVALUATED_TOL)
     if written:  # the frames whose last pass got no closer go back to their best keys
         write(best_q, best_l)
 
@@ -127,8 +129,11 @@ def _correct_sampled(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io
         now = np.linalg.norm(seen - wanted, axis=-1).max(axis=-1)[sampled].max()
         if now >= best:
             break
+        stalled = now > best * EVALUATED_STALL
         best_q, best_l, best = q, loc, now
         written = False
+        if stalled:
+            break
     if written:  # the last pass got no closer: back to the best keys
         write(best_q, best_l)
 
