@@ -193,8 +193,8 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     todo = np.flatnonzero(sampled)
     planned = (new[0].copy(), new[1].copy())
     lo, hi = progress
-    ik = _held_controls(obj, info, limbs, start[0][center], start[1][center], goals, center,
-                        edits.EVALUATED_TOL / scale)
+    ik, ends = _held_controls(obj, info, limbs, start[0][center], start[1][center], goals,
+                              center, edits.EVALUATED_TOL / scale)
     for n, k in enumerate(todo):
         scene.frame_set(int(frames[k]))
         if stretched[k] and ik:  # where the frame as read places them
@@ -202,9 +202,11 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
             read = rig_io.read_pose(obj, info)
             was = (read.quats[ik], read.locations[ik])
         pose = rig_io.write_pose(obj, info, new[0][k], new[1][k], rig_io.read_pose(obj, info))
+        # (the held ends' controls take the stretch's change below: not corrected for)
+        corrected = [j for j in goals if not (stretched[k] and ik and j in ends)]
         edits.correct_written(obj, info, pose,
                               (start[0][k], start[1][k], solved[k],
-                               {j: g[k] for j, g in goals.items()},
+                               {j: goals[j][k] for j in corrected},
                                {j: o[k] for j, o in orientations.items()}), scale)
         pose = rig_io.read_pose(obj, info)
         new[0][k, keyed] = pose.quats[keyed]
@@ -246,19 +248,21 @@ def _shown_groups(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs
 
 def _held_controls(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
                    quats: np.ndarray, locations: np.ndarray, goals: dict[int, np.ndarray],
-                   center: int, tolerance: float) -> list[int]:
+                   center: int, tolerance: float) -> tuple[list[int], set[int]]:
     """The IK controls of the ``limbs`` whose end joint the edit does not move at the
     edited frame (row ``center`` of ``goals``, from the frame as read, ``quats`` (B, 4)
-    and ``locations`` (B, 3)), by more than ``tolerance`` (armature units)."""
+    and ``locations`` (B, 3)), by more than ``tolerance`` (armature units), and those
+    end joints."""
     joints, _ = rig_io.joint_positions(info, quats, locations)
     index = {n: b for b, n in enumerate(info.names)}
-    out = []
+    out, ends = [], set()
     for limb in limbs.limbs:
         end = info.joint_bones.index(index[limb.fk[2]])
         goal = goals.get(end)
         if goal is None or np.linalg.norm(goal[center] - joints[end]) <= tolerance:
             out += [index[n] for n in limb.ik_controls(obj) if n in index]
-    return out
+            ends.add(end)
+    return out, ends
 
 
 def _sampled(limbs: IkLimbs, rows: np.ndarray, center: int) -> np.ndarray:
