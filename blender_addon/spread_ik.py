@@ -27,9 +27,9 @@ from .ik_snap import IK_FK, Limb
 FRAMES_PER_STEP = 5  # frames between two progress yields (each a few depsgraph updates)
 STRETCHED_M = 1e-4  # world: an IK chain's end this far past its FK chain's is stretched
 # A longer range is read and placed on this many evenly spaced frames (its ends among
-# them), the others interpolated between them: each frame takes a few evaluations of the
-# rig (about 0.1 s on the generated Rigify rig), as the kernels' solve of a long range does
-# (core/propagate.SOLVED_FRAMES) and the evaluated rig's correction (spread_correct).
+# them), the others interpolated between them: each frame takes about ten evaluations of
+# the rig (some 50 ms on the generated Rigify rig), as the kernels' solve of a long range
+# does (core/propagate.SOLVED_FRAMES) and the evaluated rig's correction (spread_correct).
 SAMPLED_FRAMES = 100
 _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 
