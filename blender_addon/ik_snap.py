@@ -86,8 +86,9 @@ MAX_TWIST_STEP = math.pi / 2  # rad: one secant step of the chain's twist, at mo
 MATCH_TOL = 1e-4
 MATCH_PLANE = 1e-3
 # Armature units: FK controls set in one go (each under its parent as that will be) this
-# close to the matrices asked are matched; else they are set again a chain level at a time.
-FOLLOW_TOL = 1e-6
+# close to the matrices asked, scale included, are matched (seen: 5e-7, float32); else they
+# are set again a chain level at a time. Ten times inside MATCH_TOL.
+FOLLOW_TOL = 1e-5
 # The elbow's angle per turn of a pole-less chain's twist, before a limb's is measured
 # (the secant's first step), and the range of the measured ones kept for the next placement
 # (about -1.4 on Rigify's arms: starting from it saves a pass).
@@ -182,6 +183,12 @@ def _turn_base(base: bpy.types.PoseBone, twist: _Search, angle: float) -> None:
     twist.turned += step
     rotation = base.matrix_basis.to_quaternion() @ Quaternion((0.0, 1.0, 0.0), step)
     _set_rotation(base, rotation)
+
+
+def _differs(a: Matrix, b: Matrix) -> float:
+    """How far two bone matrices are apart, scale included: their largest entry's gap."""
+    return max(abs(x - y) for row_a, row_b in zip(a, b, strict=True)
+               for x, y in zip(row_a, row_b, strict=True))
 
 
 def _miss(a: Matrix, b: Matrix) -> float:
@@ -323,8 +330,8 @@ def match_fk(obj: bpy.types.Object, limbs: list[Limb],
             follow = matrix @ was.inverted()
     obj.update_tag()
     view_layer.update()
-    still = [limb for limb in off
-             if max(_miss(pbones[n].matrix, m) for n, m
+    still = [limb for limb in off  # (scale counts: a scaled parent's would pass on)
+             if max(_differs(pbones[n].matrix, m) for n, m
                     in zip(limb.fk, poses[limb.holder], strict=True)) > FOLLOW_TOL]
     for level in range(max((len(limb.fk) for limb in still), default=0)):
         for limb in still:  # each reads its parent's new place

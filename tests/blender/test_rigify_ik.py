@@ -315,3 +315,41 @@ def test_turning_live_on_matches_fk_controls_to_ik_limbs(rigify_rig: bpy.types.O
         assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in SWITCHES)
     finally:
         scene.npe.live = False
+
+
+@pytest.mark.parametrize("forearm_scale", [1.0, 1.3], ids=["rigid", "scaled"])
+def test_fk_controls_are_matched_in_one_update_where_their_parents_carry_them(
+        rigify_rig: bpy.types.Object, forearm_scale: float) -> None:
+    """The FK->IK match sets every level of a chain in one update, each control under its
+    parent as the level above moves it. A scaled FK forearm breaks that (the hand's parent
+    takes the forearm's rotation, not its scale: in one go the hand came out 1.3x its
+    size), and the controls are then matched a level at a time. Either way they end on
+    the limb shown, scale included."""
+    from blender_addon import ik_snap
+
+    rig = rigify_rig
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[rig.name]
+    rig.pose.bones["forearm_fk.L"].scale = (forearm_scale,) * 3  # left by the animator
+    rig.pose.bones["hand_ik.L"].location = IK_MOVE
+    bpy.context.view_layer.update()
+    limbs = [limb for limb in rig_controls.ik_limbs(rig, _mapped(rig))
+             if limb.holder == "upper_arm_parent.L"]
+    poses = ik_snap._fk_pose(rig, limbs[0])
+    updates = []
+
+    class _Counted:  # the view layer, its updates counted
+        def update(self) -> None:
+            updates.append(1)
+            bpy.context.view_layer.update()
+
+    assert ik_snap.match_fk(rig, limbs, _Counted()) == limbs
+    misses = [ik_snap._differs(rig.pose.bones[n].matrix, m)  # scale included
+              for n, m in zip(limbs[0].fk, poses, strict=True)]
+    gap = float(np.linalg.norm(_arm(rig, FK_ARM)[2] - _arm(rig, DEF_ARM)[2]))
+    print(f"forearm scale {forearm_scale}: {len(updates)} updates, controls off by "
+          f"{max(misses):.2e}, hand {gap * 1000:.5f} mm")
+    one_go = 2  # the frame seen, then every level set
+    assert len(updates) == one_go + (0 if forearm_scale == 1.0 else len(limbs[0].fk))
+    assert max(misses) < ik_snap.FOLLOW_TOL
+    assert gap < RIGIFY_HAND_TOL
