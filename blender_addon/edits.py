@@ -12,6 +12,7 @@ such as Rigify's), operators correct the write from what Blender evaluated, a fe
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 
 import bpy
@@ -137,7 +138,8 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     # Validated: write.
     if not keep_base:
         state.base = base_pose.store_base(obj, info, pose, frame)
-    state.pose = rig_io.write_pose(obj, info, new_q, new_l, pose)
+    with rig_controls.dragging() if live else nullcontext():  # (IK placed roughly)
+        state.pose = rig_io.write_pose(obj, info, new_q, new_l, pose)
     base_pose.mark_written(obj, info, state.base, state.pose)
     empties.mark_solved(obj, empty_matrices)
     state.solved = empty_matrices.reshape(len(empty_matrices), 16)

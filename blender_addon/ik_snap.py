@@ -198,9 +198,10 @@ def _miss(a: Matrix, b: Matrix) -> float:
                    for i in range(3)))
 
 
-def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer) -> None:
+def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer,
+          passes: int = MAX_PASSES) -> None:
     """Place the IK controls of ``limbs`` (in IK) where their FK controls are, all limbs at
-    once; evaluated after each pass (at most :data:`MAX_PASSES`), done when the IK chain's
+    once; evaluated after each pass (at most ``passes``), done when the IK chain's
     end (its last bone's tail, where the hand or foot hangs, and the end's axes) and toes
     are within :data:`PLACE_TOL` of the FK chain's and its elbow within :data:`PLANE_TOL`
     of the FK elbow's plane. Blender's IK stops a fraction of a millimetre short of its
@@ -212,10 +213,10 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
     searches = {limb.holder: _Search(slope=_SLOPES.get((obj.name, limb.holder), DEFAULT_SLOPE))
                 for limb in limbs}
     pending = list(limbs)
-    for number in range(MAX_PASSES + 1):
+    for number in range(passes + 1):
         obj.update_tag()
         view_layer.update()
-        if number == MAX_PASSES:
+        if number == passes:
             break
         still = []
         for limb in pending:

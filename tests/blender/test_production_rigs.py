@@ -27,6 +27,9 @@ from training.blender_side.rigs import fbx_character  # noqa: E402
 from training.evaluation.plausibility import ANGLE_NAMES, joint_angles  # noqa: E402
 
 REACH_TOL = 0.01  # m: the evaluated deform bone ends this close to its empty
+# m: an IK chain's end from its FK end while a Live drag places it roughly (one pass;
+# Blender's IK stops short by some 0.2 mm: measured up to 0.25 mm)
+DRAG_PLACE_TOL = 1e-3
 FEET_TOL = 0.003  # m: feet without effectors stay put (planted); measured 0.2-1.3 mm
 SNAP_TOL = 1e-4  # m: putting the FK controls where IK limbs are leaves every deform bone
 HAND_DRAG = np.array([0.0, 0.0, 0.30])  # m, world: the left hand's empty 30 cm up
@@ -109,10 +112,21 @@ def test_generated_rigify_follows_a_hand_drag(rigify_rig: bpy.types.Object) -> N
     assert not [b for b in keyed if b.startswith(MECHANISM)]
 
 
+def _ik_gaps(rig: bpy.types.Object) -> list[float]:
+    """Each IK limb's chain end from its FK end (armature units): how exactly the IK
+    controls are placed on the FK pose."""
+    pbones = rig.pose.bones
+    bpy.context.view_layer.update()
+    return [(pbones[limb.fk[2]].head - pbones[limb.ik_out[1]].tail).length
+            for limb in rig_controls.ik_limbs(rig, mapped_rig.mapping_dict(rig.data).values())]
+
+
 def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> None:
     """Live mode on the generated rig, its limbs in IK: each drag step shows the hand
-    near its empty (the IK controls follow), the drag's pause puts DEF-hand.L on it, and
-    the arm stays in IK."""
+    near its empty (the IK controls follow, placed roughly: one pass), the drag's pause
+    places them exactly and puts DEF-hand.L on its empty, and the arm stays in IK."""
+    from blender_addon import ik_snap
+
     scene = bpy.context.scene
     rig = rigify_rig
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -120,13 +134,20 @@ def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> 
     scene.npe.live = True
     hand = _empty(rig, "l_hand")
     start = np.array(hand.location)
+    rough = []
     for k in range(1, 4):
         hand.location = start + HAND_DRAG * k / 3
         bpy.context.view_layer.update()  # the handler solves here
-        rig_controls.follow_pending()  # the timer it starts (background Blender runs none)
+        rig_controls.follow_dragged()  # the timer it starts (background Blender runs none)
         heads = _deform_heads(rig)
         assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG * k / 3)) < REACH_TOL
+        rough.append(max(_ik_gaps(rig)))
     assert live.drag_paused()
+    exact = max(_ik_gaps(rig))
+    print(f"IK ends from the FK ends: {max(rough) * 1000:.3f} mm while dragging, "
+          f"{exact * 1000:.4f} mm after the pause")
+    assert max(rough) < DRAG_PLACE_TOL
+    assert exact < ik_snap.PLACE_TOL
     assert all(rig.pose.bones[h]["IK_FK"] == 0.0 for h in IK_SWITCHES)
     scene.npe.live = False
     heads = _deform_heads(rig)

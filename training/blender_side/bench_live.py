@@ -94,13 +94,13 @@ def live_loop(scene: bpy.types.Scene, obj: bpy.types.Object, path: np.ndarray,
         if timer is None:
             empty.location = target
             view_layer.update()  # the handler solves and writes the pose here...
-            rig_controls.follow_pending()  # (limbs in IK: the timer it starts)
+            rig_controls.follow_dragged()  # (limbs in IK: the timer it starts)
             view_layer.update()  # ...and this evaluates it, if the first did not already
         else:
             with timer.stage(DEPSGRAPH):
                 empty.location = target
                 view_layer.update()
-                rig_controls.follow_pending()
+                rig_controls.follow_dragged()
                 view_layer.update()
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
