@@ -27,6 +27,10 @@ from training.blender_side.rigs import (  # noqa: F401 - the builders, re-export
     select_only,
 )
 
+# m: a limb in IK, its chain's end from its FK end while a drag (Live, Neural Grab) places
+# its IK controls roughly (one pass; Blender's IK stops short by some 0.2 mm, seen 0.23)
+DRAG_PLACE_TOL = 1e-3
+
 # ------------------------------------------------------------------ what the tests measure
 # Blender's own evaluated pose (pose_bone.head/tail after a depsgraph update), never the
 # add-on's FK: the tests check the add-on against Blender.
