@@ -288,7 +288,10 @@ def _place(pending: dict[str, set[str]], passes: int | None) -> None:
 def follow_dragged() -> None:
     """Place the IK controls :func:`follow_fk` left for later, roughly
     (:data:`DRAG_PASSES`): the timer a Live drag's update starts (returns None: runs
-    once). :func:`follow_pending` places them exactly."""
+    once; called directly, as background Blender runs no timers, it stops that timer: one
+    left registered can hang bpy 4.5 at exit). :func:`follow_pending` places them
+    exactly."""
+    app_hooks.stop_timer(follow_dragged)
     pending = dict(_PENDING)
     _PENDING.clear()
     _place(pending, DRAG_PASSES)

@@ -125,6 +125,12 @@ def _shares(row: dict[str, Any]) -> str:
         f"takes {blender:.2f} ms and the add-on {addon:.2f} ms"
 
 
+def _rig_name(row: dict[str, Any]) -> str:
+    """The row's rig as a sentence names it: "BVH rig", "generated Rigify rig, limbs ..."."""
+    name = row["rig"].split(" (")[0]
+    return name if " rig" in name else f"{name} rig"
+
+
 def _verdict(value: float, target: float) -> str:
     return f"**met** ({value:.2f} < {target:g})" if value < target else \
         f"**missed** ({value:.2f} ≥ {target:g})"
@@ -153,7 +159,7 @@ def markdown(result: dict[str, Any]) -> str:
         judged = [r for r in live if r["live"] and r["rig"].startswith(("BVH", "generated"))]
         targets = result["targets"]
         lines += [""] + [f"Target < {_target(r, targets):g} ms median on the "
-                         f"{r['rig'].split(' (')[0].removesuffix(' rig')} rig, "
+                         f"{_rig_name(r)}, "
                          f"{r['setting'].lower()}: "
                          f"{_verdict(r['median_ms'], _target(r, targets))}{_shares(r)}."
                          for r in judged]
@@ -252,6 +258,9 @@ def spread_lines(s: dict[str, Any]) -> list[str]:
         f"{'no' if e['action_unchanged_after_esc'] else 'yes'} | no |"]
 
 
+BAR_INCHES = 0.5  # figure height per bar: room for its two-line label
+
+
 def plot_profile(result: dict[str, Any], path: Path) -> Path | None:
     """Stacked bars: each live setting's update split into stages (CPU ms)."""
     profiled = [r for r in result.get("live", ()) if "profile" in r]
@@ -260,7 +269,7 @@ def plot_profile(result: dict[str, Any], path: Path) -> Path | None:
     plt = figures.pyplot()
     stages = list(profiled[0]["profile_cpu"])
     labels = [f"{r['rig'].split(' (')[0]}\n{_refine_label(r)}" for r in profiled]
-    fig, ax = plt.subplots(figsize=(8.5, 3.2))
+    fig, ax = plt.subplots(figsize=(8.5, 1.0 + BAR_INCHES * len(profiled)))
     left = np.zeros(len(profiled))
     colors = plt.get_cmap("tab20")(np.linspace(0, 1, len(stages)))
     for s, c in zip(stages, colors, strict=True):
@@ -273,7 +282,8 @@ def plot_profile(result: dict[str, Any], path: Path) -> Path | None:
             fontsize=8, va="bottom")
     ax.set_xlabel("CPU ms per live update (mean, instrumented, main thread)")
     ax.invert_yaxis()
-    legend = ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3,
+    legend = ax.legend(fontsize=7, loc="upper center", ncol=3,  # 0.6 in under the axis
+                       bbox_to_anchor=(0.5, -0.6 / (BAR_INCHES * len(profiled))),
                        frameon=False)
     figures.save(fig, path, bbox_inches="tight", bbox_extra_artists=[legend])
     return path

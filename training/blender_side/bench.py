@@ -61,7 +61,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             *live_benchmark("rigify", "Rigify-size (79 bones, object scale 0.01)",
                             args.models, None, args.moves, args.profile_moves),
             *live_benchmark("generated", "generated Rigify rig (controls)",
-                            args.models, None, args.moves, args.profile_moves)]
+                            args.models, None, args.moves, args.profile_moves),
+            *live_benchmark("generated-ik", "generated Rigify rig, limbs left in IK "
+                            "(as generated)", args.models, None, args.moves,
+                            args.profile_moves)]
     if "ik" not in args.skip:
         result["ik"] = ik_comparison(args.models, args.clips, args.pairs, args.seed)
     if "propagation" not in args.skip:

@@ -53,6 +53,7 @@ LIVE_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (empties, "mark_solved", "write pose", False),
     (metric_requests, "store_measured", "measure metrics (panel values)", True),
     (live, "pause_later", "measure metrics (panel values)", True),
+    (rig_controls, "follow_dragged", "limbs in IK: IK controls placed (the drag's timer)", False),
 )
 HANDLER_REST = "handler and edit: the rest"
 DEPSGRAPH = "depsgraph evaluation (Blender)"
