@@ -193,11 +193,30 @@ def _limb(obj: bpy.types.Object, holder: str, controls: list[str]) -> Limb | Non
                 tails)
 
 
+_LIMBS: dict[tuple[str, tuple[str, ...]], tuple[Limb, ...]] = {}  # (armature, names) ->
+_LIMBS_KEPT = 64  # name sets kept (each write asks with the bones it turned)
+
+
 def limbs(obj: bpy.types.Object, names: Iterable[str]) -> list[Limb]:
-    """The limbs with an IK/FK switch whose FK controls are among the mapped ``names``."""
-    found = (_limb(obj, holder, controls)
-             for holder, controls in _limb_switches(obj, names).items())
-    return [limb for limb in found if limb is not None]
+    """The limbs with an IK/FK switch whose FK controls are among the mapped ``names``.
+    Kept per armature until its rig changes (:func:`.rig_io.rig_info`) or Map Rig reads
+    it again: reading a Rigify rig's constraints takes some 0.3 ms, and every write and
+    panel redraw asks."""
+    key = (obj.name, tuple(names))
+    found = _LIMBS.get(key)
+    if found is None:
+        if len(_LIMBS) >= _LIMBS_KEPT:
+            _LIMBS.clear()
+        made = (_limb(obj, holder, controls)
+                for holder, controls in _limb_switches(obj, key[1]).items())
+        found = _LIMBS[key] = tuple(limb for limb in made if limb is not None)
+    return list(found)
+
+
+def forget(obj_name: str | None = None) -> None:
+    """Forget the limbs found on one armature (all when None)."""
+    for key in [k for k in _LIMBS if obj_name is None or k[0] == obj_name]:
+        del _LIMBS[key]
 
 
 def ik_limbs(obj: bpy.types.Object, names: Iterable[str]) -> list[Limb]:

@@ -86,6 +86,7 @@ def forget(obj_name: str | None = None) -> None:
         _RIGS.clear()
     else:
         _RIGS.pop(obj_name, None)
+    rig_controls.forget(obj_name)
 
 
 def _shown_bones(joint_bones: Sequence[int | None], mats: np.ndarray,
@@ -126,6 +127,8 @@ def rig_info(obj: bpy.types.Object, joints: dict[str, str], fresh: bool = False)
     cached = _RIGS.get(obj.name)
     if cached is not None and cached.key == key and not fresh:
         return cached
+    if cached is None or cached.key != key:
+        rig_controls.forget(obj.name)  # another rig: its limbs are found again
     names = tuple(b.name for b in bones)
     index = {n: i for i, n in enumerate(names)}
     parents = np.array([index[b.parent.name] if b.parent else -1 for b in bones], dtype=np.int64)

@@ -99,6 +99,7 @@ def map_rig(obj: bpy.types.Object, spec: str, view_layer: bpy.types.ViewLayer
     names, parents = bones_and_parents(obj.data)
     if not names:
         raise EditError(f"{obj.name} has no bones")
+    rig_controls.forget(obj.name)  # its limbs read afresh, constraints included
     try:
         joint_map = mapping.resolve_mapping(names, parents, spec)
     except mapping.MappingError as exc:

@@ -46,21 +46,12 @@ class IkLimbs:
     in_ik: tuple[np.ndarray, ...]  # per limb, the frames (T,) it shows in IK
 
 
-_LIMBS: dict[tuple[str, tuple], tuple[Limb, ...]] = {}  # (armature, rig key) -> its limbs
-
-
 def ik_limbs(obj: bpy.types.Object, info: rig_io.RigInfo,
              frames: np.ndarray | None = None) -> IkLimbs | None:
     """The rig's mapped limbs in IK (on some of ``frames``, as the animation switches
-    them; default: now), or None (every limb in FK, or a rig without a switch). The limbs
-    are found once per rig (reading the constraints of a Rigify rig takes milliseconds, and
-    the panel asks on every redraw); their switches every time."""
+    them; default: now), or None (every limb in FK, or a rig without a switch)."""
     names = [info.names[b] for b in info.mapped]
-    key = (obj.name, info.key)
-    limbs = _LIMBS.get(key)
-    if limbs is None:
-        _LIMBS.clear()  # (one rig at a time is drawn and spread)
-        limbs = _LIMBS[key] = tuple(rig_controls.limbs(obj, names))
+    limbs = rig_controls.limbs(obj, names)
     values = {limb.holder: _switches(obj, limb, frames) for limb in limbs}
     found = [limb for limb in limbs if values[limb.holder].min() < 1.0]
     if not found:
