@@ -31,6 +31,19 @@ from training.blender_side.rigs import (  # noqa: F401 - the builders, re-export
 # its IK controls roughly (one pass; Blender's IK stops short by some 0.2 mm, seen 0.23)
 DRAG_PLACE_TOL = 1e-3
 
+
+def ik_end_gap(obj: bpy.types.Object) -> float:
+    """The largest gap (armature units) between a mapped limb in IK's chain end and its FK
+    end, as Blender evaluates them: how exactly its IK controls are placed on the FK pose."""
+    from blender_addon import mapped_rig, rig_controls
+
+    bpy.context.view_layer.update()
+    pbones = obj.pose.bones
+    found = rig_controls.ik_limbs(obj, mapped_rig.mapping_dict(obj.data).values())
+    assert found, f"{obj.name} has no limb in IK"
+    return max((pbones[limb.fk[2]].head - pbones[limb.ik_out[1]].tail).length
+               for limb in found)
+
 # ------------------------------------------------------------------ what the tests measure
 # Blender's own evaluated pose (pose_bone.head/tail after a depsgraph update), never the
 # add-on's FK: the tests check the add-on against Blender.

@@ -103,34 +103,26 @@ def test_a_grab_confirmed_places_ik_limbs_exactly(rigify_rig: bpy.types.Object) 
     """The generated rig's limbs left in IK: a grab's drag steps place their IK controls
     roughly (one pass), the confirming step exactly, with the hand on its target and the
     feet where they were."""
-    from blender_addon import ik_snap, rig_controls
+    from blender_addon import ik_snap
 
     obj = rigify_rig
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     pose_mode(obj, [mapped_bone(obj, "r_hand")])
     before = shown(obj)
     scene = bpy.context.scene
-    limbs = rig_controls.ik_limbs(obj, mapped_rig.mapping_dict(obj.data).values())
-    assert limbs, "the generated rig's limbs are in IK"
-
-    def gaps() -> float:  # the IK chains' ends from the FK ends (armature units)
-        bpy.context.view_layer.update()
-        pb = obj.pose.bones
-        return max((pb[limb.fk[2]].head - pb[limb.ik_out[1]].tail).length for limb in limbs)
-
     g = grab.begin(scene, obj)
     steps = []
     for k in (1, 2, 3):
         grab.update(scene, obj, g, HAND_GRAB * k / 3)
-        steps.append(gaps())
+        steps.append(rigs.ik_end_gap(obj))
     grab.update(scene, obj, g, HAND_GRAB, final=True)
     after = shown(obj)
     miss = np.linalg.norm(after["r_hand"] - (before["r_hand"] + HAND_GRAB))
     feet = max(np.linalg.norm(after[f] - before[f]) for f in FEET)
     print(f"IK ends from FK ends: {max(steps) * 1e3:.3f} mm while dragging, "
-          f"{gaps() * 1e3:.4f} mm confirmed; hand miss {miss * 1e3:.3f} mm, "
+          f"{rigs.ik_end_gap(obj) * 1e3:.4f} mm confirmed; hand miss {miss * 1e3:.3f} mm, "
           f"feet {feet * 1e3:.4f} mm")
-    assert gaps() < ik_snap.PLACE_TOL
+    assert rigs.ik_end_gap(obj) < ik_snap.PLACE_TOL
     assert max(steps) < rigs.DRAG_PLACE_TOL
     assert miss < REACH_TOL
     assert feet < FEET_TOL

@@ -109,15 +109,6 @@ def test_generated_rigify_follows_a_hand_drag(rigify_rig: bpy.types.Object) -> N
     assert not [b for b in keyed if b.startswith(MECHANISM)]
 
 
-def _ik_gaps(rig: bpy.types.Object) -> list[float]:
-    """Each IK limb's chain end from its FK end (armature units): how exactly the IK
-    controls are placed on the FK pose."""
-    pbones = rig.pose.bones
-    bpy.context.view_layer.update()
-    return [(pbones[limb.fk[2]].head - pbones[limb.ik_out[1]].tail).length
-            for limb in rig_controls.ik_limbs(rig, mapped_rig.mapping_dict(rig.data).values())]
-
-
 def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> None:
     """Live mode on the generated rig, its limbs in IK: each drag step shows the hand
     near its empty (the IK controls follow, placed roughly: one pass), the drag's pause
@@ -138,9 +129,9 @@ def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> 
         rig_controls.follow_dragged()  # the timer it starts (background Blender runs none)
         heads = _deform_heads(rig)
         assert np.linalg.norm(heads["DEF-hand.L"] - (start + HAND_DRAG * k / 3)) < REACH_TOL
-        rough.append(max(_ik_gaps(rig)))
+        rough.append(rigs.ik_end_gap(rig))
     assert live.drag_paused()
-    exact = max(_ik_gaps(rig))
+    exact = rigs.ik_end_gap(rig)
     print(f"IK ends from the FK ends: {max(rough) * 1000:.3f} mm while dragging, "
           f"{exact * 1000:.4f} mm after the pause")
     assert max(rough) < rigs.DRAG_PLACE_TOL
