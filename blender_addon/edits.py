@@ -12,7 +12,6 @@ such as Rigify's), operators correct the write from what Blender evaluated, a fe
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import replace
 
 import bpy
@@ -138,7 +137,8 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     # Validated: write.
     if not keep_base:
         state.base = base_pose.store_base(obj, info, pose, frame)
-    with rig_controls.dragging() if live else nullcontext():  # (IK placed roughly)
+    # (IK controls placed roughly while dragging, else once the correction is done)
+    with rig_controls.dragging() if live else rig_controls.deferred():
         state.pose = rig_io.write_pose(obj, info, new_q, new_l, pose)
     base_pose.mark_written(obj, info, state.base, state.pose)
     empties.mark_solved(obj, empty_matrices)
@@ -179,11 +179,16 @@ def _rotations(info: rig_io.RigInfo, quats: np.ndarray, locs: np.ndarray,
 
 def evaluated_joints(obj: bpy.types.Object, info: rig_io.RigInfo) -> np.ndarray:
     """Armature-space joints (21, 3) as Blender evaluates the rig now (the depsgraph is
-    updated first; objects outside the active view layer are read as last evaluated)."""
+    updated first; objects outside the active view layer are read as last evaluated). A
+    limb in IK whose IK controls are left to place (:func:`.rig_controls.deferred`) is read
+    on its FK controls, where the placement will show it."""
     view_layer = bpy.context.view_layer
     if view_layer is not None:
         view_layer.update()
-    return rig_io.evaluated_joints(obj, info)
+    unplaced = rig_controls.unplaced(obj)
+    on_fk = {j for j, b in enumerate(info.joint_bones)
+             if b is not None and info.names[b] in unplaced} if unplaced else ()
+    return rig_io.evaluated_joints(obj, info, on_fk)
 
 
 def _settle(obj: bpy.types.Object, state: kept.ArmatureState, solve: tuple,
@@ -203,8 +208,21 @@ def correct_written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Po
     rig: the effector joints' goals are moved by what Blender's evaluation missed, solved
     and written again, while that brings them closer (at most :data:`EVALUATED_PASSES`,
     and none after a pass that removed less than half the miss, :data:`EVALUATED_STALL`);
-    the best write stays. ``scale``: world units per armature unit. Returns the pose left
-    on the rig and its evaluated joints (armature space)."""
+    the best write stays. ``scale``: world units per armature unit. Limbs in IK are read
+    on their FK controls through the passes, and their IK controls placed once after them
+    (written under :func:`.rig_controls.deferred`, the pose just written's too): each
+    placement costs a few evaluations of the rig. Returns the pose left on the rig and its
+    evaluated joints (armature space)."""
+    with rig_controls.deferred():  # the passes' writes: IK controls placed once, after
+        pose, seen = _correct(obj, info, pose, solve, scale)
+    if rig_controls.place_unplaced(obj):
+        seen = evaluated_joints(obj, info)
+    return pose, seen
+
+
+def _correct(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose,
+             solve: tuple, scale: float) -> tuple[rig_io.Pose, np.ndarray]:
+    """:func:`correct_written`'s passes."""
     quats, locs, solved_arm, goals, orientations = solve
     seen = evaluated_joints(obj, info)
     if not goals:

@@ -27,6 +27,7 @@ the pose delta allows) instead of being reset; the chain's base scale is not cor
 from __future__ import annotations
 
 import math
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 import bpy
@@ -200,7 +201,7 @@ def _miss(a: Matrix, b: Matrix) -> float:
 
 
 def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer,
-          passes: int = MAX_PASSES) -> None:
+          passes: int = MAX_PASSES, kept: Container[str] = ()) -> None:
     """Place the IK controls of ``limbs`` (in IK) where their FK controls are, all limbs at
     once; evaluated after each pass (at most ``passes``), done when the IK chain's
     end (its last bone's tail, where the hand or foot hangs, and the end's axes) and toes
@@ -209,13 +210,17 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
     target: the target goes that much further, as :func:`.edits._settle` does for FK
     writes. The elbow itself can sit a few millimetres off in its plane: Rigify's IK chains
     stretch (``ik_stretch`` 0.1) when their end moves, so Blender's IK bends them a little
-    less or more than the FK chain. The rig is left evaluated."""
+    less or more than the FK chain. The limbs ``kept`` (by their switch's bone, the
+    holder) keep their end control and toe where they are: only their elbow's plane is
+    placed (a limb the edit holds while Rigify's IK stretches it past its FK bones, which
+    no FK pose shows: :mod:`.spread_ik`). The rig is left evaluated."""
     pbones = obj.pose.bones
     searches = {limb.holder: _Search(slope=_SLOPES.get((obj.name, limb.holder), DEFAULT_SLOPE))
                 for limb in limbs}
     pending = list(limbs)
     for number in range(passes + 1):
-        obj.update_tag()
+        if number:  # (what was written before is tagged already: evaluated once)
+            obj.update_tag()
         view_layer.update()
         if number == passes:
             break
@@ -229,8 +234,11 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
             target_miss = _miss(ik[2].matrix, target)
             short = fk[2].head - ik[1].tail  # where the IK chain ends, against the FK end
             angle = _elbow_angle(ik[0].head, ik[2].head, fk[1].head, ik[1].head)
-            tails = [(pbones[f], pbones[i]) for f, i in limb.tails]
+            tails = [] if limb.holder in kept else [(pbones[f], pbones[i])
+                                                       for f, i in limb.tails]
             tail_miss = max((_miss(i.matrix, f.matrix) for f, i in tails), default=0.0)
+            if limb.holder in kept:  # the end stays: its plane alone
+                target_miss, short = 0.0, Vector((0.0, 0.0, 0.0))
             if max(target_miss, short.length, tail_miss) < PLACE_TOL \
                     and abs(angle or 0.0) < PLANE_TOL:
                 continue

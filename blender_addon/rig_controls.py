@@ -239,6 +239,7 @@ def match_fk_to_shown(obj: bpy.types.Object, names: Iterable[str],
 
 
 _DEFERRED = {"depth": 0, "rough": 0}  # see deferred() and dragging()
+_KEPT: set[str] = set()  # limbs (their holders) whose IK end stays: see ends_kept()
 _PENDING: dict[str, set[str]] = {}  # armature -> FK controls written while deferred
 _ROUGH: dict[str, set[str]] = {}  # armature -> FK controls a drag update placed roughly
 # Placement passes for a Live drag's update (:func:`follow_dragged`): one pass puts the IK
@@ -271,6 +272,19 @@ def dragging() -> Iterator[None]:
         _DEFERRED["rough"] -= 1
 
 
+@contextmanager
+def ends_kept(holders: Iterable[str]) -> Iterator[None]:
+    """While set, placing the limbs ``holders`` (their IK/FK switch's bone) keeps their IK
+    end control and toe where they are and turns their chain's plane alone
+    (:func:`.ik_snap.place`)."""
+    added = set(holders) - _KEPT
+    _KEPT.update(added)
+    try:
+        yield
+    finally:
+        _KEPT.difference_update(added)
+
+
 def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = None) -> None:
     """After the FK controls ``names`` were written: place the IK controls of the limbs in
     IK so that Blender's IK shows the FK controls' pose (see :mod:`.ik_snap`; ``passes``:
@@ -289,7 +303,26 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
 
     if passes is None:
         passes = DRAG_PASSES if _DEFERRED["rough"] else ik_snap.MAX_PASSES
-    ik_snap.place(obj, found, view_layer, passes)
+    ik_snap.place(obj, found, view_layer, passes, _KEPT)
+
+
+def unplaced(obj: bpy.types.Object) -> set[str]:
+    """The FK controls of limbs in IK written while :func:`deferred` whose IK controls are
+    not placed yet: where the placement will put the limb."""
+    names = _PENDING.get(obj.name)
+    if not names:
+        return set()
+    return {n for limb in ik_limbs(obj, names) for n in limb.fk_controls}
+
+
+def place_unplaced(obj: bpy.types.Object) -> bool:
+    """Place exactly, now, the IK controls of ``obj``'s limbs left for later
+    (:func:`deferred`); whether there were any."""
+    names = _PENDING.pop(obj.name, None)
+    if not names:
+        return False
+    _place({obj.name: names}, None)
+    return True
 
 
 def _place(pending: dict[str, set[str]], passes: int | None) -> None:

@@ -19,7 +19,7 @@ takes the object it works on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import bpy
@@ -307,15 +307,18 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
 
 
 def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
-               locations: np.ndarray, pose: Pose) -> Pose:
+               locations: np.ndarray, pose: Pose, bones: Sequence[int] | None = None,
+               located: Sequence[int] | None = None) -> Pose:
     """Write the mapped bones' rotations (``quats`` (B, 4)) in each bone's own mode, and the
-    location of the mapped root bones, over ``pose`` (the pose on the rig now, as read).
+    location of the mapped root bones, over ``pose`` (the pose on the rig now, as read);
+    or those of ``bones`` and the locations of ``located``.
 
     One ``foreach_set`` per channel in use; Euler angles stay compatible with the current
     ones. Returns the pose as written (see :func:`write_channels`; its rotations are
     ``quats``, not their float32 rounding).
     """
-    bones, roots = list(info.mapped), list(info.roots)
+    bones = list(info.mapped if bones is None else bones)
+    roots = list(info.roots if located is None else located)
     by_channel = conversions.from_quats([pose.modes[b] for b in bones], quats[bones],
                                         pose.eulers[bones])
     values = {_CHANNEL_OF[channel]: ([bones[i] for i in idx], vals)
@@ -374,11 +377,12 @@ def solve_rotations(info: RigInfo, quats: np.ndarray, locations: np.ndarray,
     return new_q, new_l
 
 
-def evaluated_joints(obj: bpy.types.Object, info: RigInfo) -> np.ndarray:
+def evaluated_joints(obj: bpy.types.Object, info: RigInfo,
+                     on_mapped: Container[int] = ()) -> np.ndarray:
     """Armature-space joints ``(21, 3)`` as Blender evaluates the rig (constraints and
-    drivers included), each read on the bone that shows it (:attr:`RigInfo.shown`);
-    a boneless toe at its foot bone's evaluated tail. The caller updates the depsgraph
-    first (``view_layer.update()``)."""
+    drivers included), each read on the bone that shows it (:attr:`RigInfo.shown`), or on
+    its mapped bone for the joints ``on_mapped``; a boneless toe at its foot bone's
+    evaluated tail. The caller updates the depsgraph first (``view_layer.update()``)."""
     pbones = obj.pose.bones
     n = len(pbones)
     heads = np.empty(n * 3, dtype=np.float32)
@@ -389,6 +393,8 @@ def evaluated_joints(obj: bpy.types.Object, info: RigInfo) -> np.ndarray:
     tails = tails.reshape(-1, 3)[info.pose_order].astype(np.float64)
     out = np.zeros((len(JOINTS), 3))
     for j, b in enumerate(info.shown):
+        if j in on_mapped:
+            b = info.joint_bones[j]
         if b is not None:
             out[j] = heads[b]
         elif j in info.toe_feet:

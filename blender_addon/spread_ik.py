@@ -21,7 +21,7 @@ import numpy as np
 
 from . import base_pose, edits, grab, rig_controls, rig_io, rig_keys
 from .core.propagate import interpolate_changes, spaced_rows
-from .core.quaternions import quat_make_continuous, quat_multiply, quat_normalize
+from .core.quaternions import quat_make_continuous, quat_normalize
 from .ik_snap import IK_FK, Limb
 
 FRAMES_PER_STEP = 5  # frames between two progress yields (each a few depsgraph updates)
@@ -31,7 +31,6 @@ STRETCHED_M = 1e-4  # world: an IK chain's end this far past its FK chain's is s
 # the rig (some 50 ms on the generated Rigify rig), as the kernels' solve of a long range
 # does (core/propagate.SOLVED_FRAMES) and the evaluated rig's correction (spread_correct).
 SAMPLED_FRAMES = 100
-_CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 
 
 @dataclass(frozen=True)
@@ -175,37 +174,36 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     controls of ``limbs`` where the FK controls put each limb, then corrected from the
     evaluated rig (:func:`.edits.correct_written`). The keyed bones' values as left on the
     rig go into ``new``, in place. On the ``stretched`` frames (:func:`read_shown`), the
-    IK controls of the limbs whose end the edit holds take the change from their placement
-    for the frame as read to that for the spread's pose, on top of their values as read:
-    the stretch stays, and a null edit changes nothing (placed afresh, a held hand moved
-    by the stretch). A moved end is placed afresh: on its goal, as Solve puts it."""
+    limbs whose end the edit holds keep their IK end control and toe as read, and only
+    their chain's plane is placed (:func:`.rig_controls.ends_kept`): the stretch stays, and
+    a null edit changes nothing (placed afresh, a held hand moved by the stretch). A moved
+    end is placed afresh: on its goal, as Solve puts it."""
     keyed = list(limbs.keyed)
     sampled = _sampled(limbs, rows, center)
     todo = np.flatnonzero(sampled)
     planned = (new[0].copy(), new[1].copy())
     lo, hi = progress
-    ik, ends = _held_controls(obj, info, limbs, start[0][center], start[1][center], goals,
-                              center, edits.EVALUATED_TOL / scale)
+    held, ik, ends = _held_controls(obj, info, limbs, start[0][center], start[1][center],
+                                    goals, center, edits.EVALUATED_TOL / scale)
     for n, k in enumerate(todo):
         scene.frame_set(int(frames[k]))
-        if stretched[k] and ik:  # where the frame as read places them
-            rig_io.write_pose(obj, info, start[0][k], start[1][k], rig_io.read_pose(obj, info))
-            read = rig_io.read_pose(obj, info)
-            was = (read.quats[ik], read.locations[ik])
-        pose = rig_io.write_pose(obj, info, new[0][k], new[1][k], rig_io.read_pose(obj, info))
-        # (the held ends' controls take the stretch's change below: not corrected for)
-        corrected = [j for j in goals if not (stretched[k] and ik and j in ends)]
-        edits.correct_written(obj, info, pose,
-                              (start[0][k], start[1][k], solved[k],
-                               {j: goals[j][k] for j in corrected},
-                               {j: o[k] for j, o in orientations.items()}), scale)
+        kept = held if stretched[k] else []
+        if kept:  # their IK controls as read (an unkeyed one too)
+            rig_io.write_pose(obj, info, start[0][k], start[1][k],
+                              rig_io.read_pose(obj, info), bones=ik, located=ik)
+        with rig_controls.deferred():  # (placed once the correction is done)
+            pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
+                                     rig_io.read_pose(obj, info))
+        # (the held ends stay where the stretch has them: not corrected for)
+        corrected = [j for j in goals if not (kept and j in ends)]
+        with rig_controls.ends_kept(kept):
+            edits.correct_written(obj, info, pose,
+                                  (start[0][k], start[1][k], solved[k],
+                                   {j: goals[j][k] for j in corrected},
+                                   {j: o[k] for j, o in orientations.items()}), scale)
         pose = rig_io.read_pose(obj, info)
         new[0][k, keyed] = pose.quats[keyed]
         new[1][k, keyed] = pose.locations[keyed]
-        if stretched[k] and ik:
-            turn = quat_multiply(pose.quats[ik], was[0] * _CONJUGATE)
-            new[0][k, ik] = quat_normalize(quat_multiply(turn, start[0][k, ik]))
-            new[1][k, ik] = start[1][k, ik] + pose.locations[ik] - was[1]
         if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
             yield lo + (hi - lo) * (n + 1) / len(todo)
     if not sampled[rows].all():  # the others: as planned, plus the placing's change
@@ -239,21 +237,22 @@ def _shown_groups(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs
 
 def _held_controls(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
                    quats: np.ndarray, locations: np.ndarray, goals: dict[int, np.ndarray],
-                   center: int, tolerance: float) -> tuple[list[int], set[int]]:
-    """The IK controls of the ``limbs`` whose end joint the edit does not move at the
-    edited frame (row ``center`` of ``goals``, from the frame as read, ``quats`` (B, 4)
-    and ``locations`` (B, 3)), by more than ``tolerance`` (armature units), and those
-    end joints."""
+                   center: int, tolerance: float) -> tuple[list[str], list[int], set[int]]:
+    """The ``limbs`` whose end joint the edit does not move at the edited frame (row
+    ``center`` of ``goals``, from the frame as read, ``quats`` (B, 4) and ``locations``
+    (B, 3)), by more than ``tolerance`` (armature units), by their holder; their IK
+    controls, and those end joints."""
     joints, _ = rig_io.joint_positions(info, quats, locations)
     index = {n: b for b, n in enumerate(info.names)}
-    out, ends = [], set()
+    held, out, ends = [], [], set()
     for limb in limbs.limbs:
         end = info.joint_bones.index(index[limb.fk[2]])
         goal = goals.get(end)
         if goal is None or np.linalg.norm(goal[center] - joints[end]) <= tolerance:
+            held.append(limb.holder)
             out += [index[n] for n in limb.ik_controls(obj) if n in index]
             ends.add(end)
-    return out, ends
+    return held, out, ends
 
 
 def _sampled(limbs: IkLimbs, rows: np.ndarray, center: int) -> np.ndarray:

@@ -546,10 +546,11 @@ def test_frames_not_sampled_keep_their_own_ik_motion(rigify_rig: bpy.types.Objec
 def test_a_stretched_ik_chain_keeps_its_stretch(rigify_rig: bpy.types.Object,
                                                 drag: bool) -> None:
     """The torso raised over the straight legs: Rigify's IK stretches them past their FK
-    bones, which no FK pose carries. Their IK controls take the change of their placement
-    on top of their own values, so the stretch stays: a null spread changes nothing and
+    bones, which no FK pose carries. Their IK end controls keep their own values and only
+    their chains' plane is placed, so the stretch stays: a null spread changes nothing and
     the held feet stay where they were (placed afresh, a held end moved by the stretch,
-    7.5 mm in a null spread)."""
+    7.5 mm in a null spread; 0.64 mm with the change of their placement added to their
+    values instead, as before)."""
     moved = _spread_on_ik_rig(rigify_rig, drag, rise=STRETCH_RISE)
     held = moved[:, 1:] if drag else moved  # (everything is held in a null spread)
     assert held.max() < (HELD_TOL if drag else NULL_SPREAD_TOL), held.max()

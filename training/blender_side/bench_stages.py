@@ -71,6 +71,8 @@ PROPAGATION_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     # "operator and the rest".
     (rig_controls, "match_fk_to_shown",
      "limbs in IK: FK controls matched to the limb shown (FK->IK snap)", True),
-    (edits, "correct_written", "limbs in IK: the placed pose corrected from the rig", True),
+    # (the IK controls are placed once a frame's correction is done, inside it: counted
+    # apart)
+    (edits, "correct_written", "limbs in IK: the pose corrected from the rig", False),
     (rig_controls, "follow_fk", "limbs in IK: IK controls placed (IK->FK snap)", True),
 )
