@@ -27,7 +27,7 @@ the pose delta allows) instead of being reset; the chain's base scale is not cor
 from __future__ import annotations
 
 import math
-from collections.abc import Container
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 
 import bpy
@@ -200,6 +200,102 @@ def _miss(a: Matrix, b: Matrix) -> float:
                    for i in range(3)))
 
 
+@dataclass(frozen=True)
+class FkPose:
+    """Where a limb's FK controls put it (armature space): the end's matrix, the elbow's
+    head and the tails' matrices (in :attr:`Limb.tails` order)."""
+
+    end: Matrix
+    elbow: Vector
+    tails: tuple[Matrix, ...]
+
+    @classmethod
+    def evaluated(cls, obj: bpy.types.Object, limb: Limb) -> FkPose:
+        """As the rig was last evaluated."""
+        pbones = obj.pose.bones
+        return cls(pbones[limb.fk[2]].matrix, pbones[limb.fk[1]].head,
+                   tuple(pbones[f].matrix for f, _i in limb.tails))
+
+    @classmethod
+    def given(cls, limb: Limb, matrices: Mapping[str, Matrix]) -> FkPose | None:
+        """From the FK controls' matrices (by name); None where one is missing."""
+        names = (limb.fk[1], limb.fk[2], *(f for f, _i in limb.tails))
+        if any(n not in matrices for n in names):
+            return None
+        return cls(matrices[limb.fk[2]], matrices[limb.fk[1]].to_translation(),
+                   tuple(matrices[f] for f, _i in limb.tails))
+
+
+def fk_names(limb: Limb) -> tuple[str, ...]:
+    """The FK controls :meth:`FkPose.given` reads."""
+    return (limb.fk[1], limb.fk[2], *(f for f, _i in limb.tails))
+
+
+def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose, kept: bool,
+            measured: bool) -> bool:
+    """One pass of the placement of ``limb``'s IK controls towards ``fk`` from the rig as
+    last evaluated. ``measured``: that evaluation shows ``fk``, so the IK shortfall and the
+    twist's secant are measured; else ``fk`` is a pose just written, which Blender's IK
+    shows at the next evaluation (a step on the way). ``kept``: the end control and toe
+    stay. Whether anything was left to place."""
+    pbones = obj.pose.bones
+    ik = [pbones[n] for n in limb.ik_out]
+    control = pbones[limb.control]
+    target = Matrix.Translation(search.offset) @ fk.end
+    target_miss = _miss(ik[2].matrix, target)
+    # where the IK chain ends, against the FK end
+    short = fk.end.translation - ik[1].tail if measured else Vector((0.0, 0.0, 0.0))
+    angle = _elbow_angle(ik[0].head, ik[2].head, fk.elbow, ik[1].head)
+    tails = [] if kept else [(m, pbones[i]) for m, (_f, i)
+                             in zip(fk.tails, limb.tails, strict=True)]
+    tail_miss = max((_miss(i.matrix, m) for m, i in tails), default=0.0)
+    if kept:  # the end stays: its plane alone
+        target_miss, short = 0.0, Vector((0.0, 0.0, 0.0))
+    if max(target_miss, short.length, tail_miss) < PLACE_TOL \
+            and abs(angle or 0.0) < PLANE_TOL:
+        return False
+    if target_miss < PLACE_TOL and short.length >= PLACE_TOL:
+        search.offset += short
+        target = Matrix.Translation(search.offset) @ fk.end
+        target_miss = PLACE_TOL
+    follow = Matrix.Identity(4)  # how the end control moves: the toe follows it
+    if target_miss >= PLACE_TOL:
+        follow = target @ ik[2].matrix.inverted()
+        _set_matrix(obj, control, follow @ control.matrix)
+    if angle is not None and abs(angle) >= PLANE_TOL:
+        s, end = ik[0].head, ik[2].head
+        if limb.uses_pole(obj):
+            reach = ik[0].length + ik[1].length
+            _turn_pole(obj, pbones[limb.pole], s, end, fk.elbow, angle, reach)
+        elif limb.base is not None:
+            if not measured:
+                search.last = None
+            _turn_base(pbones[limb.base], search, angle)
+            if target_miss >= PLACE_TOL or not measured:  # no secant point: the end moved
+                search.last = None
+    for m, i in tails:  # under their parents as the end's move will put them
+        _set_matrix(obj, i, follow.inverted() @ m)
+    return True
+
+
+def _searches(obj: bpy.types.Object, limbs: list[Limb]) -> dict[str, _Search]:
+    return {limb.holder: _Search(slope=_SLOPES.get((obj.name, limb.holder), DEFAULT_SLOPE))
+            for limb in limbs}
+
+
+def step(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, FkPose],
+         kept: Container[str] = ()) -> None:
+    """One pass of :func:`place` towards the FK poses just written (``poses``, by limb
+    holder, as the add-on's kinematics give them), from the rig as last evaluated, without
+    evaluating it: the next evaluation shows it (a drag's update, a correction's pass).
+    The twist turns by the slope last measured on each limb."""
+    searches = _searches(obj, limbs)
+    for limb in limbs:
+        if limb.holder in poses:
+            _adjust(obj, limb, searches[limb.holder], poses[limb.holder],
+                    limb.holder in kept, measured=False)
+
+
 def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer,
           passes: int = MAX_PASSES, kept: Container[str] = ()) -> None:
     """Place the IK controls of ``limbs`` (in IK) where their FK controls are, all limbs at
@@ -214,9 +310,7 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
     holder) keep their end control and toe where they are: only their elbow's plane is
     placed (a limb the edit holds while Rigify's IK stretches it past its FK bones, which
     no FK pose shows: :mod:`.spread_ik`). The rig is left evaluated."""
-    pbones = obj.pose.bones
-    searches = {limb.holder: _Search(slope=_SLOPES.get((obj.name, limb.holder), DEFAULT_SLOPE))
-                for limb in limbs}
+    searches = _searches(obj, limbs)
     pending = list(limbs)
     for number in range(passes + 1):
         if number:  # (what was written before is tagged already: evaluated once)
@@ -224,45 +318,9 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
         view_layer.update()
         if number == passes:
             break
-        still = []
-        for limb in pending:
-            search = searches[limb.holder]
-            fk = [pbones[n] for n in limb.fk]
-            ik = [pbones[n] for n in limb.ik_out]
-            control = pbones[limb.control]
-            target = Matrix.Translation(search.offset) @ fk[2].matrix
-            target_miss = _miss(ik[2].matrix, target)
-            short = fk[2].head - ik[1].tail  # where the IK chain ends, against the FK end
-            angle = _elbow_angle(ik[0].head, ik[2].head, fk[1].head, ik[1].head)
-            tails = [] if limb.holder in kept else [(pbones[f], pbones[i])
-                                                       for f, i in limb.tails]
-            tail_miss = max((_miss(i.matrix, f.matrix) for f, i in tails), default=0.0)
-            if limb.holder in kept:  # the end stays: its plane alone
-                target_miss, short = 0.0, Vector((0.0, 0.0, 0.0))
-            if max(target_miss, short.length, tail_miss) < PLACE_TOL \
-                    and abs(angle or 0.0) < PLANE_TOL:
-                continue
-            still.append(limb)
-            if target_miss < PLACE_TOL and short.length >= PLACE_TOL:
-                search.offset += short
-                target = Matrix.Translation(search.offset) @ fk[2].matrix
-                target_miss = PLACE_TOL
-            follow = Matrix.Identity(4)  # how the end control moves: the toe follows it
-            if target_miss >= PLACE_TOL:
-                follow = target @ ik[2].matrix.inverted()
-                _set_matrix(obj, control, follow @ control.matrix)
-            if angle is not None and abs(angle) >= PLANE_TOL:
-                s, end = ik[0].head, ik[2].head
-                if limb.uses_pole(obj):
-                    reach = ik[0].length + ik[1].length
-                    _turn_pole(obj, pbones[limb.pole], s, end, fk[1].head, angle, reach)
-                elif limb.base is not None:
-                    _turn_base(pbones[limb.base], search, angle)
-                    if target_miss >= PLACE_TOL:  # seen before the end moved: no secant point
-                        search.last = None
-            for f, i in tails:  # under their parents as the end's move will put them
-                _set_matrix(obj, i, follow.inverted() @ f.matrix)
-        pending = still
+        pending = [limb for limb in pending
+                   if _adjust(obj, limb, searches[limb.holder], FkPose.evaluated(obj, limb),
+                              limb.holder in kept, measured=True)]
         if not pending:
             break
     for holder, search in searches.items():

@@ -15,11 +15,12 @@ solved pose. Keys go on the controls each limb uses (:func:`keyed_bones`).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 import bpy
 import numpy as np
+from mathutils import Matrix
 
 from . import app_hooks
 from .ik_snap import IK_FK, POLE_SWITCH, Limb  # noqa: F401 - IK_FK is the switch's name here too
@@ -242,9 +243,11 @@ _DEFERRED = {"depth": 0, "rough": 0}  # see deferred() and dragging()
 _KEPT: set[str] = set()  # limbs (their holders) whose IK end stays: see ends_kept()
 _PENDING: dict[str, set[str]] = {}  # armature -> FK controls written while deferred
 _ROUGH: dict[str, set[str]] = {}  # armature -> FK controls a drag update placed roughly
-# Placement passes for a Live drag's update (:func:`follow_dragged`): one pass puts the IK
-# controls on the FK pose to within Blender's IK shortfall (some 0.2 mm), at two
-# evaluations of the rig instead of three to five; the drag's pause places them exactly.
+# Placement passes for a drag's update where the add-on's kinematics cannot tell where the
+# FK controls went (:func:`follow_dragged`): one pass puts the IK controls on the FK pose
+# to within Blender's IK shortfall (some 0.2 mm), at two evaluations of the rig instead of
+# three to five; the drag's pause places them exactly. Elsewhere a drag's update takes one
+# step without evaluating (:func:`follow_fk`).
 DRAG_PASSES = 1
 
 
@@ -285,22 +288,36 @@ def ends_kept(holders: Iterable[str]) -> Iterator[None]:
         _KEPT.difference_update(added)
 
 
-def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = None) -> None:
+def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = None,
+              written: Callable[[list[str]], Mapping[str, Matrix]] | None = None) -> None:
     """After the FK controls ``names`` were written: place the IK controls of the limbs in
     IK so that Blender's IK shows the FK controls' pose (see :mod:`.ik_snap`; ``passes``:
     at most that many, default until placed, or :data:`DRAG_PASSES` while
     :func:`dragging`). Nothing happens on a rig without such limbs, or outside a view
-    layer."""
+    layer. ``written``: the FK controls' matrices as the pose just written puts them (by
+    name, :func:`.rig_io.kinematic_matrices`): while :func:`dragging`, the IK controls take
+    one step towards them without an evaluation of the rig (the drag's next one shows it;
+    two evaluations of the generated Rigify rig, 3.7 ms each, a step cost before); the
+    drag's pause places them exactly."""
     names = list(names)
     found = ik_limbs(obj, names)
     view_layer = bpy.context.view_layer
     if not found or view_layer is None:
         return
+    from . import ik_snap
+
+    if written is not None and _DEFERRED["rough"]:  # a drag's step: no evaluation
+        matrices = written([n for limb in found for n in ik_snap.fk_names(limb)])
+        poses = {limb.holder: pose for limb in found
+                 if (pose := ik_snap.FkPose.given(limb, matrices)) is not None}
+        ik_snap.step(obj, found, poses, _KEPT)
+        _ROUGH.setdefault(obj.name, set()).update(names)
+        found = [limb for limb in found if limb.holder not in poses]
+        if not found:
+            return
     if _DEFERRED["depth"]:
         _PENDING.setdefault(obj.name, set()).update(names)
         return
-    from . import ik_snap
-
     if passes is None:
         passes = DRAG_PASSES if _DEFERRED["rough"] else ik_snap.MAX_PASSES
     ik_snap.place(obj, found, view_layer, passes, _KEPT)

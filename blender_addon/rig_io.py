@@ -19,11 +19,12 @@ takes the object it works on.
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
+from mathutils import Matrix
 
 from . import pose_writes, rig_controls
 from .core import conversions, reach, rotations
@@ -293,9 +294,6 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
     obj.update_tag(refresh={"OBJECT"})
     if "location" in values:  # a location the add-on wrote is no move of a rig control
         pose_writes.mark(obj.name)
-    # A control rig's limbs in IK show the FK controls just written only once their IK
-    # controls are placed there (nothing happens on other rigs).
-    rig_controls.follow_fk(obj, [info.names[b] for b in sorted(rotated)])
     new = replace(pose, raw=raw, **changed)
     if rotated:
         idx = sorted(rotated)
@@ -303,7 +301,31 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
         new.quats[idx] = quats[idx] if quats is not None else conversions.to_quats(
             [pose.modes[b] for b in idx], new.quaternion[idx], new.eulers[idx],
             new.axis_angles[idx])
+    # A control rig's limbs in IK show the FK controls just written only once their IK
+    # controls are placed there (nothing happens on other rigs).
+    rig_controls.follow_fk(obj, [info.names[b] for b in sorted(rotated)],
+                           written=lambda names: kinematic_matrices(info, new, names))
     return new
+
+
+def kinematic_matrices(info: RigInfo, pose: Pose, names: Iterable[str]) -> dict[str, Matrix]:
+    """Armature-space matrices of the bones ``names`` among the mapped bones and their
+    ancestors (:attr:`RigInfo.needed`), as the rig's parents and rest offsets carry
+    ``pose`` (constraints aside): where a written FK chain goes, before Blender evaluates
+    it."""
+    sub = list(info.needed)
+    at = {info.names[b]: i for i, b in enumerate(sub)}
+    wanted = [(n, at[n]) for n in names if n in at]
+    if not wanted:
+        return {}
+    world, heads = rotations.forward_kinematics(info.mapped_rig.rig, pose.quats[sub],
+                                                pose.locations[sub])
+    out = {}
+    for name, i in wanted:
+        m = Matrix(world[i].tolist()).to_4x4()
+        m.translation = heads[i]
+        out[name] = m
+    return out
 
 
 def write_pose(obj: bpy.types.Object, info: RigInfo, quats: np.ndarray,
