@@ -212,8 +212,8 @@ def summary_markdown(root: Path = REPO) -> str:
         ("the same on a generated Rigify rig, limbs in FK (Blender's own evaluation of it "
          f"alone: {_default_live_ms(live, 'generated Rigify', 'evaluation alone)'):.1f} ms)",
          f"{_default_live_ms(live, 'generated Rigify'):.1f} ms", "–"),
-        ("the same with its limbs left in IK, as generated (each update places the IK "
-         "controls)", f"{_default_live_ms(live, 'generated Rigify rig, limbs left'):.1f} ms",
+        ("the same with its limbs left in IK, as generated (each update also steps the "
+         "IK controls)", f"{_default_live_ms(live, 'generated Rigify rig, limbs left'):.1f} ms",
          "–"),
     ]
     lines = ["| the default set (`models/`) | Neural Pose Editor (default options) "
