@@ -353,3 +353,52 @@ def test_fk_controls_are_matched_in_one_update_where_their_parents_carry_them(
     assert len(updates) == one_go + (0 if forearm_scale == 1.0 else len(limbs[0].fk))
     assert max(misses) < ik_snap.FOLLOW_TOL
     assert gap < RIGIFY_HAND_TOL
+
+
+KINEMATIC_TOL = 1e-5  # armature units: the rig's kinematics against Blender's evaluation
+
+
+def test_a_drag_step_places_ik_controls_where_the_written_fk_pose_goes(
+        rigify_rig: bpy.types.Object) -> None:
+    """A drag's update writes the FK controls and takes one placement step without
+    evaluating the rig: the FK controls' matrices come from the rig's parents and rest
+    offsets (``rig_io.kinematic_matrices``), which equal Blender's evaluation of them, and
+    the IK ends land on the FK ends at the next evaluation within Blender's IK shortfall
+    (the drag's bound, ``rigs.DRAG_PLACE_TOL``); the pause places them exactly."""
+    from blender_addon import ik_snap, rig_io
+    from blender_addon.core.quaternions import quat_multiply
+    from tests.blender import rigs
+
+    rig = rigify_rig
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    rig = bpy.data.objects[rig.name]
+    info = mapped_rig.rig_for(rig)
+    limbs = rig_controls.ik_limbs(rig, _mapped(rig))
+    bpy.context.view_layer.update()
+    pose = rig_io.read_pose(rig, info)
+    quats = pose.quats.copy()
+    turned = [info.names.index(n) for n in ("upper_arm_fk.L", "forearm_fk.L", "spine_fk.001",
+                                            "thigh_fk.R")]
+    quats[turned] = quat_multiply(np.array([np.cos(0.15), np.sin(0.15), 0.0, 0.0]),
+                                  quats[turned])  # 17 degrees about X
+    updates = []
+    counted = lambda *_args: updates.append(1)  # noqa: E731 - the rig's evaluations
+    bpy.app.handlers.depsgraph_update_post.append(counted)
+    try:
+        with rig_controls.dragging():
+            written = rig_io.write_pose(rig, info, quats, pose.locations, pose)
+    finally:
+        bpy.app.handlers.depsgraph_update_post.remove(counted)
+    names = [n for limb in limbs for n in (*limb.fk, *(f for f, _i in limb.tails))]
+    predicted = rig_io.kinematic_matrices(info, written, names)
+    gap = rigs.ik_end_gap(rig)  # (evaluates the rig)
+    off = max(ik_snap._differs(predicted[n], rig.pose.bones[n].matrix) for n in names)
+    rig_controls.follow_pending()  # the drag's pause
+    exact = rigs.ik_end_gap(rig)
+    print(f"\nFIGURES kinematic FK matrices off Blender's by {off:.2e}; IK ends "
+          f"{gap * 1e3:.3f} mm from the FK ends after one step, {exact * 1e3:.4f} mm placed")
+    assert not updates  # (one placement pass evaluated the rig twice)
+    assert set(predicted) == set(names)
+    assert off < KINEMATIC_TOL
+    assert gap < rigs.DRAG_PLACE_TOL
+    assert exact < ik_snap.PLACE_TOL
