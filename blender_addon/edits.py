@@ -213,9 +213,12 @@ def correct_written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Po
     (written under :func:`.rig_controls.deferred`, the pose just written's too): each
     placement costs a few evaluations of the rig. Returns the pose left on the rig and its
     evaluated joints (armature space)."""
-    with rig_controls.deferred():  # the passes' writes: IK controls placed once, after
-        pose, seen = _correct(obj, info, pose, solve, scale)
-    if rig_controls.place_unplaced(obj):
+    try:
+        with rig_controls.deferred():  # the passes' writes: IK controls placed once, after
+            pose, seen = _correct(obj, info, pose, solve, scale)
+    finally:  # (a pass that fails leaves nothing to place later)
+        placed = rig_controls.place_unplaced(obj)
+    if placed:
         seen = evaluated_joints(obj, info)
     return pose, seen
 
