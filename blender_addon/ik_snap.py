@@ -283,6 +283,48 @@ def _searches(obj: bpy.types.Object, limbs: list[Limb]) -> dict[str, _Search]:
             for limb in limbs}
 
 
+_CARRIED: dict[tuple[str, str, frozenset[str]], bool] = {}  # see carried(); one drag's
+CARRIED_SEARCH = 200  # bones looked through at most (Rigify's arm control: some 10)
+
+
+def carried(obj: bpy.types.Object, limb: Limb, written: frozenset[str]) -> bool:
+    """Whether the limb's end control or pole (when used) moves with the bones ``written``
+    (through its parents, and the targets of its constraints and theirs that act: a hand's
+    IK parent switched to the chest), so a step that sets it under its parent as last
+    evaluated would miss by that move. Kept until :func:`forget_carried` (a drag's pause):
+    the answer changes with the animator's settings, not from one update to the next."""
+    key = (obj.name, limb.holder, written)
+    if key in _CARRIED:
+        return _CARRIED[key]
+    pbones = obj.pose.bones
+    own = set(limb.ik_controls(obj))
+    todo = [pbones[n].parent for n in (limb.control, *([limb.pole] if limb.uses_pole(obj)
+                                                       else []))]
+    seen: set[str] = set()
+    found = False
+    while todo and not found and len(seen) < CARRIED_SEARCH:
+        pb = todo.pop()
+        if pb is None or pb.name in seen or pb.name in own:
+            continue
+        seen.add(pb.name)
+        found = pb.name in written
+        todo.append(pb.parent)
+        for c in pb.constraints:
+            if c.mute or c.influence <= 0.0 or not getattr(c, "enabled", True):
+                continue
+            targets = [(t.target, t.subtarget) for t in getattr(c, "targets", ())
+                       if getattr(t, "weight", 1.0) > 0.0]
+            targets.append((getattr(c, "target", None), getattr(c, "subtarget", "")))
+            todo += [pbones.get(sub) for target, sub in targets if target == obj and sub]
+    _CARRIED[key] = found or len(seen) >= CARRIED_SEARCH
+    return _CARRIED[key]
+
+
+def forget_carried() -> None:
+    """Drop :func:`carried`'s answers (a drag ended: the animator may switch a parent)."""
+    _CARRIED.clear()
+
+
 def step(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, FkPose],
          kept: Container[str] = ()) -> None:
     """One pass of :func:`place` towards the FK poses just written (``poses``, by limb

@@ -297,8 +297,8 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
     layer. ``written``: the FK controls' matrices as the pose just written puts them (by
     name, :func:`.rig_io.kinematic_matrices`): while :func:`dragging`, the IK controls take
     one step towards them without an evaluation of the rig (the drag's next one shows it;
-    two evaluations of the generated Rigify rig, 3.7 ms each, a step cost before); the
-    drag's pause places them exactly."""
+    two evaluations of the generated Rigify rig, 3.7 ms each, a step cost before) where
+    :func:`_steps` allows; the drag's pause places them exactly."""
     names = list(names)
     found = ik_limbs(obj, names)
     view_layer = bpy.context.view_layer
@@ -306,14 +306,13 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
         return
     from . import ik_snap
 
-    if written is not None and _DEFERRED["rough"]:  # a drag's step: no evaluation
+    if written is not None and _DEFERRED["rough"] and _steps(obj, found, names):
         matrices = written([n for limb in found for n in ik_snap.fk_names(limb)])
         poses = {limb.holder: pose for limb in found
                  if (pose := ik_snap.FkPose.given(limb, matrices)) is not None}
-        ik_snap.step(obj, found, poses, _KEPT)
-        _ROUGH.setdefault(obj.name, set()).update(names)
-        found = [limb for limb in found if limb.holder not in poses]
-        if not found:
+        if len(poses) == len(found):  # a drag's step: no evaluation
+            ik_snap.step(obj, found, poses, _KEPT)
+            _ROUGH.setdefault(obj.name, set()).update(names)
             return
     if _DEFERRED["depth"]:
         _PENDING.setdefault(obj.name, set()).update(names)
@@ -340,6 +339,18 @@ def place_unplaced(obj: bpy.types.Object) -> bool:
         return False
     _place({obj.name: names}, None)
     return True
+
+
+def _steps(obj: bpy.types.Object, found: list[Limb], names: list[str]) -> bool:
+    """Whether a drag's update can step the IK controls of ``found`` without evaluating:
+    every limb wholly in IK (a blend shows the FK chain too), its control and pole not
+    moved by the bones written (:func:`.ik_snap.carried`: set under their parent as last
+    evaluated, they would miss by its move)."""
+    from . import ik_snap
+
+    moved = frozenset(names)
+    return all(limb.switch(obj) <= 0.0 and not ik_snap.carried(obj, limb, moved)
+               for limb in found)
 
 
 def _place(pending: dict[str, set[str]], passes: int | None) -> None:
@@ -372,6 +383,9 @@ def follow_pending() -> None:
     """Place exactly, now, what :func:`follow_fk` left for later or a drag's update
     placed roughly (the drag's pause; background Blender, which runs no timers)."""
     app_hooks.stop_timer(follow_dragged)
+    from . import ik_snap
+
+    ik_snap.forget_carried()
     pending = dict(_ROUGH)
     for name, names in _PENDING.items():
         pending.setdefault(name, set()).update(names)
@@ -389,8 +403,11 @@ def follow_later() -> None:
 
 def cancel_follow() -> None:
     """Drop what was left to place, and its timer (a file load, unregistering)."""
+    from . import ik_snap
+
     _PENDING.clear()
     _ROUGH.clear()
+    ik_snap.forget_carried()
     app_hooks.stop_timer(follow_dragged)
 
 
