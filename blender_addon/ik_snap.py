@@ -27,7 +27,7 @@ the pose delta allows) instead of being reset; the chain's base scale is not cor
 from __future__ import annotations
 
 import math
-from collections.abc import Container, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import bpy
@@ -231,13 +231,14 @@ def fk_names(limb: Limb) -> tuple[str, ...]:
     return (limb.fk[1], limb.fk[2], *(f for f, _i in limb.tails))
 
 
-def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose, kept: bool,
-            measured: bool) -> bool:
+def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
+            end: Matrix | None, measured: bool) -> bool:
     """One pass of the placement of ``limb``'s IK controls towards ``fk`` from the rig as
     last evaluated. ``measured``: that evaluation shows ``fk``, so the IK shortfall and the
     twist's secant are measured; else ``fk`` is a pose just written, which Blender's IK
-    shows at the next evaluation (a step on the way). ``kept``: the end control and toe
-    stay. Whether anything was left to place."""
+    shows at the next evaluation (a step on the way). ``end``: the end control's matrix
+    (armature space) instead of where the FK end puts it, the toe left as it is. Whether
+    anything was left to place."""
     pbones = obj.pose.bones
     ik = [pbones[n] for n in limb.ik_out]
     control = pbones[limb.control]
@@ -246,11 +247,14 @@ def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose, kept
     # where the IK chain ends, against the FK end
     short = fk.end.translation - ik[1].tail if measured else Vector((0.0, 0.0, 0.0))
     angle = _elbow_angle(ik[0].head, ik[2].head, fk.elbow, ik[1].head)
-    tails = [] if kept else [(m, pbones[i]) for m, (_f, i)
-                             in zip(fk.tails, limb.tails, strict=True)]
+    tails = [] if end is not None else [(m, pbones[i]) for m, (_f, i)
+                                        in zip(fk.tails, limb.tails, strict=True)]
     tail_miss = max((_miss(i.matrix, m) for m, i in tails), default=0.0)
-    if kept:  # the end stays: its plane alone
+    if end is not None:  # the end control where it is asked: the plane follows the FK's
         target_miss, short = 0.0, Vector((0.0, 0.0, 0.0))
+        tail_miss = _miss(control.matrix, end)
+        if tail_miss >= PLACE_TOL:
+            _set_matrix(obj, control, end)
     if max(target_miss, short.length, tail_miss) < PLACE_TOL \
             and abs(angle or 0.0) < PLANE_TOL:
         return False
@@ -326,7 +330,7 @@ def forget_carried() -> None:
 
 
 def step(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, FkPose],
-         kept: Container[str] = ()) -> None:
+         ends: Mapping[str, Matrix] | None = None) -> None:
     """One pass of :func:`place` towards the FK poses just written (``poses``, by limb
     holder, as the add-on's kinematics give them), from the rig as last evaluated, without
     evaluating it: the next evaluation shows it (a drag's update, a correction's pass).
@@ -335,11 +339,11 @@ def step(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, FkPose],
     for limb in limbs:
         if limb.holder in poses:
             _adjust(obj, limb, searches[limb.holder], poses[limb.holder],
-                    limb.holder in kept, measured=False)
+                    (ends or {}).get(limb.holder), measured=False)
 
 
 def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer,
-          passes: int = MAX_PASSES, kept: Container[str] = ()) -> None:
+          passes: int = MAX_PASSES, ends: Mapping[str, Matrix] | None = None) -> None:
     """Place the IK controls of ``limbs`` (in IK) where their FK controls are, all limbs at
     once; evaluated after each pass (at most ``passes``), done when the IK chain's
     end (its last bone's tail, where the hand or foot hangs, and the end's axes) and toes
@@ -348,10 +352,11 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
     target: the target goes that much further, as :func:`.edits._settle` does for FK
     writes. The elbow itself can sit a few millimetres off in its plane: Rigify's IK chains
     stretch (``ik_stretch`` 0.1) when their end moves, so Blender's IK bends them a little
-    less or more than the FK chain. The limbs ``kept`` (by their switch's bone, the
-    holder) keep their end control and toe where they are: only their elbow's plane is
-    placed (a limb the edit holds while Rigify's IK stretches it past its FK bones, which
-    no FK pose shows: :mod:`.spread_ik`). The rig is left evaluated."""
+    less or more than the FK chain. The limbs in ``ends`` (by their switch's bone, the
+    holder) have their end control put at the matrix given there (armature space), their
+    toe left as it is: only their elbow's plane follows the FK chain (a limb Rigify's IK
+    stretches past its FK bones, which no FK pose shows: :mod:`.spread_ik`). The rig is
+    left evaluated."""
     searches = _searches(obj, limbs)
     pending = list(limbs)
     for number in range(passes + 1):
@@ -362,7 +367,7 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
             break
         pending = [limb for limb in pending
                    if _adjust(obj, limb, searches[limb.holder], FkPose.evaluated(obj, limb),
-                              limb.holder in kept, measured=True)]
+                              (ends or {}).get(limb.holder), measured=True)]
         if not pending:
             break
     for holder, search in searches.items():

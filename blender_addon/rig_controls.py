@@ -240,7 +240,7 @@ def match_fk_to_shown(obj: bpy.types.Object, names: Iterable[str],
 
 
 _DEFERRED = {"depth": 0, "rough": 0}  # see deferred() and dragging()
-_KEPT: set[str] = set()  # limbs (their holders) whose IK end stays: see ends_kept()
+_ENDS: dict[str, Matrix] = {}  # limb (holder) -> its IK end control's matrix: ends_placed()
 _PENDING: dict[str, set[str]] = {}  # armature -> FK controls written while deferred
 _ROUGH: dict[str, set[str]] = {}  # armature -> FK controls a drag update placed roughly
 # Placement passes for a drag's update where the add-on's kinematics cannot tell where the
@@ -276,16 +276,17 @@ def dragging() -> Iterator[None]:
 
 
 @contextmanager
-def ends_kept(holders: Iterable[str]) -> Iterator[None]:
-    """While set, placing the limbs ``holders`` (their IK/FK switch's bone) keeps their IK
-    end control and toe where they are and turns their chain's plane alone
-    (:func:`.ik_snap.place`)."""
-    added = set(holders) - _KEPT
-    _KEPT.update(added)
+def ends_placed(ends: Mapping[str, Matrix]) -> Iterator[None]:
+    """While set, placing the limbs of ``ends`` (by their IK/FK switch's bone) puts their
+    IK end control at the matrix given (armature space), leaves their toe as it is and
+    turns their chain's plane alone (:func:`.ik_snap.place`)."""
+    before = dict(_ENDS)
+    _ENDS.update(ends)
     try:
         yield
     finally:
-        _KEPT.difference_update(added)
+        _ENDS.clear()
+        _ENDS.update(before)
 
 
 def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = None,
@@ -311,7 +312,7 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
         poses = {limb.holder: pose for limb in found
                  if (pose := ik_snap.FkPose.given(limb, matrices)) is not None}
         if len(poses) == len(found):  # a drag's step: no evaluation
-            ik_snap.step(obj, found, poses, _KEPT)
+            ik_snap.step(obj, found, poses, _ENDS)
             _ROUGH.setdefault(obj.name, set()).update(names)
             return
     if _DEFERRED["depth"]:
@@ -319,7 +320,7 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
         return
     if passes is None:
         passes = DRAG_PASSES if _DEFERRED["rough"] else ik_snap.MAX_PASSES
-    ik_snap.place(obj, found, view_layer, passes, _KEPT)
+    ik_snap.place(obj, found, view_layer, passes, _ENDS)
 
 
 def unplaced(obj: bpy.types.Object) -> set[str]:

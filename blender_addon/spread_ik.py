@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 import bpy
 import numpy as np
+from mathutils import Matrix
 
 from . import base_pose, edits, grab, rig_controls, rig_io, rig_keys
 from .core.propagate import interpolate_changes, spaced_rows
@@ -105,9 +106,10 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     their IK controls as they are there (the action's values, drivers and constraints
     included; the action's alone where not sampled). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
-    base (an edit not yet keyed moved the unanimated ones on every frame), and the frames
-    (T,) where the IK stretches a limb past its FK bones' lengths (Rigify's IK stretch),
-    which no FK pose carries: :func:`place_controls` keeps the stretch there."""
+    base (an edit not yet keyed moved the unanimated ones on every frame), and how far
+    (T, limbs, 3: armature units, on the sampled frames) the IK stretches each limb's end
+    past its FK bones' reach (Rigify's IK stretch), which no FK pose carries:
+    :func:`place_controls` keeps the stretch."""
     base, now = base_pose.read_base(obj, info), rig_io.read_pose(obj, info)
     if base_pose.base_is_current(base, info, now, scene.frame_current):
         base_pose.restore_base(obj, info, base, now)  # places the IK controls
@@ -124,7 +126,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     names = [info.names[b] for b in info.mapped]
     read = list(limbs.fk + limbs.ik)
     pbones = obj.pose.bones
-    stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
+    stretch = np.zeros((len(frames), len(limbs.limbs), 3))  # the ends shown past the FK
     everything = np.ones(len(frames), dtype=bool)
     sampled = _sampled(limbs, everything, center)
     todo = np.flatnonzero(sampled)
@@ -133,8 +135,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         f = frames[k]
         scene.frame_set(int(f))
         rig_controls.match_fk_to_shown(obj, names, view_layer)
-        stretch[k] = [(pbones[limb.fk[1]].tail - pbones[limb.orgs[2]].head).length
-                      for limb in limbs.limbs]  # the FK chain's reach against the end shown
+        stretch[k] = [pbones[limb.orgs[2]].head - pbones[limb.fk[1]].tail
+                      for limb in limbs.limbs]  # the end shown against the FK chain's reach
         pose = rig_io.read_pose(obj, info)
         for values, name in zip(clip, ("quats", "locations", "eulers"), strict=True):
             values[k, read] = getattr(pose, name)[read]
@@ -145,8 +147,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         fk = [b for b in limbs.fk if info.names[b] in limb.fk_controls]
         for values, unit in zip(clip, (True, False, False), strict=True):
             _interpolate(frames, in_ik, sampled, values, fk, unit)
-    scale = rig_io.world_scale(rig_io.world_matrix(obj))
-    return unkeyed, (stretch * scale > STRETCHED_M).any(axis=1)
+    return unkeyed, stretch
 
 
 def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_io.Pose:
@@ -160,8 +161,8 @@ def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_
 
 
 def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
-                   frames: np.ndarray, center: int, rows: np.ndarray, stretched: np.ndarray,
-                   limbs: IkLimbs,
+                   frames: np.ndarray, center: int, rows: np.ndarray, weights: np.ndarray,
+                   stretch: np.ndarray, limbs: IkLimbs,
                    start: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray],
                    solved: np.ndarray, goals: dict[int, np.ndarray],
                    orientations: dict[int, np.ndarray], scale: float,
@@ -173,33 +174,47 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     ``orientations`` per joint (T, ...)) written on the mapped bones, which places the IK
     controls of ``limbs`` where the FK controls put each limb, then corrected from the
     evaluated rig (:func:`.edits.correct_written`). The keyed bones' values as left on the
-    rig go into ``new``, in place. On the ``stretched`` frames (:func:`read_shown`), the
-    limbs whose end the edit holds keep their IK end control and toe as read, and only
-    their chain's plane is placed (:func:`.rig_controls.ends_kept`): the stretch stays, and
-    a null edit changes nothing (placed afresh, a held hand moved by the stretch). A moved
-    end is placed afresh: on its goal, as Solve puts it."""
+    rig go into ``new``, in place. Where Rigify's IK stretches a limb past its FK bones
+    (``stretch`` (T, limbs, 3), :func:`read_shown`), its IK end control keeps its values
+    as read, moved by W(t) (``weights`` (T,)) of the end's move at the edited frame (not
+    at all where the edit holds it), its toe as read, and only its chain's plane is placed
+    (:func:`.rig_controls.ends_placed`): the stretch stays, and a null edit changes nothing
+    (placed on the FK end, a held hand moved by the stretch and a dragged one fell short
+    by it). Elsewhere, and on the edited frame itself, the limb is placed on the FK pose:
+    its end on its goal, as Solve puts it."""
     keyed = list(limbs.keyed)
     sampled = _sampled(limbs, rows, center)
     todo = np.flatnonzero(sampled)
     planned = (new[0].copy(), new[1].copy())
     lo, hi = progress
-    held, ik, ends = _held_controls(obj, info, limbs, start[0][center], start[1][center],
-                                    goals, center, edits.EVALUATED_TOL / scale)
+    held = _held(info, limbs, start[0][center], start[1][center], goals, center,
+                 edits.EVALUATED_TOL / scale)
+    index = {name: b for b, name in enumerate(info.names)}
+    stretched = np.linalg.norm(stretch, axis=-1) * scale > STRETCHED_M
     for n, k in enumerate(todo):
-        scene.frame_set(int(frames[k]))
-        kept = held if stretched[k] else []
-        if kept:  # their IK controls as read (an unkeyed one too)
+        # the limbs whose IK end control keeps the stretch, and their end's move past the
+        # goal's from the frame's FK end (minus W(t) of the edited frame's stretch, which
+        # Solve's placement there took out)
+        over = [(limb, None if limb.holder in held else -weights[k] * stretch[center, i])
+                for i, limb in enumerate(limbs.limbs)
+                if (stretched[k, i] if limb.holder in held else
+                    weights[k] < 1.0 and (stretched[k, i] or stretched[center, i]))]
+        if over:  # their IK controls as read (an unkeyed one too), shown by the frame
+            ik = [index[name] for limb, _gap in over for name in limb.ik_controls(obj)
+                  if name in index]
             rig_io.write_pose(obj, info, start[0][k], start[1][k],
                               rig_io.read_pose(obj, info), bones=ik, located=ik)
+        scene.frame_set(int(frames[k]))
+        ends = _stretched_ends(obj, info, over, start[0][k], start[1][k], goals, k)
         with rig_controls.deferred():  # (placed once the correction is done)
             pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
                                      rig_io.read_pose(obj, info))
-        # (the held ends stay where the stretch has them: not corrected for)
-        corrected = [j for j in goals if not (kept and j in ends)]
-        with rig_controls.ends_kept(kept):
+        # (those ends go where their IK controls take them: not corrected for)
+        skip = {_end_joint(info, limb) for limb, _gap in over}
+        with rig_controls.ends_placed(ends):
             edits.correct_written(obj, info, pose,
                                   (start[0][k], start[1][k], solved[k],
-                                   {j: goals[j][k] for j in corrected},
+                                   {j: goals[j][k] for j in goals if j not in skip},
                                    {j: o[k] for j, o in orientations.items()}), scale)
         pose = rig_io.read_pose(obj, info)
         new[0][k, keyed] = pose.quats[keyed]
@@ -235,24 +250,44 @@ def _shown_groups(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs
     return [(shown, bones) for shown, bones in out if bones]
 
 
-def _held_controls(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs,
-                   quats: np.ndarray, locations: np.ndarray, goals: dict[int, np.ndarray],
-                   center: int, tolerance: float) -> tuple[list[str], list[int], set[int]]:
-    """The ``limbs`` whose end joint the edit does not move at the edited frame (row
-    ``center`` of ``goals``, from the frame as read, ``quats`` (B, 4) and ``locations``
-    (B, 3)), by more than ``tolerance`` (armature units), by their holder; their IK
-    controls, and those end joints."""
+def _end_joint(info: rig_io.RigInfo, limb: Limb) -> int:
+    """The joint (of the 21) at the limb's end: its FK end control's."""
+    return info.joint_bones.index(info.names.index(limb.fk[2]))
+
+
+def _held(info: rig_io.RigInfo, limbs: IkLimbs, quats: np.ndarray, locations: np.ndarray,
+          goals: dict[int, np.ndarray], center: int, tolerance: float) -> set[str]:
+    """The ``limbs`` (by holder) whose end joint the edit does not move at the edited frame
+    (row ``center`` of ``goals``, from the frame as read, ``quats`` (B, 4) and
+    ``locations`` (B, 3)), by more than ``tolerance`` (armature units)."""
     joints, _ = rig_io.joint_positions(info, quats, locations)
-    index = {n: b for b, n in enumerate(info.names)}
-    held, out, ends = [], [], set()
+    held = set()
     for limb in limbs.limbs:
-        end = info.joint_bones.index(index[limb.fk[2]])
+        end = _end_joint(info, limb)
         goal = goals.get(end)
         if goal is None or np.linalg.norm(goal[center] - joints[end]) <= tolerance:
-            held.append(limb.holder)
-            out += [index[n] for n in limb.ik_controls(obj) if n in index]
-            ends.add(end)
-    return held, out, ends
+            held.add(limb.holder)
+    return held
+
+
+def _stretched_ends(obj: bpy.types.Object, info: rig_io.RigInfo,
+                    over: list[tuple[Limb, np.ndarray | None]], quats: np.ndarray,
+                    locations: np.ndarray, goals: dict[int, np.ndarray],
+                    k: int) -> dict[str, Matrix]:
+    """Where the end controls of the limbs ``over`` go at row ``k``: as the frame shows
+    them (evaluated), moved as their end joint's goal moves from the frame's FK end
+    (``quats`` (B, 4), ``locations`` (B, 3), as read) plus the gap given (3,), or not at
+    all (None: an end the edit holds)."""
+    if not over:
+        return {}
+    joints, _ = rig_io.joint_positions(info, quats, locations)
+    out = {}
+    for limb, gap in over:
+        end = _end_joint(info, limb)
+        move = goals[end][k] - joints[end] + gap if gap is not None and end in goals \
+            else np.zeros(3)
+        out[limb.holder] = Matrix.Translation(move) @ obj.pose.bones[limb.control].matrix
+    return out
 
 
 def _sampled(limbs: IkLimbs, rows: np.ndarray, center: int) -> np.ndarray:
