@@ -6,10 +6,12 @@ generated Rigify rig is posed through its FK controls (the ``rigify_controls`` p
 they carry the solve. Its limbs show their FK controls only with their ``IK_FK`` switch at
 1; the switch is the animator's and is never changed. A limb in IK (``IK_FK`` < 1) is
 handled as Rigify's own snap buttons would: before a solve its FK controls are put where
-the limb is shown (:func:`match_fk_to_shown`, Rigify's FK→IK snap), and after each write
-of the FK controls its IK control, pole and toe are put where the FK controls are
-(:func:`follow_fk`, Rigify's IK→FK snap, :mod:`.ik_snap`), so Blender's IK shows the
-solved pose. Keys go on the controls each limb uses (:func:`keyed_bones`).
+the limb is shown (:func:`match_fk_to_shown`, Rigify's FK→IK snap), and after a write of
+the FK controls its IK control, pole and toe are put where the FK controls are
+(:func:`follow_fk`, Rigify's IK→FK snap, :mod:`.ik_snap`; once a write's correction from
+the evaluated rig is done, :func:`deferred`; a drag's update takes one step without
+evaluating, :func:`dragging`), so Blender's IK shows the solved pose. Keys go on the
+controls each limb uses (:func:`keyed_bones`).
 """
 
 from __future__ import annotations
