@@ -197,8 +197,9 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
         # Solve's placement there took out)
         over = [(limb, None if limb.holder in held else -weights[k] * stretch[center, i])
                 for i, limb in enumerate(limbs.limbs)
-                if (stretched[k, i] if limb.holder in held else
-                    weights[k] < 1.0 and (stretched[k, i] or stretched[center, i]))]
+                if limbs.in_ik[i][k] and (stretched[k, i] if limb.holder in held else
+                                          weights[k] < 1.0
+                                          and (stretched[k, i] or stretched[center, i]))]
         if over:  # their IK controls as read (an unkeyed one too), shown by the frame
             ik = [index[name] for limb, _gap in over for name in limb.ik_controls(obj)
                   if name in index]
