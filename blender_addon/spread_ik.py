@@ -176,12 +176,12 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     evaluated rig (:func:`.edits.correct_written`). The keyed bones' values as left on the
     rig go into ``new``, in place. Where Rigify's IK stretches a limb past its FK bones
     (``stretch`` (T, limbs, 3), :func:`read_shown`), its IK end control keeps its values
-    as read, moved by W(t) (``weights`` (T,)) of the end's move at the edited frame (not
-    at all where the edit holds it), its toe as read, and only its chain's plane is placed
-    (:func:`.rig_controls.ends_placed`): the stretch stays, and a null edit changes nothing
-    (placed on the FK end, a held hand moved by the stretch and a dragged one fell short
-    by it). Elsewhere, and on the edited frame itself, the limb is placed on the FK pose:
-    its end on its goal, as Solve puts it."""
+    as read, moved as its end's goal moves (not at all where the edit holds it), its toe
+    as read, and only its chain's plane is placed (:func:`.rig_controls.ends_placed`): the
+    stretch stays, and a null edit changes nothing (placed on the FK end, a held hand
+    moved by the stretch, and a dragged one fell short of its goal where the FK chain
+    could not reach it). Elsewhere, and on the edited frame itself (``weights`` (T,) at 1),
+    the limb is placed on the FK pose: its end on its goal, as Solve puts it."""
     keyed = list(limbs.keyed)
     sampled = _sampled(limbs, rows, center)
     todo = np.flatnonzero(sampled)
@@ -192,14 +192,12 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     index = {name: b for b, name in enumerate(info.names)}
     stretched = np.linalg.norm(stretch, axis=-1) * scale > STRETCHED_M
     for n, k in enumerate(todo):
-        # the limbs whose IK end control keeps the stretch, and their end's move past the
-        # goal's from the frame's FK end (minus W(t) of the edited frame's stretch, which
-        # Solve's placement there took out)
-        over = [(limb, None if limb.holder in held else -weights[k] * stretch[center, i])
-                for i, limb in enumerate(limbs.limbs)
-                if limbs.in_ik[i][k] and (stretched[k, i] if limb.holder in held else
-                                          weights[k] < 1.0
-                                          and (stretched[k, i] or stretched[center, i]))]
+        # the limbs whose IK end control keeps the stretch (a moved one moved as its goal
+        # moves from the frame's FK end, which the FK->IK match put on the end shown; the
+        # edited frame's placed as Solve placed it)
+        over = [(limb, limb.holder not in held) for i, limb in enumerate(limbs.limbs)
+                if limbs.in_ik[i][k] and stretched[k, i]
+                and (limb.holder in held or weights[k] < 1.0)]
         if over:  # their IK controls as read (an unkeyed one too), shown by the frame
             ik = [index[name] for limb, _gap in over for name in limb.ik_controls(obj)
                   if name in index]
@@ -272,21 +270,18 @@ def _held(info: rig_io.RigInfo, limbs: IkLimbs, quats: np.ndarray, locations: np
 
 
 def _stretched_ends(obj: bpy.types.Object, info: rig_io.RigInfo,
-                    over: list[tuple[Limb, np.ndarray | None]], quats: np.ndarray,
-                    locations: np.ndarray, goals: dict[int, np.ndarray],
-                    k: int) -> dict[str, Matrix]:
+                    over: list[tuple[Limb, bool]], quats: np.ndarray, locations: np.ndarray,
+                    goals: dict[int, np.ndarray], k: int) -> dict[str, Matrix]:
     """Where the end controls of the limbs ``over`` go at row ``k``: as the frame shows
-    them (evaluated), moved as their end joint's goal moves from the frame's FK end
-    (``quats`` (B, 4), ``locations`` (B, 3), as read) plus the gap given (3,), or not at
-    all (None: an end the edit holds)."""
+    them (evaluated), moved (where ``over`` says so) as their end joint's goal moves from
+    the frame's FK end (``quats`` (B, 4), ``locations`` (B, 3), as read)."""
     if not over:
         return {}
     joints, _ = rig_io.joint_positions(info, quats, locations)
     out = {}
-    for limb, gap in over:
+    for limb, moved in over:
         end = _end_joint(info, limb)
-        move = goals[end][k] - joints[end] + gap if gap is not None and end in goals \
-            else np.zeros(3)
+        move = goals[end][k] - joints[end] if moved and end in goals else np.zeros(3)
         out[limb.holder] = Matrix.Translation(move) @ obj.pose.bones[limb.control].matrix
     return out
 

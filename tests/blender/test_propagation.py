@@ -257,7 +257,7 @@ IK_HALF_TOL = 0.05  # the hand's share of its move at influence 0.5 (issue 49: 0
 STRETCH_RISE = 0.03  # m: the torso over the straight legs, which Rigify's IK stretches
 NULL_SPREAD_TOL = 1e-4  # m: a null spread through limbs in IK (measured 0.03 mm at most)
 IK_PATH_TOL = 5e-3  # m: the left hand on W(t) of its move (world), every frame (measured
-# 1.0 mm, 2.9 mm sampled; 3.4 and 4.0 mm when the arm's IK stretch was dropped)
+# 0.19 mm, 2.85 mm sampled; 3.4 and 4.0 mm when the arm's IK stretch was dropped)
 IK_SAMPLED = 8  # frames of the 25 read and placed in the sampled run
 FAST_HAND_PERIOD = 1.2  # the hands' IK controls circling in 7.5 frames: more than the
 # sampled frames can follow
