@@ -219,8 +219,7 @@ class FkPose:
     @classmethod
     def given(cls, limb: Limb, matrices: Mapping[str, Matrix]) -> FkPose | None:
         """From the FK controls' matrices (by name); None where one is missing."""
-        names = (limb.fk[1], limb.fk[2], *(f for f, _i in limb.tails))
-        if any(n not in matrices for n in names):
+        if any(n not in matrices for n in fk_names(limb)):
             return None
         return cls(matrices[limb.fk[2]], matrices[limb.fk[1]].to_translation(),
                    tuple(matrices[f] for f, _i in limb.tails))
@@ -250,12 +249,13 @@ def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
     tails = [] if end is not None else [(m, pbones[i]) for m, (_f, i)
                                         in zip(fk.tails, limb.tails, strict=True)]
     tail_miss = max((_miss(i.matrix, m) for m, i in tails), default=0.0)
+    end_miss = 0.0
     if end is not None:  # the end control where it is asked: the plane follows the FK's
         target_miss, short = 0.0, Vector((0.0, 0.0, 0.0))
-        tail_miss = _miss(control.matrix, end)
-        if tail_miss >= PLACE_TOL:
+        end_miss = _miss(control.matrix, end)
+        if end_miss >= PLACE_TOL:
             _set_matrix(obj, control, end)
-    if max(target_miss, short.length, tail_miss) < PLACE_TOL \
+    if max(target_miss, short.length, tail_miss, end_miss) < PLACE_TOL \
             and abs(angle or 0.0) < PLANE_TOL:
         return False
     if target_miss < PLACE_TOL and short.length >= PLACE_TOL:
@@ -267,15 +267,13 @@ def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
         follow = target @ ik[2].matrix.inverted()
         _set_matrix(obj, control, follow @ control.matrix)
     if angle is not None and abs(angle) >= PLANE_TOL:
-        s, end = ik[0].head, ik[2].head
+        root, tip = ik[0].head, ik[2].head
         if limb.uses_pole(obj):
             reach = ik[0].length + ik[1].length
-            _turn_pole(obj, pbones[limb.pole], s, end, fk.elbow, angle, reach)
+            _turn_pole(obj, pbones[limb.pole], root, tip, fk.elbow, angle, reach)
         elif limb.base is not None:
-            if not measured:
-                search.last = None
             _turn_base(pbones[limb.base], search, angle)
-            if target_miss >= PLACE_TOL or not measured:  # no secant point: the end moved
+            if target_miss >= PLACE_TOL:  # seen before the end moved: no secant point
                 search.last = None
     for m, i in tails:  # under their parents as the end's move will put them
         _set_matrix(obj, i, follow.inverted() @ m)
@@ -333,8 +331,8 @@ def step(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, FkPose],
          ends: Mapping[str, Matrix] | None = None) -> None:
     """One pass of :func:`place` towards the FK poses just written (``poses``, by limb
     holder, as the add-on's kinematics give them), from the rig as last evaluated, without
-    evaluating it: the next evaluation shows it (a drag's update, a correction's pass).
-    The twist turns by the slope last measured on each limb."""
+    evaluating it: the drag's next evaluation shows it. The twist turns by the slope last
+    measured on each limb (fresh searches: no secant point from another update)."""
     searches = _searches(obj, limbs)
     for limb in limbs:
         if limb.holder in poses:

@@ -343,7 +343,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     current = scene.frame_current  # (the passes below change frame)
     if ik is not None:  # each frame's limbs as Blender shows them
         with spread_ik.pose_kept(scene, obj, current):
-            unkeyed, stretch = yield from spread_ik.read_shown(
+            unkeyed, stretched = yield from spread_ik.read_shown(
                 scene, obj, info, frames, center, ik, (quats, locs, eulers), unkeyed,
                 (0.05, 0.15))
     mw = rig_io.world_matrix(obj)
@@ -378,7 +378,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if ik is not None:  # each frame written and corrected as Solve does, IK controls placed
         with spread_ik.pose_kept(scene, obj, current):
             yield from spread_ik.place_controls(
-                scene, obj, info, frames, center, written, w, stretch, ik, (quats, locs),
+                scene, obj, info, frames, center, written, w, stretched, ik, (quats, locs),
                 (new_q, new_l),
                 edited_arm, goals, orientations, rig_io.world_scale(mw), (0.5, CORRECTING))
 

@@ -24,7 +24,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from . import app_hooks
+from . import app_hooks, ik_snap
 from .ik_snap import IK_FK, POLE_SWITCH, Limb  # noqa: F401 - IK_FK is the switch's name here too
 
 IK_SUFFIX = "_ik"  # Rigify's IK control of a limb's end: ORG-hand.L -> hand_ik.L
@@ -236,8 +236,6 @@ def match_fk_to_shown(obj: bpy.types.Object, names: Iterable[str],
     found = ik_limbs(obj, names)
     if not found:
         return []
-    from . import ik_snap
-
     return [limb.holder for limb in ik_snap.match_fk(obj, found, view_layer)]
 
 
@@ -307,8 +305,6 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
     view_layer = bpy.context.view_layer
     if not found or view_layer is None:
         return
-    from . import ik_snap
-
     if written is not None and _DEFERRED["rough"] and _steps(obj, found, names):
         matrices = written([n for limb in found for n in ik_snap.fk_names(limb)])
         poses = {limb.holder: pose for limb in found
@@ -349,8 +345,6 @@ def _steps(obj: bpy.types.Object, found: list[Limb], names: list[str]) -> bool:
     every limb wholly in IK (a blend shows the FK chain too), its control and pole not
     moved by the bones written (:func:`.ik_snap.carried`: set under their parent as last
     evaluated, they would miss by its move)."""
-    from . import ik_snap
-
     moved = frozenset(names)
     return all(limb.switch(obj) <= 0.0 and not ik_snap.carried(obj, limb, moved)
                for limb in found)
@@ -386,8 +380,6 @@ def follow_pending() -> None:
     """Place exactly, now, what :func:`follow_fk` left for later or a drag's update
     placed roughly (the drag's pause; background Blender, which runs no timers)."""
     app_hooks.stop_timer(follow_dragged)
-    from . import ik_snap
-
     ik_snap.forget_carried()
     pending = dict(_ROUGH)
     for name, names in _PENDING.items():
@@ -406,8 +398,6 @@ def follow_later() -> None:
 
 def cancel_follow() -> None:
     """Drop what was left to place, and its timer (a file load, unregistering)."""
-    from . import ik_snap
-
     _PENDING.clear()
     _ROUGH.clear()
     ik_snap.forget_carried()

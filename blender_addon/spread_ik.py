@@ -106,10 +106,10 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     their IK controls as they are there (the action's values, drivers and constraints
     included; the action's alone where not sampled). Returns
     ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
-    base (an edit not yet keyed moved the unanimated ones on every frame), and how far
-    (T, limbs, 3: armature units, on the sampled frames) the IK stretches each limb's end
-    past its FK bones' reach (Rigify's IK stretch), which no FK pose carries:
-    :func:`place_controls` keeps the stretch."""
+    base (an edit not yet keyed moved the unanimated ones on every frame), and where
+    (T, limbs: on the sampled frames) the IK stretches a limb past its FK bones' lengths
+    (Rigify's IK stretch), which no FK pose carries: :func:`place_controls` keeps the
+    stretch there."""
     base, now = base_pose.read_base(obj, info), rig_io.read_pose(obj, info)
     if base_pose.base_is_current(base, info, now, scene.frame_current):
         base_pose.restore_base(obj, info, base, now)  # places the IK controls
@@ -126,7 +126,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     names = [info.names[b] for b in info.mapped]
     read = list(limbs.fk + limbs.ik)
     pbones = obj.pose.bones
-    stretch = np.zeros((len(frames), len(limbs.limbs), 3))  # the ends shown past the FK
+    stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
     everything = np.ones(len(frames), dtype=bool)
     sampled = _sampled(limbs, everything, center)
     todo = np.flatnonzero(sampled)
@@ -135,8 +135,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         f = frames[k]
         scene.frame_set(int(f))
         rig_controls.match_fk_to_shown(obj, names, view_layer)
-        stretch[k] = [pbones[limb.orgs[2]].head - pbones[limb.fk[1]].tail
-                      for limb in limbs.limbs]  # the end shown against the FK chain's reach
+        stretch[k] = [(pbones[limb.fk[1]].tail - pbones[limb.orgs[2]].head).length
+                      for limb in limbs.limbs]  # the FK chain's reach against the end shown
         pose = rig_io.read_pose(obj, info)
         for values, name in zip(clip, ("quats", "locations", "eulers"), strict=True):
             values[k, read] = getattr(pose, name)[read]
@@ -147,7 +147,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         fk = [b for b in limbs.fk if info.names[b] in limb.fk_controls]
         for values, unit in zip(clip, (True, False, False), strict=True):
             _interpolate(frames, in_ik, sampled, values, fk, unit)
-    return unkeyed, stretch
+    scale = rig_io.world_scale(rig_io.world_matrix(obj))
+    return unkeyed, stretch * scale > STRETCHED_M
 
 
 def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_io.Pose:
@@ -162,7 +163,7 @@ def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_
 
 def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
                    frames: np.ndarray, center: int, rows: np.ndarray, weights: np.ndarray,
-                   stretch: np.ndarray, limbs: IkLimbs,
+                   stretched: np.ndarray, limbs: IkLimbs,
                    start: tuple[np.ndarray, np.ndarray], new: tuple[np.ndarray, np.ndarray],
                    solved: np.ndarray, goals: dict[int, np.ndarray],
                    orientations: dict[int, np.ndarray], scale: float,
@@ -175,7 +176,7 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     controls of ``limbs`` where the FK controls put each limb, then corrected from the
     evaluated rig (:func:`.edits.correct_written`). The keyed bones' values as left on the
     rig go into ``new``, in place. Where Rigify's IK stretches a limb past its FK bones
-    (``stretch`` (T, limbs, 3), :func:`read_shown`), its IK end control keeps its values
+    (``stretched`` (T, limbs), :func:`read_shown`), its IK end control keeps its values
     as read, moved as its end's goal moves (not at all where the edit holds it), its toe
     as read, and only its chain's plane is placed (:func:`.rig_controls.ends_placed`): the
     stretch stays, and a null edit changes nothing (placed on the FK end, a held hand
@@ -190,7 +191,6 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     held = _held(info, limbs, start[0][center], start[1][center], goals, center,
                  edits.EVALUATED_TOL / scale)
     index = {name: b for b, name in enumerate(info.names)}
-    stretched = np.linalg.norm(stretch, axis=-1) * scale > STRETCHED_M
     for n, k in enumerate(todo):
         # the limbs whose IK end control keeps the stretch (a moved one moved as its goal
         # moves from the frame's FK end, which the FK->IK match put on the end shown; the
@@ -199,7 +199,7 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
                 if limbs.in_ik[i][k] and stretched[k, i]
                 and (limb.holder in held or weights[k] < 1.0)]
         if over:  # their IK controls as read (an unkeyed one too), shown by the frame
-            ik = [index[name] for limb, _gap in over for name in limb.ik_controls(obj)
+            ik = [index[name] for limb, _moved in over for name in limb.ik_controls(obj)
                   if name in index]
             rig_io.write_pose(obj, info, start[0][k], start[1][k],
                               rig_io.read_pose(obj, info), bones=ik, located=ik)
@@ -209,7 +209,7 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
             pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
                                      rig_io.read_pose(obj, info))
         # (those ends go where their IK controls take them: not corrected for)
-        skip = {_end_joint(info, limb) for limb, _gap in over}
+        skip = {_end_joint(info, limb) for limb, _moved in over}
         with rig_controls.ends_placed(ends):
             edits.correct_written(obj, info, pose,
                                   (start[0][k], start[1][k], solved[k],

@@ -399,7 +399,7 @@ def test_a_drag_step_places_ik_controls_where_the_written_fk_pose_goes(
             written = rig_io.write_pose(rig, info, quats, pose.locations, pose)
     finally:
         bpy.app.handlers.depsgraph_update_post.remove(counted)
-    names = [n for limb in limbs for n in (*limb.fk, *(f for f, _i in limb.tails))]
+    names = [n for limb in limbs for n in limb.fk_controls]
     predicted = rig_io.kinematic_matrices(info, written, names)
     gap = rigs.ik_end_gap(rig)  # (evaluates the rig)
     off = max(ik_snap._differs(predicted[n], rig.pose.bones[n].matrix) for n in names)
