@@ -31,7 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import bpy
-from mathutils import Matrix, Quaternion, Vector
+from mathutils import Euler, Matrix, Quaternion, Vector
+
+from .channel_writes import ChannelWrites
 
 IK_FK = "IK_FK"  # Rigify's IK/FK switch (0: IK, 1: FK) on the limb's "<first>_parent" bone
 POLE_SWITCH = "pole_vector"  # Rigify's "use a pole target" option, on the same bone
@@ -111,33 +113,48 @@ class _Search:
     slope: float = DEFAULT_SLOPE  # the elbow's angle per turn of the twist, last measured
 
 
-def _set_rotation(pb: bpy.types.PoseBone, rotation: Quaternion) -> None:
-    """Write a local rotation in the bone's own mode, continuous with the current one."""
+def _set_rotation(pb: bpy.types.PoseBone, rotation: Quaternion, writes: ChannelWrites,
+                  locks: bool = True) -> None:
+    """Set a local rotation in the bone's own mode, continuous with the current one
+    (``locks``: locked Euler channels kept)."""
     mode = pb.rotation_mode
     if mode == "QUATERNION":
-        if rotation.dot(pb.rotation_quaternion) < 0.0:
+        if rotation.dot(Quaternion(writes.value(pb, "rotation_quaternion"))) < 0.0:
             rotation = -rotation
-        pb.rotation_quaternion = rotation
+        writes.set(pb, "rotation_quaternion", rotation)
     elif mode == "AXIS_ANGLE":
         axis, angle = rotation.to_axis_angle()
-        pb.rotation_axis_angle = (angle, *axis)
+        writes.set(pb, "rotation_axis_angle", (angle, *axis))
     else:
-        euler = rotation.to_euler(mode, pb.rotation_euler)
-        pb.rotation_euler = [old if lock else new for old, new, lock
-                             in zip(pb.rotation_euler, euler, pb.lock_rotation, strict=True)]
+        old = writes.value(pb, "rotation_euler")
+        euler = rotation.to_euler(mode, Euler(old, mode))
+        writes.set(pb, "rotation_euler", [o if lock and locks else new for o, new, lock
+                                          in zip(old, euler, pb.lock_rotation, strict=True)])
 
 
-def _set_matrix(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix, *,
-                rotate: bool = True) -> None:
+def _set_matrix(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix,
+                writes: ChannelWrites, *, rotate: bool = True) -> None:
     """Give a control this armature-space matrix (its parent as last evaluated): location
     and rotation, locked channels and scale kept (Rigify's ``set_transform_from_matrix``)."""
     local = obj.convert_space(pose_bone=pb, matrix=matrix, from_space="POSE", to_space="LOCAL")
     if not pb.bone.use_connect:
-        pb.location = [old if lock else new for old, new, lock
-                       in zip(pb.location, local.to_translation(), pb.lock_location,
-                              strict=True)]
+        writes.set(pb, "location", [old if lock else new for old, new, lock
+                                    in zip(writes.value(pb, "location"),
+                                           local.to_translation(), pb.lock_location,
+                                           strict=True)])
     if rotate:
-        _set_rotation(pb, local.to_quaternion())
+        _set_rotation(pb, local.to_quaternion(), writes)
+
+
+def _set_whole(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix,
+               writes: ChannelWrites) -> None:
+    """As ``pb.matrix = matrix`` sets it (location, rotation and scale, locks aside),
+    through ``writes``."""
+    local = obj.convert_space(pose_bone=pb, matrix=matrix, from_space="POSE", to_space="LOCAL")
+    location, rotation, scale = local.decompose()
+    writes.set(pb, "location", location)
+    _set_rotation(pb, rotation, writes, locks=False)
+    writes.set(pb, "scale", scale)
 
 
 def _elbow_angle(s: Vector, end: Vector, fk_elbow: Vector, ik_elbow: Vector) -> float | None:
@@ -156,7 +173,7 @@ def _elbow_angle(s: Vector, end: Vector, fk_elbow: Vector, ik_elbow: Vector) -> 
 
 
 def _turn_pole(obj: bpy.types.Object, pole: bpy.types.PoseBone, s: Vector, end: Vector,
-               fk_elbow: Vector, angle: float, reach: float) -> None:
+               fk_elbow: Vector, angle: float, reach: float, writes: ChannelWrites) -> None:
     """Rigify's ``match_pole_target``, its two tries replaced by the signed angle: the pole
     turns about the root->end line; one lying on that line goes out towards the FK elbow."""
     axis = (end - s).normalized()
@@ -168,10 +185,11 @@ def _turn_pole(obj: bpy.types.Object, pole: bpy.types.PoseBone, s: Vector, end: 
         place = s + Matrix.Rotation(angle, 3, axis) @ offset
     matrix = pole.matrix.copy()
     matrix.translation = place
-    _set_matrix(obj, pole, matrix, rotate=False)
+    _set_matrix(obj, pole, matrix, writes, rotate=False)
 
 
-def _turn_base(base: bpy.types.PoseBone, twist: _Search, angle: float) -> None:
+def _turn_base(base: bpy.types.PoseBone, twist: _Search, angle: float,
+               writes: ChannelWrites) -> None:
     """Rigify's ``correct_rotation`` as secant steps: turn the chain's first control about
     its Y axis until the IK elbow meets the FK one (the first step by the slope last
     measured on the limb)."""
@@ -184,7 +202,7 @@ def _turn_base(base: bpy.types.PoseBone, twist: _Search, angle: float) -> None:
     twist.last = (twist.turned, angle)
     twist.turned += step
     rotation = base.matrix_basis.to_quaternion() @ Quaternion((0.0, 1.0, 0.0), step)
-    _set_rotation(base, rotation)
+    _set_rotation(base, rotation, writes)
 
 
 def _differs(a: Matrix, b: Matrix) -> float:
@@ -231,7 +249,7 @@ def fk_names(limb: Limb) -> tuple[str, ...]:
 
 
 def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
-            end: Matrix | None, measured: bool) -> bool:
+            end: Matrix | None, measured: bool, writes: ChannelWrites) -> bool:
     """One pass of the placement of ``limb``'s IK controls towards ``fk`` from the rig as
     last evaluated. ``measured``: that evaluation shows ``fk``, so the IK shortfall and the
     twist's secant are measured; else ``fk`` is a pose just written, which Blender's IK
@@ -254,7 +272,7 @@ def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
         target_miss, short = 0.0, Vector((0.0, 0.0, 0.0))
         end_miss = _miss(control.matrix, end)
         if end_miss >= PLACE_TOL:
-            _set_matrix(obj, control, end)
+            _set_matrix(obj, control, end, writes)
     if max(target_miss, short.length, tail_miss, end_miss) < PLACE_TOL \
             and abs(angle or 0.0) < PLANE_TOL:
         return False
@@ -265,18 +283,18 @@ def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
     follow = Matrix.Identity(4)  # how the end control moves: the toe follows it
     if target_miss >= PLACE_TOL:
         follow = target @ ik[2].matrix.inverted()
-        _set_matrix(obj, control, follow @ control.matrix)
+        _set_matrix(obj, control, follow @ control.matrix, writes)
     if angle is not None and abs(angle) >= PLANE_TOL:
         root, tip = ik[0].head, ik[2].head
         if limb.uses_pole(obj):
             reach = ik[0].length + ik[1].length
-            _turn_pole(obj, pbones[limb.pole], root, tip, fk.elbow, angle, reach)
+            _turn_pole(obj, pbones[limb.pole], root, tip, fk.elbow, angle, reach, writes)
         elif limb.base is not None:
-            _turn_base(pbones[limb.base], search, angle)
+            _turn_base(pbones[limb.base], search, angle, writes)
             if target_miss >= PLACE_TOL:  # seen before the end moved: no secant point
                 search.last = None
     for m, i in tails:  # under their parents as the end's move will put them
-        _set_matrix(obj, i, follow.inverted() @ m)
+        _set_matrix(obj, i, follow.inverted() @ m, writes)
     return True
 
 
@@ -334,10 +352,12 @@ def step(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, FkPose],
     evaluating it: the drag's next evaluation shows it. The twist turns by the slope last
     measured on each limb (fresh searches: no secant point from another update)."""
     searches = _searches(obj, limbs)
+    writes = ChannelWrites(obj)
     for limb in limbs:
         if limb.holder in poses:
             _adjust(obj, limb, searches[limb.holder], poses[limb.holder],
-                    (ends or {}).get(limb.holder), measured=False)
+                    (ends or {}).get(limb.holder), False, writes)
+    writes.flush()
 
 
 def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer,
@@ -357,15 +377,15 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
     left evaluated."""
     searches = _searches(obj, limbs)
     pending = list(limbs)
+    writes = ChannelWrites(obj)
     for number in range(passes + 1):
-        if number:  # (what was written before is tagged already: evaluated once)
-            obj.update_tag()
-        view_layer.update()
+        view_layer.update()  # (what was written before is tagged already)
         if number == passes:
             break
         pending = [limb for limb in pending
                    if _adjust(obj, limb, searches[limb.holder], FkPose.evaluated(obj, limb),
-                              (ends or {}).get(limb.holder), measured=True)]
+                              (ends or {}).get(limb.holder), True, writes)]
+        writes.flush()
         if not pending:
             break
     for holder, search in searches.items():
@@ -421,35 +441,55 @@ def _shown_differs(obj: bpy.types.Object, limb: Limb) -> bool:
     return angle is not None and abs(angle) > MATCH_PLANE
 
 
+def set_fk_shown(obj: bpy.types.Object, limbs: list[Limb]) -> dict[str, list[Matrix]]:
+    """Set the FK controls of ``limbs`` where each limb is shown (Rigify's FK→IK snap),
+    each under its parent as the control above will move it, without evaluating the rig
+    (their channels hold the pose at once). Returns the matrices asked (armature space,
+    by limb holder, the chain's order)."""
+    pbones = obj.pose.bones
+    poses = {limb.holder: _fk_pose(obj, limb) for limb in limbs}
+    writes = ChannelWrites(obj)
+    for limb in limbs:
+        follow = Matrix.Identity(4)
+        for name, matrix in zip(limb.fk, poses[limb.holder], strict=True):
+            pb = pbones[name]
+            was = pb.matrix.copy()  # (as last evaluated until the writes are)
+            _set_whole(obj, pb, follow.inverted() @ matrix, writes)
+            follow = matrix @ was.inverted()
+    writes.flush()
+    return poses
+
+
+def fk_missed(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, list[Matrix]]
+              ) -> list[Limb]:
+    """Of ``limbs``, those whose FK controls, as last evaluated, are off the matrices
+    :func:`set_fk_shown` asked (:data:`FOLLOW_TOL`, scale included: a parent that does not
+    follow rigidly passes its move on)."""
+    pbones = obj.pose.bones
+    return [limb for limb in limbs
+            if max(_differs(pbones[n].matrix, m) for n, m
+                   in zip(limb.fk, poses[limb.holder], strict=True)) > FOLLOW_TOL]
+
+
 def match_fk(obj: bpy.types.Object, limbs: list[Limb],
              view_layer: bpy.types.ViewLayer) -> list[Limb]:
     """Rigify's FK→IK snap: put the FK controls of ``limbs`` where the limb is shown when
-    they are elsewhere (:func:`_shown_differs`), all in one depsgraph update (each control
-    set under its parent as the controls above will move it), or where that misses
-    (:data:`FOLLOW_TOL`: a parent that does not follow rigidly) one update per level of the
-    chains; returns the limbs moved. The rig is left evaluated."""
+    they are elsewhere (:func:`_shown_differs`), all in one depsgraph update
+    (:func:`set_fk_shown`), or where that misses (:func:`fk_missed`) one update per level
+    of the chains; returns the limbs moved. The rig is left evaluated."""
     view_layer.update()
     off = [limb for limb in limbs if _shown_differs(obj, limb)]
     if not off:
         return []
-    pbones = obj.pose.bones
-    poses = {limb.holder: _fk_pose(obj, limb) for limb in off}
-    for limb in off:  # each control under its parent as the control above will move it
-        follow = Matrix.Identity(4)
-        for name, matrix in zip(limb.fk, poses[limb.holder], strict=True):
-            pb = pbones[name]
-            was = pb.matrix.copy()
-            pb.matrix = follow.inverted() @ matrix
-            follow = matrix @ was.inverted()
-    obj.update_tag()
+    poses = set_fk_shown(obj, off)
     view_layer.update()
-    still = [limb for limb in off  # (scale counts: a scaled parent's would pass on)
-             if max(_differs(pbones[n].matrix, m) for n, m
-                    in zip(limb.fk, poses[limb.holder], strict=True)) > FOLLOW_TOL]
+    still = fk_missed(obj, off, poses)
+    pbones = obj.pose.bones
+    writes = ChannelWrites(obj)
     for level in range(max((len(limb.fk) for limb in still), default=0)):
         for limb in still:  # each reads its parent's new place
             if level < len(limb.fk):
-                pbones[limb.fk[level]].matrix = poses[limb.holder][level]
-        obj.update_tag()
+                _set_whole(obj, pbones[limb.fk[level]], poses[limb.holder][level], writes)
+        writes.flush()
         view_layer.update()
     return off

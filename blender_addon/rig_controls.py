@@ -305,14 +305,16 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
     view_layer = bpy.context.view_layer
     if not found or view_layer is None:
         return
-    if written is not None and _DEFERRED["rough"] and _steps(obj, found, names):
+    if written is not None and (_DEFERRED["rough"] or _DEFERRED["depth"]) \
+            and _steps(obj, found, names):
         matrices = written([n for limb in found for n in ik_snap.fk_names(limb)])
         poses = {limb.holder: pose for limb in found
                  if (pose := ik_snap.FkPose.given(limb, matrices)) is not None}
-        if len(poses) == len(found):  # a drag's step: no evaluation
+        if len(poses) == len(found):  # a step: no evaluation
             ik_snap.step(obj, found, poses, _ENDS)
-            _ROUGH.setdefault(obj.name, set()).update(names)
-            return
+            if not _DEFERRED["depth"]:  # a drag's: placed exactly at its pause
+                _ROUGH.setdefault(obj.name, set()).update(names)
+                return
     if _DEFERRED["depth"]:
         _PENDING.setdefault(obj.name, set()).update(names)
         return

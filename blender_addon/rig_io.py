@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import bpy
 import numpy as np
@@ -235,6 +236,12 @@ def _block(raw: np.ndarray, attr: str, width: int, n: int) -> np.ndarray:
     return raw[start:start + n * width].reshape(n, width)
 
 
+@lru_cache(maxsize=16)
+def _mode_names(codes: bytes) -> tuple[str, ...]:
+    """Rotation mode names of int32 mode codes (a rig's few come back at every read)."""
+    return tuple(MODE_NAMES[int(c)] for c in np.frombuffer(codes, dtype=np.int32))
+
+
 def read_pose(obj: bpy.types.Object, info: RigInfo, previous: Pose | None = None) -> Pose:
     """The armature's current local pose; Euler and axis-angle bones become quaternions.
 
@@ -256,7 +263,7 @@ def read_pose(obj: bpy.types.Object, info: RigInfo, previous: Pose | None = None
     order = info.pose_order
     quaternion, eulers, axis_angles, locations = (
         _block(raw, attr, width, n)[order].astype(np.float64) for attr, width, _ in CHANNELS)
-    modes = tuple(MODE_NAMES[int(c)] for c in codes[order])
+    modes = _mode_names(codes[order].tobytes())
     return Pose(conversions.to_quats(modes, quaternion, eulers, axis_angles), locations, modes,
                 quaternion, eulers, axis_angles, codes, raw)
 

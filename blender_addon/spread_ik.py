@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 
 import bpy
 import numpy as np
-from mathutils import Matrix
+from mathutils import Matrix, Vector
 
-from . import base_pose, edits, grab, rig_controls, rig_io, rig_keys
+from . import base_pose, edits, grab, ik_snap, rig_controls, rig_io, rig_keys
 from .core.propagate import interpolate_changes, spaced_rows
 from .core.quaternions import quat_make_continuous, quat_normalize
 from .ik_snap import IK_FK, Limb
@@ -32,6 +32,7 @@ STRETCHED_M = 1e-4  # world: an IK chain's end this far past its FK chain's is s
 # the rig (some 50 ms on the generated Rigify rig), as the kernels' solve of a long range
 # does (core/propagate.SOLVED_FRAMES) and the evaluated rig's correction (spread_correct).
 SAMPLED_FRAMES = 100
+UNIT_SCALE_TOL = 1e-6  # an FK control's scale this near 1 is unscaled
 
 
 @dataclass(frozen=True)
@@ -131,11 +132,19 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     sampled = _sampled(limbs, everything, center)
     todo = np.flatnonzero(sampled)
     lo, hi = progress
+    checked = False
     for n, k in enumerate(todo):
         f = frames[k]
         scene.frame_set(int(f))
-        rig_controls.match_fk_to_shown(obj, names, view_layer)
-        stretch[k] = [(pbones[limb.fk[1]].tail - pbones[limb.orgs[2]].head).length
+        scaled = _scaled(obj, limbs)
+        poses = ik_snap.set_fk_shown(obj, list(limbs.limbs))
+        if scaled or not checked:  # (rigid chains follow their parents: seen once)
+            view_layer.update()
+            checked = not ik_snap.fk_missed(obj, list(limbs.limbs), poses)
+            if not checked:  # a level at a time
+                rig_controls.match_fk_to_shown(obj, names, view_layer)
+        stretch[k] = [(_tail(pbones[limb.fk[1]], poses[limb.holder][1])
+                       - pbones[limb.orgs[2]].head).length
                       for limb in limbs.limbs]  # the FK chain's reach against the end shown
         pose = rig_io.read_pose(obj, info)
         for values, name in zip(clip, ("quats", "locations", "eulers"), strict=True):
@@ -149,6 +158,19 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
             _interpolate(frames, in_ik, sampled, values, fk, unit)
     scale = rig_io.world_scale(rig_io.world_matrix(obj))
     return unkeyed, stretch * scale > STRETCHED_M
+
+
+def _scaled(obj: bpy.types.Object, limbs: IkLimbs) -> bool:
+    """Whether an FK control of ``limbs`` is scaled (its children then do not follow it
+    rigidly: :func:`.ik_snap.fk_missed`)."""
+    pbones = obj.pose.bones
+    return any(max(abs(v - 1.0) for v in pbones[n].scale) > UNIT_SCALE_TOL
+               for limb in limbs.limbs for n in limb.fk)
+
+
+def _tail(pb: bpy.types.PoseBone, matrix: Matrix) -> Vector:
+    """The tail of ``pb`` at the armature-space ``matrix`` (unit scale)."""
+    return matrix @ Vector((0.0, pb.bone.length, 0.0))
 
 
 def _with_bones(pose: rig_io.Pose, other: rig_io.Pose, bones: list[int]) -> rig_io.Pose:
