@@ -288,6 +288,9 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
         bones, vals = values[attr]
         bones = list(bones)
         block = _block(raw, attr, width, n)
+        # the other bones as the rig holds them now (a step of the IK controls after the
+        # last write moved some: written back from ``pose``, its twist was undone)
+        obj.pose.bones.foreach_get(attr, block.reshape(-1))
         block[order[bones]] = vals
         obj.pose.bones.foreach_set(attr, block.reshape(-1))
         channel = getattr(pose, name).copy()

@@ -7,7 +7,8 @@ alike. Poses are in :class:`.rig_io.RigInfo` bone order, as :mod:`.rig_io` gives
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import bpy
 import numpy as np
@@ -86,6 +87,26 @@ def modified_curves(obj: bpy.types.Object, paths: Sequence[tuple[str, int]]) -> 
         if fc is not None and any(not m.mute for m in fc.modifiers):
             out.append(f"{path}[{index}] ({', '.join(m.type.title() for m in fc.modifiers)})")
     return out
+
+
+@contextmanager
+def held(obj: bpy.types.Object, paths: Iterable[str]) -> Iterator[None]:
+    """While set, the action's F-curves of the channels ``paths`` (data paths) are muted: a
+    frame change evaluates the rest of the animation over the values written on those
+    channels, one evaluation of the rig for a frame with a pose written where a frame
+    change and then the pose took two. Unmuted as they were after (Esc and errors
+    included)."""
+    bag = channelbag(obj)
+    wanted = set(paths)
+    curves = [fc for fc in (bag.fcurves if bag is not None else ())
+              if fc.data_path in wanted and not fc.mute]
+    try:
+        for fc in curves:
+            fc.mute = True
+        yield
+    finally:
+        for fc in curves:
+            fc.mute = False
 
 
 def bone_path(name: str, prop: str) -> str:

@@ -20,7 +20,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
-from . import base_pose, edits, grab, ik_snap, rig_controls, rig_io, rig_keys
+from . import base_pose, edits, grab, ik_snap, key_edit, rig_controls, rig_io, rig_keys
 from .core.propagate import interpolate_changes, spaced_rows
 from .core.quaternions import quat_make_continuous, quat_normalize
 from .ik_snap import IK_FK, Limb
@@ -212,36 +212,38 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     lo, hi = progress
     held = _held(info, limbs, start[0][center], start[1][center], goals, center,
                  edits.EVALUATED_TOL / scale)
-    index = {name: b for b, name in enumerate(info.names)}
-    for n, k in enumerate(todo):
-        # the limbs whose IK end control keeps the stretch (a moved one moved as its goal
-        # moves from the frame's FK end, which the FK->IK match put on the end shown; the
-        # edited frame's placed as Solve placed it)
-        over = [(limb, limb.holder not in held) for i, limb in enumerate(limbs.limbs)
-                if limbs.in_ik[i][k] and stretched[k, i]
-                and (limb.holder in held or weights[k] < 1.0)]
-        if over:  # their IK controls as read (an unkeyed one too), shown by the frame
-            ik = [index[name] for limb, _moved in over for name in limb.ik_controls(obj)
-                  if name in index]
+    ik = list(limbs.ik)
+    written = {path for path, _i in key_edit.channel_paths(
+        obj, info, list(dict.fromkeys([*info.mapped, *ik])), [*info.roots, *ik])}
+    with rig_keys.held(obj, written):  # each frame evaluated once with its pose written
+        for n, k in enumerate(todo):
+            with rig_controls.deferred():  # (placed once the correction is done)
+                pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
+                                         rig_io.read_pose(obj, info))
+            # the limbs whose IK end control keeps the stretch (a moved one moved as its
+            # goal moves from the frame's FK end, which the FK->IK match put on the end
+            # shown; the edited frame's placed as Solve placed it)
+            over = [(limb, limb.holder not in held) for i, limb in enumerate(limbs.limbs)
+                    if limbs.in_ik[i][k] and stretched[k, i]
+                    and (limb.holder in held or weights[k] < 1.0)]
+            # the IK controls as read (an unkeyed one too): the frame's own, which its
+            # placement starts from (a null edit leaves them as they are)
             rig_io.write_pose(obj, info, start[0][k], start[1][k],
                               rig_io.read_pose(obj, info), bones=ik, located=ik)
-        scene.frame_set(int(frames[k]))
-        ends = _stretched_ends(obj, info, over, start[0][k], start[1][k], goals, k)
-        with rig_controls.deferred():  # (placed once the correction is done)
-            pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
-                                     rig_io.read_pose(obj, info))
-        # (those ends go where their IK controls take them: not corrected for)
-        skip = {_end_joint(info, limb) for limb, _moved in over}
-        with rig_controls.ends_placed(ends):
-            edits.correct_written(obj, info, pose,
-                                  (start[0][k], start[1][k], solved[k],
-                                   {j: goals[j][k] for j in goals if j not in skip},
-                                   {j: o[k] for j, o in orientations.items()}), scale)
-        pose = rig_io.read_pose(obj, info)
-        new[0][k, keyed] = pose.quats[keyed]
-        new[1][k, keyed] = pose.locations[keyed]
-        if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
-            yield lo + (hi - lo) * (n + 1) / len(todo)
+            scene.frame_set(int(frames[k]))
+            ends = _stretched_ends(obj, info, over, start[0][k], start[1][k], goals, k)
+            # (those ends go where their IK controls take them: not corrected for)
+            skip = {_end_joint(info, limb) for limb, _moved in over}
+            with rig_controls.ends_placed(ends):
+                edits.correct_written(obj, info, pose,
+                                      (start[0][k], start[1][k], solved[k],
+                                       {j: goals[j][k] for j in goals if j not in skip},
+                                       {j: o[k] for j, o in orientations.items()}), scale)
+            pose = rig_io.read_pose(obj, info)
+            new[0][k, keyed] = pose.quats[keyed]
+            new[1][k, keyed] = pose.locations[keyed]
+            if n % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
+                yield lo + (hi - lo) * (n + 1) / len(todo)
     if not sampled[rows].all():  # the others: as planned, plus the placing's change
         flip = np.sum(new[0] * planned[0], axis=-1, keepdims=True) < 0.0  # (q is -q)
         change = (np.where(flip, -new[0], new[0]) - planned[0], new[1] - planned[1])
