@@ -17,6 +17,9 @@ import numpy as np
 
 WIDTHS = {"location": 3, "rotation_quaternion": 4, "rotation_euler": 3,
           "rotation_axis_angle": 4, "scale": 3}
+# armature -> its pose bones' indices by name (``find`` takes some 16 us a bone on the
+# generated Rigify rig's 706); checked at each use, made again when a bone moved.
+_INDICES: dict[str, dict[str, int]] = {}
 
 
 class ChannelWrites:
@@ -52,8 +55,23 @@ class ChannelWrites:
             pbones.foreach_get(attr, values)
             values = values.reshape(-1, width)
             for name, row in rows.items():
-                values[pbones.find(name)] = row
+                values[_index(self.obj, name)] = row
             pbones.foreach_set(attr, values.ravel())
         self._pending.clear()
         self.obj.update_tag(refresh={"OBJECT"})
         return True
+
+
+def _index(obj: bpy.types.Object, name: str) -> int:
+    """The index of the pose bone ``name`` among ``obj``'s."""
+    pbones = obj.pose.bones
+    indices = _INDICES.get(obj.name)
+    i = -1 if indices is None else indices.get(name, -1)
+    try:
+        found = i >= 0 and pbones[i].name == name
+    except IndexError:  # (fewer bones now)
+        found = False
+    if not found:
+        indices = _INDICES[obj.name] = {pb.name: b for b, pb in enumerate(pbones)}
+        i = indices[name]
+    return i
