@@ -202,7 +202,8 @@ def _settle(obj: bpy.types.Object, state: kept.ArmatureState, solve: tuple,
 
 
 def correct_written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Pose,
-                    solve: tuple, scale: float) -> tuple[rig_io.Pose, np.ndarray]:
+                    solve: tuple, scale: float, shown: bool = True
+                    ) -> tuple[rig_io.Pose, np.ndarray | None]:
     """Correct the pose just written (``pose``, from ``solve``: the start rotations and
     locations, the solved joints, the effector goals and orientations) from the evaluated
     rig: the effector joints' goals are moved by what Blender's evaluation missed, solved
@@ -212,14 +213,15 @@ def correct_written(obj: bpy.types.Object, info: rig_io.RigInfo, pose: rig_io.Po
     on their FK controls through the passes, and their IK controls placed once after them
     (written under :func:`.rig_controls.deferred`, the pose just written's too): each
     placement costs a few evaluations of the rig. Returns the pose left on the rig and its
-    evaluated joints (armature space)."""
+    evaluated joints (armature space); without ``shown``, None for those where IK controls
+    were placed (their last pass, settled, is not evaluated: Spread Edit's frames)."""
     try:
         with rig_controls.deferred():  # the passes' writes: IK controls placed once, after
             pose, seen = _correct(obj, info, pose, solve, scale)
     finally:  # (a pass that fails leaves nothing to place later)
-        placed = rig_controls.place_unplaced(obj)
+        placed = rig_controls.place_unplaced(obj, shown)
     if placed:
-        seen = evaluated_joints(obj, info)
+        seen = evaluated_joints(obj, info) if shown else None
     return pose, seen
 
 

@@ -2,7 +2,7 @@
 
 :func:`place` is the "IK→FK" snap: it places the IK control, the pole (or the chain's
 twist) and the toe so that Blender's IK shows the pose of the FK controls (the solve's
-carrier). :func:`match_fk` is the other way ("FK→IK"): before a solve it puts the FK
+carrier). :func:`.fk_match.match_fk` is the other way ("FK→IK"): before a solve it puts the FK
 controls where the limb is shown, so the solve starts from what the animator sees.
 
 The method is Rigify's own (``RigifyLimbIk2FkBase.apply_frame_state`` in
@@ -80,18 +80,15 @@ class Limb:
 # (a foot 2.5e-5 short, bpy 4.5): below this, passes change nothing.
 PLACE_TOL = 5e-5
 PLANE_TOL = 1e-4  # rad: the IK elbow's angle about the root->end line from the FK elbow
+# A pass that leaves the end where it is and turns the plane less than this (rad), moving
+# the IK target by less than this share of the chain's length for Blender's IK shortfall,
+# ends within the tolerances above (secant and shortfall steps from there land at 6e-5
+# rad and 1e-3 mm); a placement that need not show its result stops there unevaluated.
+SETTLED_PLANE = 5e-3
+SETTLED_SHORT = 1e-3
 MAX_PASSES = 8  # depsgraph updates at most (measured: 3-5 to converge)
 STRAIGHT = 1e-3  # of the chain's length: an elbow this near the root-end line has no plane
 MAX_TWIST_STEP = math.pi / 2  # rad: one secant step of the chain's twist, at most
-# What the FK controls must match of the limb shown before a solve (else they are put
-# there): the end's head and axes (armature units) and the elbow's plane (rad). The IK
-# placement ends well inside both, so a limb the add-on placed is not matched again.
-MATCH_TOL = 1e-4
-MATCH_PLANE = 1e-3
-# Armature units: FK controls set in one go (each under its parent as that will be) this
-# close to the matrices asked, scale included, are matched (seen: 5e-7, float32); else they
-# are set again a chain level at a time. Ten times inside MATCH_TOL.
-FOLLOW_TOL = 1e-5
 # The elbow's angle per turn of a pole-less chain's twist, before a limb's is measured
 # (the secant's first step), and the range of the measured ones kept for the next placement
 # (-0.98 to -1.02 seen on Rigify's arms and legs; starting from the last one saved 4 % of
@@ -111,6 +108,7 @@ class _Search:
     last: tuple[float, float] | None = None
     offset: Vector = field(default_factory=lambda: Vector((0.0, 0.0, 0.0)))
     slope: float = DEFAULT_SLOPE  # the elbow's angle per turn of the twist, last measured
+    settled: bool = False  # the last pass's steps were small (:data:`SETTLED_PLANE`)
 
 
 def _set_rotation(pb: bpy.types.PoseBone, rotation: Quaternion, writes: ChannelWrites,
@@ -144,17 +142,6 @@ def _set_matrix(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix,
                                            strict=True)])
     if rotate:
         _set_rotation(pb, local.to_quaternion(), writes)
-
-
-def _set_whole(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix,
-               writes: ChannelWrites) -> None:
-    """As ``pb.matrix = matrix`` sets it (location, rotation and scale, locks aside),
-    through ``writes``."""
-    local = obj.convert_space(pose_bone=pb, matrix=matrix, from_space="POSE", to_space="LOCAL")
-    location, rotation, scale = local.decompose()
-    writes.set(pb, "location", location)
-    _set_rotation(pb, rotation, writes, locks=False)
-    writes.set(pb, "scale", scale)
 
 
 def _elbow_angle(s: Vector, end: Vector, fk_elbow: Vector, ik_elbow: Vector) -> float | None:
@@ -276,6 +263,9 @@ def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
     if max(target_miss, short.length, tail_miss, end_miss) < PLACE_TOL \
             and abs(angle or 0.0) < PLANE_TOL:
         return False
+    search.settled = max(target_miss, tail_miss, end_miss) < PLACE_TOL \
+        and abs(angle or 0.0) < SETTLED_PLANE \
+        and short.length < SETTLED_SHORT * (ik[0].length + ik[1].length)
     if target_miss < PLACE_TOL and short.length >= PLACE_TOL:
         search.offset += short
         target = Matrix.Translation(search.offset) @ fk.end
@@ -361,7 +351,8 @@ def step(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, FkPose],
 
 
 def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLayer,
-          passes: int = MAX_PASSES, ends: Mapping[str, Matrix] | None = None) -> None:
+          passes: int = MAX_PASSES, ends: Mapping[str, Matrix] | None = None,
+          shown: bool = True) -> None:
     """Place the IK controls of ``limbs`` (in IK) where their FK controls are, all limbs at
     once; evaluated after each pass (at most ``passes``), done when the IK chain's
     end (its last bone's tail, where the hand or foot hangs, and the end's axes) and toes
@@ -374,7 +365,9 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
     holder) have their end control put at the matrix given there (armature space), their
     toe left as it is: only their elbow's plane follows the FK chain (a limb Rigify's IK
     stretches past its FK bones, which no FK pose shows: :mod:`.spread_ik`). The rig is
-    left evaluated."""
+    left evaluated; without ``shown``, it may be left after a pass that settled
+    (:data:`SETTLED_PLANE`), unevaluated (Spread Edit keys the controls, and its next
+    frame is evaluated anyway)."""
     searches = _searches(obj, limbs)
     pending = list(limbs)
     writes = ChannelWrites(obj)
@@ -386,110 +379,9 @@ def place(obj: bpy.types.Object, limbs: list[Limb], view_layer: bpy.types.ViewLa
                    if _adjust(obj, limb, searches[limb.holder], FkPose.evaluated(obj, limb),
                               (ends or {}).get(limb.holder), True, writes)]
         writes.flush()
-        if not pending:
+        if not pending or (not shown and all(searches[limb.holder].settled
+                                             for limb in pending)):
             break
     for holder, search in searches.items():
         if KEPT_SLOPES[0] <= search.slope <= KEPT_SLOPES[1]:
             _SLOPES[(obj.name, holder)] = search.slope
-
-
-def _aimed(matrix: Matrix, head: Vector, direction: Vector) -> Matrix:
-    """``matrix``'s rotation (its scale dropped) turned the least way to point its Y axis
-    along ``direction``, at ``head``."""
-    rotation = matrix.to_3x3().normalized().to_quaternion()
-    turn = (rotation @ Vector((0.0, 1.0, 0.0))).rotation_difference(direction)
-    out = (turn @ rotation).to_matrix().to_4x4()
-    out.translation = head
-    return out
-
-
-def _fk_pose(obj: bpy.types.Object, limb: Limb) -> list[Matrix]:
-    """Matrices for the FK controls that show the limb as it is shown (its ORG bones):
-    the end and the toes exactly, the elbow in the same plane, at the FK bones' own
-    lengths (the shown chain may be stretched by its IK; the FK controls keep their scale
-    at 1, as the solve models them)."""
-    pbones = obj.pose.bones
-    org = [pbones[n] for n in limb.orgs]
-    s, w, shown_elbow = org[0].head, org[2].head, org[1].head
-    upper, lower = (pbones[n].bone.length for n in limb.fk[:2])
-    axis = w - s
-    d = max(axis.length, 1e-9)
-    axis /= d
-    along = min(max((upper * upper - lower * lower + d * d) / (2.0 * d), -upper), upper)
-    side = (shown_elbow - s) - axis * (shown_elbow - s).dot(axis)
-    if side.length < STRAIGHT * (upper + lower):
-        side = axis.orthogonal()
-    elbow = s + axis * along + side.normalized() * math.sqrt(max(upper * upper - along * along,
-                                                                 0.0))
-    out = [_aimed(org[0].matrix, s, elbow - s), _aimed(org[1].matrix, elbow, w - elbow)]
-    for bone in org[2:]:
-        matrix = bone.matrix.to_3x3().normalized().to_4x4()
-        matrix.translation = bone.head
-        out.append(matrix)
-    return out
-
-
-def _shown_differs(obj: bpy.types.Object, limb: Limb) -> bool:
-    """Whether the FK controls are off the limb shown: its end, toes or elbow plane."""
-    pbones = obj.pose.bones
-    fk = [pbones[n] for n in limb.fk]
-    org = [pbones[n] for n in limb.orgs]
-    if max(_miss(f.matrix, o.matrix) for f, o in zip(fk[2:], org[2:], strict=True)) \
-            > MATCH_TOL or (fk[0].head - org[0].head).length > MATCH_TOL:
-        return True
-    angle = _elbow_angle(org[0].head, org[2].head, fk[1].head, org[1].head)
-    return angle is not None and abs(angle) > MATCH_PLANE
-
-
-def set_fk_shown(obj: bpy.types.Object, limbs: list[Limb]) -> dict[str, list[Matrix]]:
-    """Set the FK controls of ``limbs`` where each limb is shown (Rigify's FK→IK snap),
-    each under its parent as the control above will move it, without evaluating the rig
-    (their channels hold the pose at once). Returns the matrices asked (armature space,
-    by limb holder, the chain's order)."""
-    pbones = obj.pose.bones
-    poses = {limb.holder: _fk_pose(obj, limb) for limb in limbs}
-    writes = ChannelWrites(obj)
-    for limb in limbs:
-        follow = Matrix.Identity(4)
-        for name, matrix in zip(limb.fk, poses[limb.holder], strict=True):
-            pb = pbones[name]
-            was = pb.matrix.copy()  # (as last evaluated until the writes are)
-            _set_whole(obj, pb, follow.inverted() @ matrix, writes)
-            follow = matrix @ was.inverted()
-    writes.flush()
-    return poses
-
-
-def fk_missed(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, list[Matrix]]
-              ) -> list[Limb]:
-    """Of ``limbs``, those whose FK controls, as last evaluated, are off the matrices
-    :func:`set_fk_shown` asked (:data:`FOLLOW_TOL`, scale included: a parent that does not
-    follow rigidly passes its move on)."""
-    pbones = obj.pose.bones
-    return [limb for limb in limbs
-            if max(_differs(pbones[n].matrix, m) for n, m
-                   in zip(limb.fk, poses[limb.holder], strict=True)) > FOLLOW_TOL]
-
-
-def match_fk(obj: bpy.types.Object, limbs: list[Limb],
-             view_layer: bpy.types.ViewLayer) -> list[Limb]:
-    """Rigify's FK→IK snap: put the FK controls of ``limbs`` where the limb is shown when
-    they are elsewhere (:func:`_shown_differs`), all in one depsgraph update
-    (:func:`set_fk_shown`), or where that misses (:func:`fk_missed`) one update per level
-    of the chains; returns the limbs moved. The rig is left evaluated."""
-    view_layer.update()
-    off = [limb for limb in limbs if _shown_differs(obj, limb)]
-    if not off:
-        return []
-    poses = set_fk_shown(obj, off)
-    view_layer.update()
-    still = fk_missed(obj, off, poses)
-    pbones = obj.pose.bones
-    writes = ChannelWrites(obj)
-    for level in range(max((len(limb.fk) for limb in still), default=0)):
-        for limb in still:  # each reads its parent's new place
-            if level < len(limb.fk):
-                _set_whole(obj, pbones[limb.fk[level]], poses[limb.holder][level], writes)
-        writes.flush()
-        view_layer.update()
-    return off

@@ -24,7 +24,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix
 
-from . import app_hooks, ik_snap
+from . import app_hooks, fk_match, ik_snap
 from .ik_snap import IK_FK, POLE_SWITCH, Limb  # noqa: F401 - IK_FK is the switch's name here too
 
 IK_SUFFIX = "_ik"  # Rigify's IK control of a limb's end: ORG-hand.L -> hand_ik.L
@@ -232,11 +232,11 @@ def match_fk_to_shown(obj: bpy.types.Object, names: Iterable[str],
     """Put the FK controls of limbs in IK where the limb is shown, as Rigify's FK→IK snap
     does, when they are elsewhere (the animator moved the IK controls, or changed frame):
     the solve reads its start pose from the FK controls. Nothing shown moves and the
-    switch stays. Returns the switches of the limbs matched (see :func:`.ik_snap.match_fk`)."""
+    switch stays. Returns the switches of the limbs matched (see :func:`.fk_match.match_fk`)."""
     found = ik_limbs(obj, names)
     if not found:
         return []
-    return [limb.holder for limb in ik_snap.match_fk(obj, found, view_layer)]
+    return [limb.holder for limb in fk_match.match_fk(obj, found, view_layer)]
 
 
 _DEFERRED = {"depth": 0, "rough": 0}  # see deferred() and dragging()
@@ -290,7 +290,8 @@ def ends_placed(ends: Mapping[str, Matrix]) -> Iterator[None]:
 
 
 def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = None,
-              written: Callable[[list[str]], Mapping[str, Matrix]] | None = None) -> None:
+              written: Callable[[list[str]], Mapping[str, Matrix]] | None = None,
+              shown: bool = True) -> None:
     """After the FK controls ``names`` were written: place the IK controls of the limbs in
     IK so that Blender's IK shows the FK controls' pose (see :mod:`.ik_snap`; ``passes``:
     at most that many, default until placed, or :data:`DRAG_PASSES` while
@@ -299,7 +300,8 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
     name, :func:`.rig_io.kinematic_matrices`): while :func:`dragging`, the IK controls take
     one step towards them without an evaluation of the rig (the drag's next one shows it;
     two evaluations of the generated Rigify rig, 3.7 ms each, a step cost before) where
-    :func:`_steps` allows; the drag's pause places them exactly."""
+    :func:`_steps` allows; the drag's pause places them exactly. ``shown``: False leaves
+    the rig unevaluated after a placement pass that settled (:func:`.ik_snap.place`)."""
     names = list(names)
     found = ik_limbs(obj, names)
     view_layer = bpy.context.view_layer
@@ -320,7 +322,7 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
         return
     if passes is None:
         passes = DRAG_PASSES if _DEFERRED["rough"] else ik_snap.MAX_PASSES
-    ik_snap.place(obj, found, view_layer, passes, _ENDS)
+    ik_snap.place(obj, found, view_layer, passes, _ENDS, shown)
 
 
 def unplaced(obj: bpy.types.Object) -> set[str]:
@@ -332,13 +334,13 @@ def unplaced(obj: bpy.types.Object) -> set[str]:
     return {n for limb in ik_limbs(obj, names) for n in limb.fk_controls}
 
 
-def place_unplaced(obj: bpy.types.Object) -> bool:
+def place_unplaced(obj: bpy.types.Object, shown: bool = True) -> bool:
     """Place exactly, now, the IK controls of ``obj``'s limbs left for later
-    (:func:`deferred`); whether there were any."""
+    (:func:`deferred`); whether there were any. ``shown``: see :func:`follow_fk`."""
     names = _PENDING.pop(obj.name, None)
     if not names:
         return False
-    _place({obj.name: names}, None)
+    _place({obj.name: names}, None, shown)
     return True
 
 
@@ -352,7 +354,7 @@ def _steps(obj: bpy.types.Object, found: list[Limb], names: list[str]) -> bool:
                for limb in found)
 
 
-def _place(pending: dict[str, set[str]], passes: int | None) -> None:
+def _place(pending: dict[str, set[str]], passes: int | None, shown: bool = True) -> None:
     """:func:`follow_fk` for each armature of ``pending`` (looked up by name: one may be
     gone)."""
     from .guard import busy
@@ -361,7 +363,7 @@ def _place(pending: dict[str, set[str]], passes: int | None) -> None:
         obj = bpy.data.objects.get(name)
         if obj is not None and obj.type == "ARMATURE" and obj.mode != "EDIT":
             with busy():
-                follow_fk(obj, names, passes)
+                follow_fk(obj, names, passes, shown=shown)
 
 
 def follow_dragged() -> None:

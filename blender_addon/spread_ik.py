@@ -20,7 +20,7 @@ import bpy
 import numpy as np
 from mathutils import Matrix, Vector
 
-from . import base_pose, edits, grab, ik_snap, key_edit, rig_controls, rig_io, rig_keys
+from . import base_pose, edits, fk_match, grab, key_edit, rig_controls, rig_io, rig_keys
 from .core.propagate import interpolate_changes, spaced_rows
 from .core.quaternions import quat_make_continuous, quat_normalize
 from .ik_snap import IK_FK, Limb
@@ -137,10 +137,10 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         f = frames[k]
         scene.frame_set(int(f))
         scaled = _scaled(obj, limbs)
-        poses = ik_snap.set_fk_shown(obj, list(limbs.limbs))
+        poses = fk_match.set_fk_shown(obj, list(limbs.limbs))
         if scaled or not checked:  # (rigid chains follow their parents: seen once)
             view_layer.update()
-            checked = not ik_snap.fk_missed(obj, list(limbs.limbs), poses)
+            checked = not fk_match.fk_missed(obj, list(limbs.limbs), poses)
             if not checked:  # a level at a time
                 rig_controls.match_fk_to_shown(obj, names, view_layer)
         stretch[k] = [(_tail(pbones[limb.fk[1]], poses[limb.holder][1])
@@ -162,7 +162,7 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
 
 def _scaled(obj: bpy.types.Object, limbs: IkLimbs) -> bool:
     """Whether an FK control of ``limbs`` is scaled (its children then do not follow it
-    rigidly: :func:`.ik_snap.fk_missed`)."""
+    rigidly: :func:`.fk_match.fk_missed`)."""
     pbones = obj.pose.bones
     return any(max(abs(v - 1.0) for v in pbones[n].scale) > UNIT_SCALE_TOL
                for limb in limbs.limbs for n in limb.fk)
@@ -238,7 +238,8 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
                 edits.correct_written(obj, info, pose,
                                       (start[0][k], start[1][k], solved[k],
                                        {j: goals[j][k] for j in goals if j not in skip},
-                                       {j: o[k] for j, o in orientations.items()}), scale)
+                                       {j: o[k] for j, o in orientations.items()}), scale,
+                                      shown=False)
             pose = rig_io.read_pose(obj, info)
             new[0][k, keyed] = pose.quats[keyed]
             new[1][k, keyed] = pose.locations[keyed]

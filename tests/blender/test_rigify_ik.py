@@ -325,7 +325,7 @@ def test_fk_controls_are_matched_in_one_update_where_their_parents_carry_them(
     takes the forearm's rotation, not its scale: in one go the hand came out 1.3x its
     size), and the controls are then matched a level at a time. Either way they end on
     the limb shown, scale included."""
-    from blender_addon import ik_snap
+    from blender_addon import fk_match, ik_snap
 
     rig = rigify_rig
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -335,7 +335,7 @@ def test_fk_controls_are_matched_in_one_update_where_their_parents_carry_them(
     bpy.context.view_layer.update()
     limbs = [limb for limb in rig_controls.ik_limbs(rig, _mapped(rig))
              if limb.holder == "upper_arm_parent.L"]
-    poses = ik_snap._fk_pose(rig, limbs[0])
+    poses = fk_match._fk_pose(rig, limbs[0])
     updates = []
 
     class _Counted:  # the view layer, its updates counted
@@ -343,7 +343,7 @@ def test_fk_controls_are_matched_in_one_update_where_their_parents_carry_them(
             updates.append(1)
             bpy.context.view_layer.update()
 
-    assert ik_snap.match_fk(rig, limbs, _Counted()) == limbs
+    assert fk_match.match_fk(rig, limbs, _Counted()) == limbs
     misses = [ik_snap._differs(rig.pose.bones[n].matrix, m)  # scale included
               for n, m in zip(limbs[0].fk, poses, strict=True)]
     gap = float(np.linalg.norm(_arm(rig, FK_ARM)[2] - _arm(rig, DEF_ARM)[2]))
@@ -351,7 +351,7 @@ def test_fk_controls_are_matched_in_one_update_where_their_parents_carry_them(
           f"{max(misses):.2e}, hand {gap * 1000:.5f} mm")
     one_go = 2  # the frame seen, then every level set
     assert len(updates) == one_go + (0 if forearm_scale == 1.0 else len(limbs[0].fk))
-    assert max(misses) < ik_snap.FOLLOW_TOL
+    assert max(misses) < fk_match.FOLLOW_TOL
     assert gap < RIGIFY_HAND_TOL
 
 

@@ -11,6 +11,7 @@ from blender_addon import (
     editors,
     edits,
     empties,
+    fk_match,
     live,
     metric_requests,
     model_sets,
@@ -69,8 +70,8 @@ PROPAGATION_STAGES: tuple[tuple[Any, str, str, bool], ...] = (
     (base_pose, "make_current_base", "new base pose", True),
     # Limbs left in IK, on each sampled frame (spread_ik): their frame changes stay in
     # "operator and the rest".
-    (rig_controls, "match_fk_to_shown",
-     "limbs in IK: FK controls matched to the limb shown (FK->IK snap)", True),
+    (fk_match, "set_fk_shown",
+     "limbs in IK: FK controls set on the limb shown (FK->IK snap, not evaluated)", True),
     # (the IK controls are placed once a frame's correction is done, inside it: counted
     # apart)
     (edits, "correct_written", "limbs in IK: the pose corrected from the rig", False),
