@@ -300,7 +300,11 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
     name, :func:`.rig_io.kinematic_matrices`): while :func:`dragging`, the IK controls take
     one step towards them without an evaluation of the rig (the drag's next one shows it;
     two evaluations of the generated Rigify rig, 3.7 ms each, a step cost before) where
-    :func:`_steps` allows; the drag's pause places them exactly. ``shown``: False leaves
+    :func:`_steps` allows; the drag's pause places them exactly. While :func:`deferred`
+    alone (a write's correction from the evaluated rig), they take that step too, so the
+    correction's evaluations show them near their place and the placement after it
+    starts from there (a Spread Edit through limbs in IK: 889 -> 518 depsgraph updates
+    over 1,000 frames with the other changes of that commit). ``shown``: False leaves
     the rig unevaluated after a placement pass that settled (:func:`.ik_snap.place`)."""
     names = list(names)
     found = ik_limbs(obj, names)
@@ -314,7 +318,7 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
                  if (pose := ik_snap.FkPose.given(limb, matrices)) is not None}
         if len(poses) == len(found):  # a step: no evaluation
             ik_snap.step(obj, found, poses, _ENDS)
-            if not _DEFERRED["depth"]:  # a drag's: placed exactly at its pause
+            if _DEFERRED["rough"]:  # a drag's: placed exactly at its pause
                 _ROUGH.setdefault(obj.name, set()).update(names)
                 return
     if _DEFERRED["depth"]:
