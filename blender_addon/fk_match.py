@@ -13,7 +13,7 @@ import bpy
 from mathutils import Matrix, Vector
 
 from .channel_writes import ChannelWrites
-from .ik_snap import STRAIGHT, Limb, _differs, _elbow_angle, _miss, _set_rotation
+from .ik_snap import STRAIGHT, Limb, elbow_angle, matrix_gap, matrix_miss, set_rotation
 
 # What the FK controls must match of the limb shown before a solve (else they are put
 # there): the end's head and axes (armature units) and the elbow's plane (rad). The IK
@@ -33,7 +33,7 @@ def _set_whole(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix,
     local = obj.convert_space(pose_bone=pb, matrix=matrix, from_space="POSE", to_space="LOCAL")
     location, rotation, scale = local.decompose()
     writes.set(pb, "location", location)
-    _set_rotation(pb, rotation, writes, locks=False)
+    set_rotation(pb, rotation, writes, locks=False)
     writes.set(pb, "scale", scale)
 
 
@@ -78,10 +78,10 @@ def _shown_differs(obj: bpy.types.Object, limb: Limb) -> bool:
     pbones = obj.pose.bones
     fk = [pbones[n] for n in limb.fk]
     org = [pbones[n] for n in limb.orgs]
-    if max(_miss(f.matrix, o.matrix) for f, o in zip(fk[2:], org[2:], strict=True)) \
+    if max(matrix_miss(f.matrix, o.matrix) for f, o in zip(fk[2:], org[2:], strict=True)) \
             > MATCH_TOL or (fk[0].head - org[0].head).length > MATCH_TOL:
         return True
-    angle = _elbow_angle(org[0].head, org[2].head, fk[1].head, org[1].head)
+    angle = elbow_angle(org[0].head, org[2].head, fk[1].head, org[1].head)
     return angle is not None and abs(angle) > MATCH_PLANE
 
 
@@ -111,7 +111,7 @@ def fk_missed(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, list
     follow rigidly passes its move on)."""
     pbones = obj.pose.bones
     return [limb for limb in limbs
-            if max(_differs(pbones[n].matrix, m) for n, m
+            if max(matrix_gap(pbones[n].matrix, m) for n, m
                    in zip(limb.fk, poses[limb.holder], strict=True)) > FOLLOW_TOL]
 
 
@@ -127,13 +127,21 @@ def match_fk(obj: bpy.types.Object, limbs: list[Limb],
         return []
     poses = set_fk_shown(obj, off)
     view_layer.update()
-    still = fk_missed(obj, off, poses)
+    set_fk_levels(obj, fk_missed(obj, off, poses), poses, view_layer)
+    return off
+
+
+def set_fk_levels(obj: bpy.types.Object, limbs: list[Limb], poses: Mapping[str, list[Matrix]],
+                  view_layer: bpy.types.ViewLayer) -> None:
+    """Set the FK controls of ``limbs`` at the matrices ``poses`` (by limb holder) a chain
+    level at a time, one depsgraph update each: each control under its parent's new place
+    (where :func:`set_fk_shown` in one go missed, :func:`fk_missed`). The rig is left
+    evaluated."""
     pbones = obj.pose.bones
     writes = ChannelWrites(obj)
-    for level in range(max((len(limb.fk) for limb in still), default=0)):
-        for limb in still:  # each reads its parent's new place
+    for level in range(max((len(limb.fk) for limb in limbs), default=0)):
+        for limb in limbs:
             if level < len(limb.fk):
                 _set_whole(obj, pbones[limb.fk[level]], poses[limb.holder][level], writes)
         writes.flush()
         view_layer.update()
-    return off

@@ -111,7 +111,7 @@ class _Search:
     settled: bool = False  # the last pass's steps were small (:data:`SETTLED_PLANE`)
 
 
-def _set_rotation(pb: bpy.types.PoseBone, rotation: Quaternion, writes: ChannelWrites,
+def set_rotation(pb: bpy.types.PoseBone, rotation: Quaternion, writes: ChannelWrites,
                   locks: bool = True) -> None:
     """Set a local rotation in the bone's own mode, continuous with the current one
     (``locks``: locked Euler channels kept)."""
@@ -141,10 +141,10 @@ def _set_matrix(obj: bpy.types.Object, pb: bpy.types.PoseBone, matrix: Matrix,
                                            local.to_translation(), pb.lock_location,
                                            strict=True)])
     if rotate:
-        _set_rotation(pb, local.to_quaternion(), writes)
+        set_rotation(pb, local.to_quaternion(), writes)
 
 
-def _elbow_angle(s: Vector, end: Vector, fk_elbow: Vector, ik_elbow: Vector) -> float | None:
+def elbow_angle(s: Vector, end: Vector, fk_elbow: Vector, ik_elbow: Vector) -> float | None:
     """Signed angle (rad) about the root->end line taking the IK elbow to the FK one; None
     for a chain too straight to have a plane."""
     axis = end - s
@@ -189,16 +189,16 @@ def _turn_base(base: bpy.types.PoseBone, twist: _Search, angle: float,
     twist.last = (twist.turned, angle)
     twist.turned += step
     rotation = base.matrix_basis.to_quaternion() @ Quaternion((0.0, 1.0, 0.0), step)
-    _set_rotation(base, rotation, writes)
+    set_rotation(base, rotation, writes)
 
 
-def _differs(a: Matrix, b: Matrix) -> float:
+def matrix_gap(a: Matrix, b: Matrix) -> float:
     """How far two bone matrices are apart, scale included: their largest entry's gap."""
     return max(abs(x - y) for row_a, row_b in zip(a, b, strict=True)
                for x, y in zip(row_a, row_b, strict=True))
 
 
-def _miss(a: Matrix, b: Matrix) -> float:
+def matrix_miss(a: Matrix, b: Matrix) -> float:
     """How far two bone matrices are apart: their heads, and their unit axes."""
     return max((a.translation - b.translation).length,
                max((a.col[i].xyz.normalized() - b.col[i].xyz.normalized()).length
@@ -247,17 +247,17 @@ def _adjust(obj: bpy.types.Object, limb: Limb, search: _Search, fk: FkPose,
     ik = [pbones[n] for n in limb.ik_out]
     control = pbones[limb.control]
     target = Matrix.Translation(search.offset) @ fk.end
-    target_miss = _miss(ik[2].matrix, target)
+    target_miss = matrix_miss(ik[2].matrix, target)
     # where the IK chain ends, against the FK end
     short = fk.end.translation - ik[1].tail if measured else Vector((0.0, 0.0, 0.0))
-    angle = _elbow_angle(ik[0].head, ik[2].head, fk.elbow, ik[1].head)
+    angle = elbow_angle(ik[0].head, ik[2].head, fk.elbow, ik[1].head)
     tails = [] if end is not None else [(m, pbones[i]) for m, (_f, i)
                                         in zip(fk.tails, limb.tails, strict=True)]
-    tail_miss = max((_miss(i.matrix, m) for m, i in tails), default=0.0)
+    tail_miss = max((matrix_miss(i.matrix, m) for m, i in tails), default=0.0)
     end_miss = 0.0
     if end is not None:  # the end control where it is asked: the plane follows the FK's
         target_miss, short = 0.0, Vector((0.0, 0.0, 0.0))
-        end_miss = _miss(control.matrix, end)
+        end_miss = matrix_miss(control.matrix, end)
         if end_miss >= PLACE_TOL:
             _set_matrix(obj, control, end, writes)
     if max(target_miss, short.length, tail_miss, end_miss) < PLACE_TOL \

@@ -303,8 +303,7 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
     :func:`_steps` allows; the drag's pause places them exactly. While :func:`deferred`
     alone (a write's correction from the evaluated rig), they take that step too, so the
     correction's evaluations show them near their place and the placement after it
-    starts from there (a Spread Edit through limbs in IK: 889 -> 518 depsgraph updates
-    over 1,000 frames with the other changes of that commit). ``shown``: False leaves
+    starts from there. ``shown``: False leaves
     the rig unevaluated after a placement pass that settled (:func:`.ik_snap.place`)."""
     names = list(names)
     found = ik_limbs(obj, names)
@@ -349,7 +348,7 @@ def place_unplaced(obj: bpy.types.Object, shown: bool = True) -> bool:
 
 
 def _steps(obj: bpy.types.Object, found: list[Limb], names: list[str]) -> bool:
-    """Whether a drag's update can step the IK controls of ``found`` without evaluating:
+    """Whether a write can step the IK controls of ``found`` without evaluating:
     every limb wholly in IK (a blend shows the FK chain too), its control and pole not
     moved by the bones written (:func:`.ik_snap.carried`: set under their parent as last
     evaluated, they would miss by its move)."""

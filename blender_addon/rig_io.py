@@ -288,11 +288,14 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
         bones, vals = values[attr]
         bones = list(bones)
         block = _block(raw, attr, width, n)
-        # the other bones as the rig holds them now (a step of the IK controls after the
-        # last write moved some: written back from ``pose``, its twist was undone)
-        obj.pose.bones.foreach_get(attr, block.reshape(-1))
         block[order[bones]] = vals
-        obj.pose.bones.foreach_set(attr, block.reshape(-1))
+        # the rig's other bones as it holds them now, not as ``pose`` read them (a step of
+        # the IK controls since was written back, its twist undone); the pose returned
+        # keeps ``pose``'s, so :func:`read_pose` sees such a change
+        live = np.empty(n * width, dtype=np.float32)
+        obj.pose.bones.foreach_get(attr, live)
+        live.reshape(n, width)[order[bones]] = vals
+        obj.pose.bones.foreach_set(attr, live)
         channel = getattr(pose, name).copy()
         channel[bones] = block[order[bones]]  # as Blender keeps them (float32)
         changed[name] = channel

@@ -124,7 +124,6 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
                             strict=True):
         values[:, ik] = read[:, ik]
     view_layer = bpy.context.view_layer
-    names = [info.names[b] for b in info.mapped]
     read = list(limbs.fk + limbs.ik)
     pbones = obj.pose.bones
     stretch = np.zeros((len(frames), len(limbs.limbs)))  # the ends' gaps, armature units
@@ -140,9 +139,9 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         poses = fk_match.set_fk_shown(obj, list(limbs.limbs))
         if scaled or not checked:  # (rigid chains follow their parents: seen once)
             view_layer.update()
-            checked = not fk_match.fk_missed(obj, list(limbs.limbs), poses)
-            if not checked:  # a level at a time
-                rig_controls.match_fk_to_shown(obj, names, view_layer)
+            missed = fk_match.fk_missed(obj, list(limbs.limbs), poses)
+            fk_match.set_fk_levels(obj, missed, poses, view_layer)
+            checked = not missed
         stretch[k] = [(_tail(pbones[limb.fk[1]], poses[limb.holder][1])
                        - pbones[limb.orgs[2]].head).length
                       for limb in limbs.limbs]  # the FK chain's reach against the end shown

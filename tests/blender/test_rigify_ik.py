@@ -344,7 +344,7 @@ def test_fk_controls_are_matched_in_one_update_where_their_parents_carry_them(
             bpy.context.view_layer.update()
 
     assert fk_match.match_fk(rig, limbs, _Counted()) == limbs
-    misses = [ik_snap._differs(rig.pose.bones[n].matrix, m)  # scale included
+    misses = [ik_snap.matrix_gap(rig.pose.bones[n].matrix, m)  # scale included
               for n, m in zip(limbs[0].fk, poses, strict=True)]
     gap = float(np.linalg.norm(_arm(rig, FK_ARM)[2] - _arm(rig, DEF_ARM)[2]))
     print(f"forearm scale {forearm_scale}: {len(updates)} updates, controls off by "
@@ -402,7 +402,7 @@ def test_a_drag_step_places_ik_controls_where_the_written_fk_pose_goes(
     names = [n for limb in limbs for n in limb.fk_controls]
     predicted = rig_io.kinematic_matrices(info, written, names)
     gap = rigs.ik_end_gap(rig)  # (evaluates the rig)
-    off = max(ik_snap._differs(predicted[n], rig.pose.bones[n].matrix) for n in names)
+    off = max(ik_snap.matrix_gap(predicted[n], rig.pose.bones[n].matrix) for n in names)
     rig_controls.follow_pending()  # the drag's pause
     exact = rigs.ik_end_gap(rig)
     print(f"\nFIGURES kinematic FK matrices off Blender's by {off:.2e}; IK ends "
