@@ -21,6 +21,7 @@ import numpy as np
 from mathutils import Matrix, Vector
 
 from . import base_pose, edits, fk_match, grab, key_edit, rig_controls, rig_io, rig_keys
+from .channel_writes import ChannelWrites
 from .core.propagate import interpolate_changes, spaced_rows
 from .core.quaternions import quat_make_continuous, quat_normalize
 from .ik_snap import IK_FK, Limb
@@ -212,9 +213,12 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     held = _held(info, limbs, start[0][center], start[1][center], goals, center,
                  edits.EVALUATED_TOL / scale)
     ik = list(limbs.ik)
+    fk = [name for limb in limbs.limbs for name in limb.fk_controls]
     written = {path for path, _i in key_edit.channel_paths(
         obj, info, list(dict.fromkeys([*info.mapped, *ik])), [*info.roots, *ik])}
+    written |= {rig_keys.bone_path(name, "scale") for name in fk}
     with rig_keys.held(obj, written):  # each frame evaluated once with its pose written
+        _unscaled(obj, fk)
         for n, k in enumerate(todo):
             with rig_controls.deferred():  # (placed once the correction is done)
                 pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
@@ -254,6 +258,17 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
         new[0][idx[:, None], keyed] = quat_normalize(planned[0][idx][:, keyed]
                                                      + change[0][idx][:, keyed])
         new[1][idx[:, None], keyed] = planned[1][idx][:, keyed] + change[1][idx][:, keyed]
+
+
+def _unscaled(obj: bpy.types.Object, names: list[str]) -> None:
+    """Give the FK controls ``names`` of limbs in IK their rest scale, as the solve models
+    them and the read pass matched them to the limb shown (a scale the animator keyed
+    there, which a limb in IK does not show, carried the IK controls placed on them off:
+    a 1.3 FK forearm moved the hand 39 mm in a null spread). Their keys stay."""
+    writes = ChannelWrites(obj)
+    for name in names:
+        writes.set(obj.pose.bones[name], "scale", (1.0, 1.0, 1.0))
+    writes.flush()
 
 
 def _shown_groups(obj: bpy.types.Object, info: rig_io.RigInfo, limbs: IkLimbs

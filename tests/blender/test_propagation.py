@@ -508,12 +508,19 @@ def test_a_limb_the_animation_switches_takes_the_spread_on_both_sides(
     assert path < IK_PATH_TOL and held < HELD_TOL, (path, held)
 
 
-def _spread_on_ik_rig(rig: bpy.types.Object, drag: bool, **animation: float) -> np.ndarray:
+def _spread_on_ik_rig(rig: bpy.types.Object, drag: bool, forearm_scale: float = 1.0,
+                      **animation: float) -> np.ndarray:
     """The rig animated on its controls (:func:`_ik_animated_rig`, keyed every frame,
-    ``animation`` its options), every end an effector, Solve with the left hand dragged
+    ``animation`` its options; the left FK forearm's scale keyed at ``forearm_scale`` on
+    every frame when not 1), every end an effector, Solve with the left hand dragged
     (``drag``) or not, and Every Frame over RADIUS: how far each shown end moved (T, 5)."""
     scene = bpy.context.scene
     _ik_animated_rig(rig, 1, **animation)
+    if forearm_scale != 1.0:
+        forearm = rig.pose.bones["forearm_fk.L"]
+        for f in range(1, SWAY_FRAMES + 1):
+            forearm.scale = (forearm_scale,) * 3
+            forearm.keyframe_insert("scale", frame=f)
     center = CENTER - 10
     frames = np.arange(center - RADIUS - 2, center + RADIUS + 3)
     before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
@@ -540,6 +547,36 @@ def test_frames_not_sampled_keep_their_own_ik_motion(rigify_rig: bpy.types.Objec
     print(f"\nFIGURES null spread, {IK_SAMPLED} of {2 * RADIUS + 1} frames sampled, fast "
           f"hands: {moved * 1e3:.4f} mm")
     assert moved < NULL_SPREAD_TOL, moved
+
+
+FK_FOREARM_SCALE = 1.3  # the left FK forearm's scale, keyed by the animator
+
+
+def test_a_scaled_fk_chain_is_read_a_level_at_a_time(rigify_rig: bpy.types.Object,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The FK controls read where each frame shows a limb in IK are set in one go, each
+    under its parent as that will be; a scaled FK forearm does not carry the hand
+    rigidly, so on every frame it shows scaled they are set again a chain level at a time
+    (``fk_match.set_fk_levels``). The FK controls then carry the spread at their rest
+    scale, as the solve models them, and a null spread still changes nothing (with the
+    keyed scale left on them, the IK hand was placed 39 mm off)."""
+    from blender_addon import fk_match
+
+    levelled = []
+    set_levels = fk_match.set_fk_levels
+
+    def counted(obj: bpy.types.Object, limbs: list, poses: dict,
+                view_layer: bpy.types.ViewLayer) -> None:
+        levelled.append(len(limbs))
+        set_levels(obj, limbs, poses, view_layer)
+
+    monkeypatch.setattr(fk_match, "set_fk_levels", counted)
+    moved = _spread_on_ik_rig(rigify_rig, False, forearm_scale=FK_FOREARM_SCALE).max()
+    print(f"\nFIGURES scaled FK forearm, null spread: {moved * 1e3:.4f} mm, "
+          f"{sum(n > 0 for n in levelled)} of {len(levelled)} frames set by levels")
+    assert moved < NULL_SPREAD_TOL, moved
+    # every frame read (those of weight above 0), each set a level at a time
+    assert len(levelled) >= 2 * RADIUS - 1 and min(levelled) > 0, levelled
 
 
 @pytest.mark.parametrize("drag", [False, True], ids=["null", "hand-dragged"])
