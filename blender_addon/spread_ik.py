@@ -214,15 +214,20 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
                  edits.EVALUATED_TOL / scale)
     ik = list(limbs.ik)
     fk = [name for limb in limbs.limbs for name in limb.fk_controls]
+    # The FK controls' locations too: matched to a limb its IK stretches, the FK end
+    # carries the stretch there, as the solve modelled it (left out, Blender showed the
+    # hand up to 25 mm short of where the spread put it, and each such frame took two or
+    # three correction passes re-bending the arm).
+    located = [*info.roots, *limbs.fk]
     written = {path for path, _i in key_edit.channel_paths(
-        obj, info, list(dict.fromkeys([*info.mapped, *ik])), [*info.roots, *ik])}
+        obj, info, list(dict.fromkeys([*info.mapped, *ik])), [*located, *ik])}
     written |= {rig_keys.bone_path(name, "scale") for name in fk}
     with rig_keys.held(obj, written):  # each frame evaluated once with its pose written
         _unscaled(obj, fk)
         for n, k in enumerate(todo):
             with rig_controls.deferred():  # (placed once the correction is done)
                 pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
-                                         rig_io.read_pose(obj, info))
+                                         rig_io.read_pose(obj, info), located=located)
             # the limbs whose IK end control keeps the stretch (a moved one moved as its
             # goal moves from the frame's FK end, which the FK->IK match put on the end
             # shown; the edited frame's placed as Solve placed it)

@@ -13,6 +13,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 
 from blender_addon import guard, mapped_rig, propagation, rig_keys, spread_ik  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
+from blender_addon.core.skeleton import JOINTS  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
 CENTER = 40  # the edited frame of the 90-frame clip
@@ -264,11 +265,13 @@ FAST_HAND_PERIOD = 1.2  # the hands' IK controls circling in 7.5 frames: more th
 
 
 def _ik_animated_rig(rig: bpy.types.Object, step: int, rise: float = 0.0,
-                     hand_period: float = 6.0) -> None:
+                     hand_period: float = 6.0,
+                     hand_key: tuple[float, float, float] = IK_HAND_KEY) -> None:
     """The generated rig mapped with its limbs left in IK, every control keyed each
     ``step`` frames (as a Whole Character keying set keys them): the torso swaying down
-    (``rise``: up by that much more, over the straight legs), the hands' IK controls bent
-    in and moving (a sine of ``hand_period`` / 2 pi frames)."""
+    (``rise``: up by that much more, over the straight legs), the hands' IK controls at
+    ``hand_key`` (local; default bent in) and moving (a sine of ``hand_period`` / 2 pi
+    frames)."""
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     controls = [pb for pb in rig.pose.bones
                 if not pb.name.startswith(("MCH", "ORG", "DEF", "VIS"))]
@@ -278,8 +281,8 @@ def _ik_animated_rig(rig: bpy.types.Object, step: int, rise: float = 0.0,
                 pb.location = (0.03 * np.sin(f / 8.0), 0.0,
                                rise - 0.01 - 0.01 * np.sin(f / 5.0))
             elif pb.name.startswith("hand_ik"):
-                pb.location = (IK_HAND_KEY[0], IK_HAND_KEY[1] + 0.02 * np.sin(f / hand_period),
-                               IK_HAND_KEY[2])
+                pb.location = (hand_key[0], hand_key[1] + 0.02 * np.sin(f / hand_period),
+                               hand_key[2])
             pb.keyframe_insert("location", frame=f)
             pb.keyframe_insert("rotation_quaternion" if pb.rotation_mode == "QUATERNION"
                                else "rotation_euler", frame=f)
@@ -509,11 +512,12 @@ def test_a_limb_the_animation_switches_takes_the_spread_on_both_sides(
 
 
 def _spread_on_ik_rig(rig: bpy.types.Object, drag: bool, forearm_scale: float = 1.0,
-                      **animation: float) -> np.ndarray:
+                      curve: str = "SMOOTH", **animation) -> np.ndarray:
     """The rig animated on its controls (:func:`_ik_animated_rig`, keyed every frame,
     ``animation`` its options; the left FK forearm's scale keyed at ``forearm_scale`` on
     every frame when not 1), every end an effector, Solve with the left hand dragged
-    (``drag``) or not, and Every Frame over RADIUS: how far each shown end moved (T, 5)."""
+    (``drag``) or not, and Every Frame over RADIUS with the falloff ``curve``: how far
+    each shown end moved (T, 5)."""
     scene = bpy.context.scene
     _ik_animated_rig(rig, 1, **animation)
     if forearm_scale != 1.0:
@@ -531,7 +535,8 @@ def _spread_on_ik_rig(rig: bpy.types.Object, drag: bool, forearm_scale: float = 
         assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="LIMBS") == {"FINISHED"}
         assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
-                                   range_mode="RADIUS", radius=RADIUS) == {"FINISHED"}
+                                   range_mode="RADIUS", radius=RADIUS,
+                                   curve=curve) == {"FINISHED"}
     after = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
     return np.linalg.norm(after - before, axis=-1)
 
@@ -577,6 +582,42 @@ def test_a_scaled_fk_chain_is_read_a_level_at_a_time(rigify_rig: bpy.types.Objec
     assert moved < NULL_SPREAD_TOL, moved
     # every frame read (those of weight above 0), each set a level at a time
     assert len(levelled) >= 2 * RADIUS - 1 and min(levelled) > 0, levelled
+
+
+STRETCHED_HAND_KEY = (0.0, 0.06, 0.0)  # hand_ik local: out along the arm, past its reach
+
+
+def test_a_stretched_dragged_limb_is_shown_as_written(rigify_rig: bpy.types.Object,
+                                                      monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    """The arms' IK controls past their reach, so Rigify's IK stretches them; the left
+    hand dragged with the Constant falloff (W = 1 on every frame: the dragged limb is
+    placed on its FK pose, not kept as read). The read pass matched the FK hand to the
+    stretched hand shown (its location), and the FK pose written carries that: Blender
+    shows the hand where the spread put it, so no frame needs a correction pass for it
+    (written without the FK hand's location, the hand missed by up to 12.5 mm there, and
+    each such frame took passes re-bending the arm), and the held ends stay."""
+    from blender_addon import edits
+
+    first: list[float] = []  # the dragged hand's miss at each frame's first evaluation
+    correct = edits._correct
+    hand = JOINTS.index("l_hand")
+
+    def watched(obj: bpy.types.Object, info, pose, solve: tuple, scale: float):
+        if hand in solve[3]:
+            seen = edits.evaluated_joints(obj, info)
+            first.append(float(np.linalg.norm(seen[hand] - solve[3][hand])) * scale)
+        return correct(obj, info, pose, solve, scale)
+
+    monkeypatch.setattr(edits, "_correct", watched)
+    moved = _spread_on_ik_rig(rigify_rig, True, curve="CONSTANT",
+                              hand_key=STRETCHED_HAND_KEY)
+    print(f"\nFIGURES stretched dragged arm, Constant: the hand's first miss at most "
+          f"{max(first) * 1e3:.4f} mm over {len(first)} frames; held ends "
+          f"{moved[:, 1:].max() * 1e3:.4f} mm")
+    assert len(first) >= 2 * RADIUS - 1
+    assert max(first) < edits.EVALUATED_TOL, max(first)
+    assert moved[:, 1:].max() < HELD_TOL, moved[:, 1:].max()
 
 
 @pytest.mark.parametrize("drag", [False, True], ids=["null", "hand-dragged"])
