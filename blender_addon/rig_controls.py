@@ -239,7 +239,7 @@ def match_fk_to_shown(obj: bpy.types.Object, names: Iterable[str],
     return [limb.holder for limb in fk_match.match_fk(obj, found, view_layer)]
 
 
-_DEFERRED = {"depth": 0, "rough": 0}  # see deferred() and dragging()
+_DEFERRED = {"depth": 0, "rough": 0, "unstepped": 0}  # see deferred() and dragging()
 _ENDS: dict[str, Matrix] = {}  # limb (holder) -> its IK end control's matrix: ends_placed()
 _PENDING: dict[str, set[str]] = {}  # armature -> FK controls written while deferred
 _ROUGH: dict[str, set[str]] = {}  # armature -> FK controls a drag update placed roughly
@@ -252,16 +252,19 @@ DRAG_PASSES = 1
 
 
 @contextmanager
-def deferred() -> Iterator[None]:
+def deferred(step: bool = True) -> Iterator[None]:
     """While set (inside a ``depsgraph_update_post`` handler, where evaluating the
     depsgraph again crashes Blender), :func:`follow_fk` only notes what to place;
     :func:`follow_pending` places it (a timer :func:`follow_later` starts, or the drag's
-    pause)."""
+    pause). Without ``step``, the IK controls take no step either (their values are
+    written next, as Spread Edit writes them as read)."""
     _DEFERRED["depth"] += 1
+    _DEFERRED["unstepped"] += not step
     try:
         yield
     finally:
         _DEFERRED["depth"] -= 1
+        _DEFERRED["unstepped"] -= not step
 
 
 @contextmanager
@@ -311,7 +314,7 @@ def follow_fk(obj: bpy.types.Object, names: Iterable[str], passes: int | None = 
     if not found or view_layer is None:
         return
     if written is not None and (_DEFERRED["rough"] or _DEFERRED["depth"]) \
-            and _steps(obj, found, names):
+            and not _DEFERRED["unstepped"] and _steps(obj, found, names):
         matrices = written([n for limb in found for n in ik_snap.fk_names(limb)])
         poses = {limb.holder: pose for limb in found
                  if (pose := ik_snap.FkPose.given(limb, matrices)) is not None}

@@ -225,7 +225,8 @@ def place_controls(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.R
     with rig_keys.held(obj, written):  # each frame evaluated once with its pose written
         _unscaled(obj, fk)
         for n, k in enumerate(todo):
-            with rig_controls.deferred():  # (placed once the correction is done)
+            # (placed once the correction is done; no step: the IK controls come next)
+            with rig_controls.deferred(step=False):
                 pose = rig_io.write_pose(obj, info, new[0][k], new[1][k],
                                          rig_io.read_pose(obj, info), located=located)
             # the limbs whose IK end control keeps the stretch (a moved one moved as its
