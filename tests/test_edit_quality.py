@@ -452,3 +452,60 @@ def test_a_rig_value_outside_the_data_range_widens_it(shipped_models) -> None:
     assert abs(got - 10.0) < 0.5
     same = editor.solve(pose, metrics={"shoulders_openness": 0.0}).positions[0]
     assert np.abs(same - pose).max() < NULL_EDIT_M
+
+
+HELD_ARM_BEND_DEG = 4.0  # the held arm at the start: straighter than ELBOW_MIN_BEND_DEG
+HELD_ARM_KEPT = 1e-6  # of the arm's length: how much straighter or more bent it may end
+LEFT_HAND_IN_M = 0.05
+
+
+def _straightened_right_arm(pose: np.ndarray, bend_deg: float) -> np.ndarray:
+    """``pose`` (21, 3) with its right forearm turned about the elbow so the arm bends by
+    ``bend_deg`` only (in the arm's own plane), the hand going along."""
+    s, e, h = skeleton.joint_indices(["r_upperarm", "r_forearm", "r_hand"])
+    upper, fore = pose[e] - pose[s], pose[h] - pose[e]
+    u = upper / np.linalg.norm(upper)
+    side = fore - u * (fore @ u)
+    side = side / np.linalg.norm(side) if np.linalg.norm(side) > 1e-9 else np.cross(u, [0, 0, 1])
+    angle = np.radians(bend_deg)
+    out = pose.copy()
+    out[h] = pose[e] + np.linalg.norm(fore) * (np.cos(angle) * u + np.sin(angle) * side)
+    return out
+
+
+def _extension(pose: np.ndarray, side: str = "r") -> float:
+    s, e, h = skeleton.joint_indices([f"{side}_upperarm", f"{side}_forearm", f"{side}_hand"])
+    return float(np.linalg.norm(pose[h] - pose[s])
+                 / (np.linalg.norm(pose[e] - pose[s]) + np.linalg.norm(pose[h] - pose[e])))
+
+
+def test_a_held_straight_arm_keeps_its_own_bend(manifold_clip) -> None:
+    """The solve's end steps, from an answer that left the right arm nearly straight (bent
+    4 degrees, straighter than the 18 degrees a hand goal's elbow keeps where it can) with
+    the right hand held there and the left hand's goal moved within its arm's reach: the
+    held arm keeps its own
+    bend (before, 1.17 % of its length shorter, its clavicle shrugged towards the
+    hand). The re-aim kept every hand goal's elbow at 18 degrees and shrugged the held
+    arm's clavicle to get there, so a propagated edit whose held arm straightened past 18
+    degrees on the way popped its elbow out by 41 mm in one frame (a Bandai Namco test
+    clip, both hands held: 2.83x the clip's largest acceleration, 1.07x since)."""
+    from blender_addon.core.pipeline.finish import _reach_exactly
+
+    poses = np.array([_straightened_right_arm(p, HELD_ARM_BEND_DEG)
+                      for p in manifold_clip[::9]])
+    r_hand, l_hand = skeleton.JOINT_INDEX["r_hand"], skeleton.JOINT_INDEX["l_hand"]
+    mask = np.zeros(poses.shape[:2])
+    mask[:, [r_hand, l_hand]] = 1.0
+    targets = poses.copy()  # the left hand 5 cm towards its shoulder: the arm alone bends
+    shoulder = poses[:, skeleton.JOINT_INDEX["l_upperarm"]]
+    inward = shoulder - poses[:, l_hand]
+    targets[:, l_hand] += LEFT_HAND_IN_M * inward / np.linalg.norm(inward, axis=-1)[:, None]
+    lengths = skeleton.bone_lengths(poses)
+    tolerance = np.full(len(poses), pipeline.REACH_TOLERANCE)
+    out = _reach_exactly(poses.copy(), poses, mask, targets, mask, lengths, tolerance)
+    assert np.linalg.norm(out[:, r_hand] - poses[:, r_hand], axis=-1).max() < REACH_M
+    assert np.linalg.norm(out[:, l_hand] - targets[:, l_hand], axis=-1).max() < REACH_M
+    kept = [_extension(o) - _extension(p) for o, p in zip(out, poses, strict=True)]
+    print(f"\nFIGURES held straight arm: extension change {min(kept):+.5f} to "
+          f"{max(kept):+.5f} of its length over {len(kept)} poses")
+    assert max(abs(k) for k in kept) < HELD_ARM_KEPT, kept

@@ -96,7 +96,10 @@ def test_the_kernel_takes_the_numpy_steps(synthetic_clip: np.ndarray) -> None:
         for options in ({}, {"straightest": 0.97}, {"bend_trunk": False},
                         {"straightest": 0.99, "bent": bent, "bend_trunk": False},
                         {"straightest": np.linspace(0.9, 1.0, len(skeleton.PARENTS)),
-                         "bent": goals, "bend_trunk": False}):
+                         "bent": goals, "bend_trunk": False},
+                        {"straightest": 0.97, "bent": bent},
+                        {"straightest": rng.uniform(0.9, 1.0, size=goals.shape),
+                         "bent": goals}):
             got = exact_reach.solve(x, goals, targets, lengths, TOLERANCE_M, **options)
             with native.switched_off():
                 want = exact_reach.solve(x, goals, targets, lengths, TOLERANCE_M, **options)

@@ -271,7 +271,7 @@ def _settle(p: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.n
 
 
 def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                    lengths: np.ndarray, straightest: float) -> None:
+                    lengths: np.ndarray, straightest: np.ndarray) -> None:
     """Where a hand's goal lies beyond its arm's reach from the shoulder, turn the clavicle
     (its own bone, from its start on the rigid chest) towards the goal by the least angle
     that brings the shoulder within reach, or as near as it gets, in place; the arm goes
@@ -279,7 +279,7 @@ def _shrug_to_hands(p: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     hands = goals[:, _HANDS] & ~goals[:, _ARM_INNER].any(axis=-1)
     if not hands.any():
         return
-    reach = (lengths @ _ARM_REACH) * min(1.0 - _SETTLE_SLACK, straightest)
+    reach = (lengths @ _ARM_REACH) * np.minimum(1.0 - _SETTLE_SLACK, straightest[:, _HANDS])
     to_goal = targets[:, _HANDS] - p[:, _SHOULDERS]
     rows, arm = np.nonzero(hands & (norm(to_goal) > reach))
     if not rows.size:
@@ -323,9 +323,9 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     """``pose`` (B, 21, 3) with the ``goals`` (B, 21) joints on ``targets``, lengths kept,
     as near as the analytic re-aims get. ``straightest``: a two-bone limb's end stays
     within this share of the limb's length from its start (below 1: the elbow or knee
-    keeps a bend, as real ones do), or per goal joint (21,) with ``bent`` and
-    ``bend_trunk=False``; for the goals in ``bent`` (B, 21) if given (the others may
-    straighten fully);
+    keeps a bend, as real ones do; a hand's also bounds its clavicle's shrug), or per
+    goal joint (21,) or per pose and joint (B, 21) with ``bent``; for the goals in
+    ``bent`` (B, 21) if given (the others may straighten fully);
     ``bend_trunk=False``: a far head goal leaves the trunk, and a far hand the clavicle,
     as they are."""
     p = np.array(pose, dtype=np.float64)
@@ -334,7 +334,7 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
     tol = tolerance if isinstance(tolerance, np.ndarray) and tolerance.shape == goals.shape[:1] \
         else np.broadcast_to(np.asarray(tolerance, dtype=np.float64), goals.shape[:1])
     if (kernels := native.kernels()) is not None and (
-            np.ndim(straightest) == 0 or (bent is not None and not bend_trunk)):
+            np.ndim(straightest) == 0 or bent is not None):
         return _solve_native(kernels, p, goals, targets, lengths, tol, straightest,
                              bend_trunk, bent)
     err = np.where(goals, norm(p - targets), 0.0)
@@ -343,7 +343,8 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
         return p
     if need.size < len(p):  # poses on their goals stay as they are, whatever the batch
         p[need] = solve(p[need], goals[need], targets[need], lengths[need], tol[need],
-                        straightest, bend_trunk, None if bent is None else bent[need])
+                        straightest if np.ndim(straightest) < 2 else straightest[need],
+                        bend_trunk, None if bent is None else bent[need])
         return p
     straight = np.where(goals if bent is None else bent, straightest, 1.0)  # (B, 21)
     _settle(p, goals, targets, lengths, 1.0 if bent is not None else straightest, bend_trunk)
@@ -354,7 +355,7 @@ def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.
         _reaim_head(p, rows, targets[rows, _HEAD], lengths, straight[rows, _HEAD])
         err = np.where(goals, norm(p - targets), 0.0)
     if bend_trunk:
-        _shrug_to_hands(p, goals, targets, lengths, straightest)
+        _shrug_to_hands(p, goals, targets, lengths, straight)
     rows, limb = np.nonzero(goals[:, _END[_LIMBS]] & (err[:, _END[_LIMBS]] > tol[:, None]))
     if rows.size:
         limb = _LIMBS[limb]
@@ -392,7 +393,7 @@ def _solve_native(kernels: native.Kernels, p: np.ndarray, goals: np.ndarray,
     status = kernels.exact_reach(
         len(p), len(PARENTS), native.address(_NATIVE_LAYOUT), native.address(_NATIVE_MASKS),
         native.address(p), *(native.address(a) for a in arrays),
-        1.0 if bent is not None else scalar, scalar, int(bend_trunk), _SLACK, _SETTLE_SLACK,
+        1.0 if bent is not None else scalar, int(bend_trunk), _SLACK, _SETTLE_SLACK,
         _REACH_MARGIN, _SETTLE_PASSES, _SETTLE_STALL)
     if status != 0:
         raise RuntimeError(f"the exact-reach kernel refused a skeleton of {len(PARENTS)} joints")

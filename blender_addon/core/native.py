@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 LIBRARY_DIR = Path(__file__).resolve().parent / "_native"
 SOURCE = LIBRARY_DIR / "npe_native.c"
-ABI_VERSION = 8  # npe_native.c's NPE_ABI_VERSION
+ABI_VERSION = 9  # npe_native.c's NPE_ABI_VERSION
 SWITCH = "NPE_NATIVE"  # "0": numpy only
 # "1": the networks' plain code even where the processor has AVX2 (the build every
 # processor runs: the tests run with it too, in CI).
@@ -97,8 +97,8 @@ class Kernels:
         self.beyond_reach.argtypes = [_I, _I, _I, *[_P] * 7]
         self.exact_reach = lib.npe_exact_reach
         self.exact_reach.restype = _I
-        self.exact_reach.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _D, _D, _I, _D,
-                                     _D, _D, _I, _I]
+        self.exact_reach.argtypes = [_I, _I, _P, _P, _P, _P, _P, _P, _P, _P, _D, _I, _D, _D,
+                                     _D, _I, _I]
 
 
 _loaded: Kernels | None = None

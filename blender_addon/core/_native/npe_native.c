@@ -22,7 +22,7 @@
 #endif
 
 /* Bumped whenever a signature changes: the loader refuses a library of another version. */
-#define NPE_ABI_VERSION 8
+#define NPE_ABI_VERSION 9
 /* quaternions.EPS: vectors shorter than this have no direction (the loader checks it). */
 #define EPS 1e-12
 

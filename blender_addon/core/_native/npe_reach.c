@@ -179,15 +179,16 @@ static int bend_spine_to_head(const Reach *r, double *p, const int64_t *goal, co
     return 1;
 }
 
-/* exact_reach._shrug_to_hands for one pose. */
+/* exact_reach._shrug_to_hands for one pose (straight (nj): each hand's straightest share). */
 static void shrug_to_hands(const Reach *r, double *p, const int64_t *goal, const double *t,
-                           const double *lengths, double straightest) {
+                           const double *lengths, const double *straight) {
     const int64_t *at = r->at;
-    double most = 1.0 - r->settle_slack < straightest ? 1.0 - r->settle_slack : straightest;
     for (int k = 0; k < 2; k++) {
         int64_t clav = at[L_CLAVICLE + k], shoulder = at[L_SHOULDER + k];
         int64_t elbow = at[L_ELBOW + k], hand = at[L_HAND + k];
         if (!goal[hand] || goal[clav] || goal[shoulder] || goal[elbow]) continue;
+        double most = 1.0 - r->settle_slack < straight[hand] ? 1.0 - r->settle_slack
+                                                              : straight[hand];
         double reach = (lengths[elbow] + lengths[hand]) * most;
         const double *g = t + 3 * hand, *pivot = p + 3 * clav, *sh = p + 3 * shoulder;
         if (!(dist3(g, sh) > reach)) continue;
@@ -218,13 +219,13 @@ static void goal_errors(int64_t nj, const double *p, const int64_t *goal, const 
 }
 
 /* exact_reach.solve, pose by pose: pose (n, nj, 3) in place; goals (n, nj); targets
- * (n, nj, 3); lengths (n, nj); tol (n); straight (n, nj): each goal's straightest share;
- * settle_straightest, shrug_straightest: the settling's and the shrug's; bend_trunk. */
+ * (n, nj, 3); lengths (n, nj); tol (n); straight (n, nj): each goal's straightest share
+ * (the shrug's too); settle_straightest: the settling's; bend_trunk. */
 NPE_API int64_t npe_exact_reach(
     int64_t n, int64_t nj, const int64_t *layout, const int64_t *masks, double *pose,
     const int64_t *goals, const double *targets, const double *lengths_all,
     const double *tol_all, const double *straight_all, double settle_straightest,
-    double shrug_straightest, int64_t bend_trunk, double slack, double settle_slack,
+    int64_t bend_trunk, double slack, double settle_slack,
     double reach_margin, int64_t settle_passes, int64_t settle_stall) {
     if (nj > RIG_IK_MAX_JOINTS) return -1;
     Reach r = {nj, layout, masks, slack, settle_slack, reach_margin, settle_passes, settle_stall};
@@ -255,7 +256,7 @@ NPE_API int64_t npe_exact_reach(
             memcpy(p + 3 * head, new_head, sizeof new_head);
             goal_errors(nj, p, goal, t, err);
         }
-        if (bend_trunk) shrug_to_hands(&r, p, goal, t, lengths, shrug_straightest);
+        if (bend_trunk) shrug_to_hands(&r, p, goal, t, lengths, straight);
         for (int k = 0; k < 4; k++) {
             int64_t end = at[L_END + k], mid = at[L_MID + k], start = at[L_START + k];
             int64_t toe = at[L_TOE + k];

@@ -72,7 +72,8 @@ _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 # Refinement off, a re-aimed limb keeps at least a 10 degree bend (real knees).
 NETWORK_STRAIGHTEST = math.cos(math.radians(10.0) / 2)
 # A hand goal's arm keeps its elbow bent at least this much (the data's 0.1 percentile)
-# before straightening further for a far goal.
+# before straightening further for a far goal; a held hand's arm need not bend more than
+# it is (finish._held_arms_straightest).
 ELBOW_MIN_BEND_DEG = 18.0
 _ARM_STRAIGHTEST = math.cos(math.radians(ELBOW_MIN_BEND_DEG) / 2)
 # Per goal joint: how straight the refinement-off re-aim may pull its limb.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import exact_reach, fabrik, reach_bounds, rig_ik
+from .. import exact_reach, fabrik, reach_bounds, rig_ik, skeleton
 from ..normalize import (
     set_bone_lengths_unchecked,
 )
@@ -35,15 +35,39 @@ def _reaim_bent(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 
 def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                lengths: np.ndarray, tolerance: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                lengths: np.ndarray, tolerance: np.ndarray,
+                straightest: float | np.ndarray = _ARM_STRAIGHTEST
+                ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_reaim_bent`'s two passes: the elbows bent (``bent`` limits the hands' arms
-    alone), then the answer."""
+    alone; ``straightest``, or per pose and joint (B, 21)), then the answer."""
     hands = goals & _HAND_GOALS
     bent = exact_reach.solve(pose, goals, targets, lengths, tolerance,
-                             straightest=_ARM_STRAIGHTEST, bent=hands)
+                             straightest=straightest, bent=hands)
     if not hands.any():  # (two arrays: a caller writes into the answer)
         return bent, bent.copy()
     return bent, exact_reach.solve(bent, goals, targets, lengths, tolerance)
+
+
+_ARM_SHOULDERS, _ARM_ELBOWS, _ARM_HANDS = (
+    skeleton.joint_indices([f"{side}_{joint}" for side in "lr"])
+    for joint in ("upperarm", "forearm", "hand"))
+
+
+def _held_arms_straightest(start: np.ndarray, goals: np.ndarray, targets: np.ndarray,
+                           lengths: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+    """(B, 21) how straight the bent re-aim may leave each hand goal's arm: as straight as
+    :data:`ELBOW_MIN_BEND_DEG` allows, or a held hand's arm as straight as it is in
+    ``start`` where that is straighter."""
+    held = goals & _HAND_GOALS & ~_moved(goals, targets, start,
+                                         (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
+    out = np.full(goals.shape, _ARM_STRAIGHTEST)
+    if held.any():
+        hands, shoulders, elbows = _ARM_HANDS, _ARM_SHOULDERS, _ARM_ELBOWS
+        reach = np.linalg.norm(start[:, hands] - start[:, shoulders], axis=-1)
+        own = reach / (lengths[:, elbows] + lengths[:, hands])
+        out[:, hands] = np.where(held[:, hands], np.maximum(own, _ARM_STRAIGHTEST),
+                                 _ARM_STRAIGHTEST)
+    return out
 
 
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
@@ -81,7 +105,8 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     if not full.any():
         return out
     if use_fabrik:
-        bent, reaimed = _reaim_both(out, full, t, lengths, tolerance)
+        bent, reaimed = _reaim_both(out, full, t, lengths, tolerance,
+                                    _held_arms_straightest(start, full, t, lengths, tolerance))
     else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
         reaimed = exact_reach.solve(out, full, t, lengths, tolerance)
         bent = reaimed.copy()
