@@ -63,8 +63,10 @@ def _held_arms_straightest(start: np.ndarray, goals: np.ndarray, targets: np.nda
     out = np.full(goals.shape, _ARM_STRAIGHTEST)
     if held.any():
         hands, shoulders, elbows = _ARM_HANDS, _ARM_SHOULDERS, _ARM_ELBOWS
+        lengths = np.broadcast_to(lengths, goals.shape)
         reach = np.linalg.norm(start[:, hands] - start[:, shoulders], axis=-1)
-        own = reach / (lengths[:, elbows] + lengths[:, hands])
+        arm = lengths[:, elbows] + lengths[:, hands]
+        own = np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)  # (no arm: 0)
         out[:, hands] = np.where(held[:, hands], np.maximum(own, _ARM_STRAIGHTEST),
                                  _ARM_STRAIGHTEST)
     return out
