@@ -54,21 +54,21 @@ _ARM_SHOULDERS, _ARM_ELBOWS, _ARM_HANDS = (
 
 
 def _held_arms_straightest(start: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                           lengths: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
-    """(B, 21) how straight the bent re-aim may leave each hand goal's arm: as straight as
-    :data:`ELBOW_MIN_BEND_DEG` allows, or a held hand's arm as straight as it is in
-    ``start`` where that is straighter."""
-    held = goals & _HAND_GOALS & ~_moved(goals, targets, start,
-                                         (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
+                           lengths: np.ndarray, tolerance: np.ndarray) -> float | np.ndarray:
+    """How straight the bent re-aim may leave each hand goal's arm: as straight as
+    :data:`ELBOW_MIN_BEND_DEG` allows, or (B, 21) where a held hand's arm is straighter in
+    ``start``: that arm as straight as it is."""
+    hands, shoulders, elbows = _ARM_HANDS, _ARM_SHOULDERS, _ARM_ELBOWS
+    held = goals[:, hands] & ~_moved(goals[:, hands], targets[:, hands], start[:, hands],
+                                     (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
+    if not held.any():
+        return _ARM_STRAIGHTEST
+    lengths = np.broadcast_to(lengths, goals.shape)
+    reach = np.linalg.norm(start[:, hands] - start[:, shoulders], axis=-1)
+    arm = lengths[:, elbows] + lengths[:, hands]
+    own = np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)  # (no arm: 0)
     out = np.full(goals.shape, _ARM_STRAIGHTEST)
-    if held.any():
-        hands, shoulders, elbows = _ARM_HANDS, _ARM_SHOULDERS, _ARM_ELBOWS
-        lengths = np.broadcast_to(lengths, goals.shape)
-        reach = np.linalg.norm(start[:, hands] - start[:, shoulders], axis=-1)
-        arm = lengths[:, elbows] + lengths[:, hands]
-        own = np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)  # (no arm: 0)
-        out[:, hands] = np.where(held[:, hands], np.maximum(own, _ARM_STRAIGHTEST),
-                                 _ARM_STRAIGHTEST)
+    out[:, hands] = np.where(held, np.maximum(own, _ARM_STRAIGHTEST), _ARM_STRAIGHTEST)
     return out
 
 
