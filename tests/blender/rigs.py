@@ -10,6 +10,7 @@ import numpy as np
 
 from blender_addon import rig_keys
 from blender_addon.core.skeleton import JOINTS, PARENTS
+from training.blender_side.bench_rig import effector_empty  # noqa: F401 - re-exported
 from training.blender_side.rigs import (  # noqa: F401 - the builders, re-exported for tests
     KINDS,
     TOOLS,
@@ -99,3 +100,11 @@ def select_bones(obj: bpy.types.Object, names: Sequence[str]) -> None:
     for pb in obj.pose.bones:
         target = pb if "select" in pb.bl_rna.properties else pb.bone
         target.select = pb.name in names
+
+
+def hands_and_pinned_feet(obj: bpy.types.Object) -> None:
+    """Hands and feet as effectors, the feet pinned."""
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="FEET") == {"FINISHED"}
+    for item in obj.npe.effectors:
+        item.pin = item.joint.endswith("foot")

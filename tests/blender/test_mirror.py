@@ -30,10 +30,6 @@ LENGTH_TOL = 1e-4  # m: bone lengths kept to 0.1 mm
 MIN_MOVE = 0.1  # m: the right hand really moved (the edit is 18 cm)
 
 
-def _empty(obj: bpy.types.Object, joint: str) -> bpy.types.Object:
-    return next(e.empty for e in obj.npe.effectors if e.joint == joint)
-
-
 def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
@@ -68,7 +64,7 @@ def test_mirror_edit_carries_the_left_hand_to_the_right(turned_rig: bpy.types.Ob
     base = rigs.mapped_heads(obj)
     lengths = rigs.bone_lengths(obj)
     left, forward = _body_axes(base)
-    hand = _empty(obj, "l_hand")
+    hand = rigs.effector_empty(obj, "l_hand")
     hand.location = np.array(hand.location) + FORWARD * forward + UP * np.array([0, 0, 1.0])
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     edited = rigs.mapped_heads(obj)
@@ -91,7 +87,8 @@ def test_mirror_edit_carries_the_left_hand_to_the_right(turned_rig: bpy.types.Ob
     assert np.linalg.norm(mirrored["l_hand"] - edited["l_hand"]) < HOLD_TOL
     assert np.abs(rigs.bone_lengths(obj) - lengths).max() < LENGTH_TOL
     # The right hand's empty follows, so the next solve from the base keeps the mirror.
-    assert np.linalg.norm(np.array(_empty(obj, "r_hand").location) - mirrored["r_hand"]) < 1e-5
+    hand = np.array(rigs.effector_empty(obj, "r_hand").location)
+    assert np.linalg.norm(hand - mirrored["r_hand"]) < 1e-5
     after = rigs.pose_matrices(obj)
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     again = rigs.mapped_heads(obj)
@@ -120,7 +117,7 @@ def test_an_explicit_side_and_an_effector_added(mixamo_rig: bpy.types.Object) ->
     bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, index=0)  # the left foot's
     assert [e.joint for e in obj.npe.effectors] == ["r_foot"]
     base = rigs.mapped_heads(obj)
-    foot = _empty(obj, "r_foot")
+    foot = rigs.effector_empty(obj, "r_foot")
     foot.location = np.array(foot.location) + np.array([0.0, -0.1, 0.15])  # lifted, forward
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     edited = rigs.mapped_heads(obj)
@@ -178,7 +175,7 @@ def test_a_failed_solve_leaves_the_effectors_as_they_were(mixamo_rig: bpy.types.
     obj = mixamo_rig
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
     bpy.ops.npe.remove_effectors("EXEC_DEFAULT", True, index=1)  # the right hand's
-    hand = _empty(obj, "l_hand")
+    hand = rigs.effector_empty(obj, "l_hand")
     hand.location = np.array(hand.location) + np.array([0.0, -0.15, 0.1])
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     pose = rigs.pose_matrices(obj)
@@ -201,7 +198,7 @@ def test_mirror_edit_on_a_generated_rigify_rig(rigify_rig: bpy.types.Object) -> 
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
     base = rigs.mapped_heads(obj)
     left, forward = _body_axes(base)
-    hand = _empty(obj, "l_hand")
+    hand = rigs.effector_empty(obj, "l_hand")
     hand.location = np.array(hand.location) + FORWARD * forward + UP * np.array([0, 0, 1.0])
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     edited = rigs.mapped_heads(obj)

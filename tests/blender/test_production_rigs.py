@@ -45,10 +45,6 @@ def _deform_heads(obj: bpy.types.Object) -> dict[str, np.ndarray]:
     return {pb.name: np.array(mw @ pb.head) for pb in obj.pose.bones if pb.bone.use_deform}
 
 
-def _empty(obj: bpy.types.Object, joint: str) -> bpy.types.Object:
-    return next(e.empty for e in obj.npe.effectors if e.joint == joint)
-
-
 def _shown_joints(obj: bpy.types.Object) -> np.ndarray:
     """World joints (21, 3) as Blender evaluates the rig, read on the bones that show them."""
     bpy.context.view_layer.update()
@@ -85,7 +81,7 @@ def test_generated_rigify_follows_a_hand_drag(rigify_rig: bpy.types.Object) -> N
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
     rig = bpy.data.objects[name]
     feet = {n: p for n, p in _deform_heads(rig).items() if n.startswith(("DEF-foot", "DEF-toe"))}
-    hand = _empty(rig, "l_hand")
+    hand = rigs.effector_empty(rig, "l_hand")
     target = np.array(hand.location) + HAND_DRAG
     hand.location = target
     bpy.ops.ed.undo_push(message="drag the hand")
@@ -120,7 +116,7 @@ def test_generated_rigify_live_drag_then_pause(rigify_rig: bpy.types.Object) -> 
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
     scene.npe.live = True
-    hand = _empty(rig, "l_hand")
+    hand = rigs.effector_empty(rig, "l_hand")
     start = np.array(hand.location)
     rough = []
     for k in range(1, 4):
@@ -168,7 +164,7 @@ def test_a_large_hand_drag_keeps_the_feet_where_blender_shows_them(
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset=preset) == {"FINISHED"}
     rig = bpy.data.objects[name]
     before = _shown_joints(rig)
-    hand = _empty(rig, "l_hand")
+    hand = rigs.effector_empty(rig, "l_hand")
     hand.location = np.array(hand.location) + HAND_DRAG
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     rig = bpy.data.objects[name]
@@ -207,7 +203,7 @@ def test_generated_rigify_shows_the_clavicle_and_neck_it_was_given(
         chain.append(info.names[needed[k]])
     assert "shoulder.L" in chain, chain  # the arm follows its clavicle control
     before = _shown_joints(rig)
-    empty = _empty(rig, joint)
+    empty = rigs.effector_empty(rig, joint)
     empty.location = np.array(empty.location) + move
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     rig = bpy.data.objects[name]
@@ -230,7 +226,7 @@ def test_deform_bones_of_a_control_rig_are_reported(rigify_rig: bpy.types.Object
                for n in notes), notes
     assert "map the controls (Rigify preset)" in rig.data.npe_mapping.warning  # the panel
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
-    hand = _empty(rig, "l_hand")
+    hand = rigs.effector_empty(rig, "l_hand")
     hand.location = np.array(hand.location) + HAND_DRAG
     bpy.context.view_layer.update()
     outcome = edits.edit(bpy.context.scene, rig, bpy.context.evaluated_depsgraph_get())
@@ -254,7 +250,7 @@ def test_fbx_character_maps_and_poses(scene: bpy.types.Scene, tmp_path: Path,
         item.pin = item.joint.endswith("foot")
     lengths = rigs.bone_lengths(obj)
     feet = {j: p for j, p in rigs.mapped_heads(obj).items() if j.endswith("foot")}
-    hand = _empty(obj, "r_hand")
+    hand = rigs.effector_empty(obj, "r_hand")
     target = np.array(hand.location) + FBX_HAND_MOVE
     hand.location = target
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -294,7 +290,7 @@ def test_a_hand_dragged_past_the_arm_keeps_the_elbow_bent_and_the_head_on_the_ch
     assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True) == {"FINISHED"}
     start = _bends(obj)
-    hand = _empty(obj, "r_hand")
+    hand = rigs.effector_empty(obj, "r_hand")
     target = np.array(hand.matrix_world.translation) + np.array(move)
     hand.matrix_world.translation = target
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -332,7 +328,7 @@ def test_characters_from_other_tools_map_and_pose(scene: bpy.types.Scene, tool: 
     for item in obj.npe.effectors:
         item.pin = item.joint.endswith("foot")
     before = _shown_joints(obj)
-    hand = _empty(obj, "r_hand")
+    hand = rigs.effector_empty(obj, "r_hand")
     target = np.array(hand.location) + FBX_HAND_MOVE
     hand.location = target
     assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
@@ -355,7 +351,7 @@ def test_a_limb_posed_in_ik_after_map_rig_is_edited_as_shown(
     assert rig.pose.bones["upper_arm_parent.L"]["IK_FK"] == 0.0
     after = _deform_heads(rig)
     assert max(np.linalg.norm(after[n] - before[n]) for n in before) < SNAP_TOL
-    empty = np.array(_empty(rig, "l_hand").matrix_world.translation)
+    empty = np.array(rigs.effector_empty(rig, "l_hand").matrix_world.translation)
     assert np.linalg.norm(empty - after["DEF-hand.L"]) < SNAP_TOL
 
 
@@ -369,7 +365,7 @@ def test_fbx_animation_propagates(scene: bpy.types.Scene, tmp_path: Path) -> Non
     first = rigs.mapped_heads(obj)
     scene.frame_set(11)
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
-    hand = _empty(obj, "r_hand")
+    hand = rigs.effector_empty(obj, "r_hand")
     target = np.array(hand.location) + FBX_HAND_MOVE
     hand.location = target
     scene.npe.propagation.radius = 5

@@ -23,10 +23,6 @@ FOLLOW_M = 1e-4  # an effector snapped onto the frame's joint
 OTHER_CHARACTER_M = 1e-4
 
 
-def _empty(obj: bpy.types.Object, joint: str) -> bpy.types.Object:
-    return next(e.empty for e in obj.npe.effectors if e.joint == joint)
-
-
 def _heads(obj: bpy.types.Object) -> np.ndarray:
     heads = rigs.mapped_heads(obj)
     return np.array([heads[j] for j in sorted(heads)])
@@ -34,7 +30,7 @@ def _heads(obj: bpy.types.Object) -> np.ndarray:
 
 def _drag(obj: bpy.types.Object, joint: str, move: np.ndarray, use_live: bool) -> None:
     """Move the joint's empty and solve: the Solve button, or Live (its pause too)."""
-    empty = _empty(obj, joint)
+    empty = rigs.effector_empty(obj, joint)
     empty.location = np.array(empty.location) + move
     bpy.context.view_layer.update()  # Live: the depsgraph handler solves here
     if use_live:
@@ -65,7 +61,8 @@ def test_an_edit_on_another_frame_starts_from_that_frame(scene: bpy.types.Scene,
     scene.frame_set(OTHER_FRAME)
     clip = rigs.mapped_heads(obj)  # the clip's own frame 40
     for joint in ("l_hand", "r_hand"):  # the empties followed the frame
-        assert np.linalg.norm(np.array(_empty(obj, joint).location) - clip[joint]) < FOLLOW_M
+        empty = np.array(rigs.effector_empty(obj, joint).location)
+        assert np.linalg.norm(empty - clip[joint]) < FOLLOW_M
     _drag(obj, "r_hand", MOVE_40, use_live)
     edited = _heads(obj)
     left = rigs.mapped_heads(obj)["l_hand"]
