@@ -10,7 +10,7 @@ import numpy as np
 
 from blender_addon import rig_keys
 from blender_addon.core.skeleton import JOINTS, PARENTS
-from training.blender_side.bench_rig import effector_empty  # noqa: F401 - re-exported
+from training.blender_side.bench_rig import effector_empty
 from training.blender_side.rigs import (  # noqa: F401 - the builders, re-exported for tests
     KINDS,
     TOOLS,
@@ -108,3 +108,12 @@ def hands_and_pinned_feet(obj: bpy.types.Object) -> None:
     assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="FEET") == {"FINISHED"}
     for item in obj.npe.effectors:
         item.pin = item.joint.endswith("foot")
+
+
+def live_hand(obj: bpy.types.Object) -> tuple[bpy.types.Object, np.ndarray]:
+    """:func:`hands_and_pinned_feet` with Live on: the right hand's empty, to drag, and
+    where it starts."""
+    hands_and_pinned_feet(obj)
+    bpy.context.scene.npe.live = True
+    hand = effector_empty(obj, "r_hand")
+    return hand, np.array(hand.location)

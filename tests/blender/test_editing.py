@@ -403,11 +403,7 @@ def test_rest_pose_changed_in_edit_mode_is_read_again(mixamo_rig: bpy.types.Obje
     reaches its empty on the new layout."""
 
     obj = mixamo_rig
-    rigs.hands_and_pinned_feet(obj)
-    scene = bpy.context.scene
-    scene.npe.live = True
-    hand = rigs.effector_empty(obj, "r_hand")
-    home = np.array(hand.location)
+    hand, home = rigs.live_hand(obj)
     hand.location = home + 0.5 * HAND_MOVE
     bpy.context.view_layer.update()
     assert errors.STATUS.get(obj.name) is None

@@ -79,10 +79,7 @@ def test_a_live_update_solves_once_on_the_kept_rig(mixamo_rig: bpy.types.Object,
     from blender_addon.core.pipeline import PoseEditor
 
     obj = mixamo_rig
-    rigs.hands_and_pinned_feet(obj)
-    bpy.context.scene.npe.live = True
-    hand = rigs.effector_empty(obj, "r_hand")
-    home = np.array(hand.location)
+    hand, home = rigs.live_hand(obj)
     hand.location = home + HAND_MOVE * 0.1  # the first update builds what is kept
     bpy.context.view_layer.update()
     solved, solve = [], PoseEditor.solve
@@ -128,11 +125,7 @@ def test_live_mode_takes_a_new_base_after_posing_by_hand(mixamo_rig: bpy.types.O
     from mathutils import Quaternion
 
     obj = mixamo_rig
-    rigs.hands_and_pinned_feet(obj)
-    scene = bpy.context.scene
-    scene.npe.live = True
-    hand = rigs.effector_empty(obj, "r_hand")
-    home = np.array(hand.location)
+    hand, home = rigs.live_hand(obj)
     hand.location = home + HAND_MOVE
     bpy.context.view_layer.update()
     forearm = obj.pose.bones["mixamorig:LeftForeArm"]
