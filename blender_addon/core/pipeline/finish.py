@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import exact_reach, fabrik, reach_bounds, rig_ik, skeleton
+from .. import exact_reach, fabrik, reach_bounds, rig_ik
 from ..normalize import (
     set_bone_lengths_unchecked,
 )
@@ -48,26 +48,20 @@ def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
     return bent, exact_reach.solve(bent, goals, targets, lengths, tolerance)
 
 
-_ARM_SHOULDERS, _ARM_ELBOWS, _ARM_HANDS = (
-    skeleton.joint_indices([f"{side}_{joint}" for side in "lr"])
-    for joint in ("upperarm", "forearm", "hand"))
-
-
-def _held_arms_straightest(start: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                           lengths: np.ndarray, tolerance: np.ndarray) -> float | np.ndarray:
+def _held_arms_straightest(start: np.ndarray, held: np.ndarray, lengths: np.ndarray
+                           ) -> float | np.ndarray:
     """How straight the bent re-aim may leave each hand goal's arm: as straight as
-    :data:`ELBOW_MIN_BEND_DEG` allows, or (B, 21) where a held hand's arm is straighter in
-    ``start``: that arm as straight as it is."""
-    hands, shoulders, elbows = _ARM_HANDS, _ARM_SHOULDERS, _ARM_ELBOWS
-    held = goals[:, hands] & ~_moved(goals[:, hands], targets[:, hands], start[:, hands],
-                                     (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
+    :data:`ELBOW_MIN_BEND_DEG` allows, or (B, 21) where a ``held`` (B, 21) hand's arm is
+    straighter in ``start``: that arm as straight as it is."""
+    hands, shoulders, elbows = exact_reach._HANDS, exact_reach._SHOULDERS, exact_reach._ELBOWS
+    held = held[:, hands]
     if not held.any():
         return _ARM_STRAIGHTEST
-    lengths = np.broadcast_to(lengths, goals.shape)
+    lengths = np.broadcast_to(lengths, start.shape[:2])
     reach = np.linalg.norm(start[:, hands] - start[:, shoulders], axis=-1)
     arm = lengths[:, elbows] + lengths[:, hands]
     own = np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)  # (no arm: 0)
-    out = np.full(goals.shape, _ARM_STRAIGHTEST)
+    out = np.full(start.shape[:2], _ARM_STRAIGHTEST)
     out[:, hands] = np.where(held, np.maximum(own, _ARM_STRAIGHTEST), _ARM_STRAIGHTEST)
     return out
 
@@ -106,24 +100,26 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     full = (mask > 0) & (w >= 1.0)
     if not full.any():
         return out
+    moved = full & _moved(full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
     if use_fabrik:
         bent, reaimed = _reaim_both(out, full, t, lengths, tolerance,
-                                    _held_arms_straightest(start, full, t, lengths, tolerance))
+                                    _held_arms_straightest(start, full & ~moved, lengths))
     else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
         reaimed = exact_reach.solve(out, full, t, lengths, tolerance)
         bent = reaimed.copy()
-    return _reach_rest(out, bent, reaimed, start, full, t, lengths, tolerance, fallback,
-                       use_fabrik)
+    return _reach_rest(out, bent, reaimed, start, full, moved, t, lengths, tolerance,
+                       fallback, use_fabrik)
 
 
 def _reach_rest(out: np.ndarray, bent: np.ndarray, reaimed: np.ndarray, start: np.ndarray,
-                full: np.ndarray, t: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
-                fallback: bool = True, use_fabrik: bool = True) -> np.ndarray:
+                full: np.ndarray, moved: np.ndarray, t: np.ndarray, lengths: np.ndarray,
+                tolerance: np.ndarray, fallback: bool = True, use_fabrik: bool = True
+                ) -> np.ndarray:
     """:func:`_reach_exactly` after its re-aims (``bent``, the hands' elbows bent, and
-    ``reaimed``, written into) of ``out``, for the goals ``full`` (B, 21)."""
+    ``reaimed``, written into) of ``out``, for the goals ``full`` (B, 21), of which
+    ``moved`` are off their joints in ``start``."""
     errors = effector_errors(reaimed, t, full)
     reaim_miss = errors.max(axis=1)
-    moved = full & _moved(full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
     dragged_hands = moved & _HAND_GOALS
     # A dragged hand the bent re-aim leaves short and the straightened one reaches: rig IK
     # leans with its elbow kept there too, as where the straightened one falls short (a
