@@ -48,18 +48,26 @@ class ChannelWrites:
         tag the object's pose for its next evaluation; whether anything was written."""
         if not self._pending:
             return False
-        pbones = self.obj.pose.bones
         for attr, rows in self._pending.items():
-            width = WIDTHS[attr]
-            values = np.empty(len(pbones) * width, dtype=np.float32)
-            pbones.foreach_get(attr, values)
-            values = values.reshape(-1, width)
-            for name, row in rows.items():
-                values[_index(self.obj, name)] = row
-            pbones.foreach_set(attr, values.ravel())
+            write_rows(self.obj, attr, [_index(self.obj, name) for name in rows],
+                       np.array(list(rows.values())))
         self._pending.clear()
         self.obj.update_tag(refresh={"OBJECT"})
         return True
+
+
+def write_rows(obj: bpy.types.Object, attr: str, indices: np.ndarray | list[int],
+               rows: np.ndarray) -> None:
+    """Set the channel ``attr`` of the pose bones at ``indices`` (``obj.pose.bones``'
+    order) to ``rows`` (len(indices), width), the other bones' as the rig holds them now:
+    one ``foreach_get``/``foreach_set`` pair. The caller tags the object
+    (``update_tag(refresh={"OBJECT"})``) once its writes are done."""
+    pbones = obj.pose.bones
+    width = WIDTHS[attr]
+    values = np.empty(len(pbones) * width, dtype=np.float32)
+    pbones.foreach_get(attr, values)
+    values.reshape(-1, width)[indices] = rows
+    pbones.foreach_set(attr, values)
 
 
 def _index(obj: bpy.types.Object, name: str) -> int:

@@ -28,6 +28,7 @@ import numpy as np
 from mathutils import Matrix
 
 from . import pose_writes, rig_controls
+from .channel_writes import write_rows
 from .core import conversions, reach, rotations
 from .core.conversions import AXIS_ANGLE, QUATERNION
 from .core.skeleton import JOINT_INDEX, JOINTS, blender_to_yup, yup_to_blender
@@ -292,10 +293,7 @@ def write_channels(obj: bpy.types.Object, info: RigInfo, pose: Pose,
         # the rig's other bones as it holds them now, not as ``pose`` read them (a step of
         # the IK controls since was written back, its twist undone); the pose returned
         # keeps ``pose``'s, so :func:`read_pose` sees such a change
-        live = np.empty(n * width, dtype=np.float32)
-        obj.pose.bones.foreach_get(attr, live)
-        live.reshape(n, width)[order[bones]] = vals
-        obj.pose.bones.foreach_set(attr, live)
+        write_rows(obj, attr, order[bones], vals)
         channel = getattr(pose, name).copy()
         channel[bones] = block[order[bones]]  # as Blender keeps them (float32)
         changed[name] = channel
