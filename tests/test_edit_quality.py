@@ -133,6 +133,28 @@ def test_from_a_t_pose_a_target_out_of_reach_is_reached_by_leaning(shipped_model
 
 ELBOW_SLACK_DEG = 0.3
 NECK_BEND_DEG = 5.0
+FULL_REACH_SLACK_DEG = 0.05  # measured 5.005 degrees (0.005 before the cap)
+
+
+def test_a_hand_dragged_past_its_reach_keeps_a_bend(shipped_models, manifold_clip) -> None:
+    """Every other end held, the left hand dragged 60 cm straight out from its shoulder,
+    past anything the body can reach: the arm stops FULL_REACH_BEND_DEG short of straight
+    (it locked straight, and a spread edit's elbow path then had a corner at the edited
+    frame: two CMU test clips over 1.1x their own largest acceleration), the hand as far
+    out as that bend lets it go."""
+    editor = PoseEditor(shipped_models)
+    hand, elbow, shoulder = (skeleton.JOINT_INDEX[j] for j in ("l_hand", "l_forearm",
+                                                                 "l_upperarm"))
+    for pose in manifold_clip[::15]:
+        out_dir = pose[hand] - pose[shoulder]
+        target = pose[hand] + 0.6 * out_dir / np.linalg.norm(out_dir)
+        effs = [Effector(j, target if j == "l_hand" else pose[skeleton.JOINT_INDEX[j]])
+                for j in ALL_ENDS]
+        out = editor.solve(pose, effs).positions[0]
+        upper, fore = out[elbow] - out[shoulder], out[hand] - out[elbow]
+        bend = np.degrees(np.arccos(upper @ fore / np.linalg.norm(upper)
+                                    / np.linalg.norm(fore)))
+        assert abs(bend - pipeline.FULL_REACH_BEND_DEG) < FULL_REACH_SLACK_DEG
 
 
 def test_body_follow_moves_the_rest_of_the_body(shipped_models, manifold_clip) -> None:

@@ -10,6 +10,7 @@ from ..normalize import (
     set_bone_lengths_unchecked,
 )
 from .constants import (
+    _ARM_FULL_REACH,
     _ARM_STRAIGHTEST,
     _HAND_ARM_BONES,
     _HAND_GOALS,
@@ -27,15 +28,16 @@ from .request import _moved, effector_errors
 
 
 def _reaim_bent(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                lengths: np.ndarray, tolerance: np.ndarray) -> np.ndarray:
+                lengths: np.ndarray, tolerance: np.ndarray, moved: np.ndarray) -> np.ndarray:
     """:func:`.exact_reach.solve` with each hand goal's elbow bent by at least
     :data:`ELBOW_MIN_BEND_DEG` where the goal allows, then straighter where a hand goal
-    lies beyond that."""
-    return _reaim_both(pose, goals, targets, lengths, tolerance)[1]
+    lies beyond that (a dragged one, of ``moved`` (B, 21), bent by
+    :data:`FULL_REACH_BEND_DEG` at the least)."""
+    return _reaim_both(pose, goals, targets, lengths, tolerance, moved)[1]
 
 
 def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
-                lengths: np.ndarray, tolerance: np.ndarray,
+                lengths: np.ndarray, tolerance: np.ndarray, moved: np.ndarray,
                 straightest: float | np.ndarray = _ARM_STRAIGHTEST
                 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_reaim_bent`'s two passes: the elbows bent (``bent`` limits the hands' arms
@@ -45,7 +47,8 @@ def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
                              straightest=straightest, bent=hands)
     if not hands.any():  # (two arrays: a caller writes into the answer)
         return bent, bent.copy()
-    return bent, exact_reach.solve(bent, goals, targets, lengths, tolerance)
+    return bent, exact_reach.solve(bent, goals, targets, lengths, tolerance,
+                                   straightest=_ARM_FULL_REACH, bent=hands & moved)
 
 
 def _held_arms_straightest(start: np.ndarray, held: np.ndarray, lengths: np.ndarray
@@ -102,10 +105,11 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         return out
     moved = full & _moved(full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
     if use_fabrik:
-        bent, reaimed = _reaim_both(out, full, t, lengths, tolerance,
+        bent, reaimed = _reaim_both(out, full, t, lengths, tolerance, moved,
                                     _held_arms_straightest(start, full & ~moved, lengths))
     else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
-        reaimed = exact_reach.solve(out, full, t, lengths, tolerance)
+        reaimed = exact_reach.solve(out, full, t, lengths, tolerance,
+                                    straightest=_ARM_FULL_REACH, bent=moved & _HAND_GOALS)
         bent = reaimed.copy()
     return _reach_rest(out, bent, reaimed, start, full, moved, t, lengths, tolerance,
                        fallback, use_fabrik)
@@ -155,7 +159,7 @@ def _reach_rest(out: np.ndarray, bent: np.ndarray, reaimed: np.ndarray, start: n
                                               [..., None], start[left], bent[left]),
                                 stay_scale=_LEAST_CHANGE_HOLD)
         polished = _reaim_bent(polished, goals, targets,
-                               np.broadcast_to(lengths, full.shape)[left], tol)
+                               np.broadcast_to(lengths, full.shape)[left], tol, moved[left])
         polished_errors = effector_errors(polished, targets, goals)
         miss = polished_errors.max(axis=1)
         # Taken where it stops within the notes' threshold (a step short of the tolerance
@@ -177,16 +181,16 @@ def _reach_rest(out: np.ndarray, bent: np.ndarray, reaimed: np.ndarray, start: n
         left = left[(miss > near) & ~straightened[left] & ~beyond]
     if not left.size or not (fallback and use_fabrik):
         return reaimed
-    return _fabrik_stage(out, reaimed, start, full, t, lengths, tolerance, left)
+    return _fabrik_stage(out, reaimed, start, full, moved, t, lengths, tolerance, left)
 
 
 def _fabrik_stage(out: np.ndarray, reaimed: np.ndarray, start: np.ndarray, full: np.ndarray,
-                  t: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
-                  left: np.ndarray) -> np.ndarray:
+                  moved: np.ndarray, t: np.ndarray, lengths: np.ndarray,
+                  tolerance: np.ndarray, left: np.ndarray) -> np.ndarray:
     """:func:`_reach_rest`'s last stage for the poses ``left`` (indices) its least change
     leaves over the notes' threshold short: FABRIK's answers, then rig IK's last
     millimetres (``reaimed`` written into)."""
-    miss = _fabrik_answers(reaimed, out, start, full, t, lengths, tolerance, left)
+    miss = _fabrik_answers(reaimed, out, start, full, moved, t, lengths, tolerance, left)
     # Rig-shaped FABRIK converges slowly where the trunk must bend to reach with the feet
     # held: Gauss-Newton steps on the rig's bone turns take the last millimetres. Their
     # answer is taken where it reaches every goal to within the note's threshold; where
@@ -205,10 +209,9 @@ def _fabrik_stage(out: np.ndarray, reaimed: np.ndarray, start: np.ndarray, full:
         if off.size:
             polished[off] = _reaim_bent(polished[off], goals[off], targets[off],
                                         np.broadcast_to(lengths, full.shape)[rows[off]],
-                                        tol[off])
+                                        tol[off], moved[rows[off]])
             errors = effector_errors(polished[off], targets[off], goals[off])
-            held = goals[off] & ~_moved(goals[off], targets[off], start[rows[off]],
-                                        (tol[off] * (MOVED_M / REACH_TOLERANCE))[:, None])
+            held = goals[off] & ~moved[rows[off]]
             taken[off] = ((np.where(held, errors, 0.0).max(axis=1) <= tol[off])
                           & (errors.max(axis=1) < miss[short[off]]))
         reaimed[rows[taken]] = polished[taken]
@@ -216,7 +219,7 @@ def _fabrik_stage(out: np.ndarray, reaimed: np.ndarray, start: np.ndarray, full:
 
 
 def _fabrik_answers(reaimed: np.ndarray, out: np.ndarray, start: np.ndarray,
-                    full: np.ndarray, t: np.ndarray, lengths: np.ndarray,
+                    full: np.ndarray, moved: np.ndarray, t: np.ndarray, lengths: np.ndarray,
                     tolerance: np.ndarray, left: np.ndarray) -> np.ndarray:
     """:func:`_reach_exactly`'s FABRIK stage for its ``left`` rows, in ``reaimed`` (in
     place): the (B,) largest miss of each answer taken."""
@@ -244,7 +247,7 @@ def _fabrik_answers(reaimed: np.ndarray, out: np.ndarray, start: np.ndarray,
                          rig_lengths * bent_arms, fabrik.RIG_SHAPED_ITERATIONS, tol,
                          rig_shaped=True)
     both = _reaim_bent(set_bone_lengths_unchecked(first, rig_lengths), goals, targets,
-                       rig_lengths, twice(tolerance))
+                       rig_lengths, twice(tolerance), twice(moved))
     miss = effector_errors(both, targets, goals).max(axis=1)
     refined, classic = both[:k], both[k:]
     take = (miss[:k] > tolerance[left]) & (miss[k:] < miss[:k])
