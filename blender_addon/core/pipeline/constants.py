@@ -76,9 +76,11 @@ NETWORK_STRAIGHTEST = math.cos(math.radians(10.0) / 2)
 # it is (finish._held_arms_straightest).
 ELBOW_MIN_BEND_DEG = 18.0
 _ARM_STRAIGHTEST = math.cos(math.radians(ELBOW_MIN_BEND_DEG) / 2)
-# A dragged hand's arm never locks straight: past its reach the elbow keeps this bend (the
-# hand then 0.4 mm short of the arm's full length), so a spread edit's path has no corner.
+# A dragged hand's arm never locks straight: a target past its reach leaves the elbow this
+# bend (the hand 0.4 mm short of the arm's full length), so a spread edit's path has no
+# corner; reached in full this share of the arm's length past it (none at the length).
 FULL_REACH_BEND_DEG = 5.0
+PAST_REACH_SPAN = 0.02
 _ARM_FULL_REACH = math.cos(math.radians(FULL_REACH_BEND_DEG) / 2)
 # Per goal joint: how straight the refinement-off re-aim may pull its limb.
 _NETWORK_STRAIGHTEST = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, NETWORK_STRAIGHTEST)

@@ -22,6 +22,7 @@ from .constants import (
     LEAST_CHANGE_STEPS,
     MISS_NOTE_M,
     MOVED_M,
+    PAST_REACH_SPAN,
     REACH_TOLERANCE,
 )
 from .request import _moved, effector_errors
@@ -47,8 +48,27 @@ def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
                              straightest=straightest, bent=hands)
     if not hands.any():  # (two arrays: a caller writes into the answer)
         return bent, bent.copy()
+    dragged = hands & moved
     return bent, exact_reach.solve(bent, goals, targets, lengths, tolerance,
-                                   straightest=_ARM_FULL_REACH, bent=hands & moved)
+                                   straightest=_past_reach(bent, dragged, targets, lengths),
+                                   bent=dragged)
+
+
+def _past_reach(pose: np.ndarray, dragged: np.ndarray, targets: np.ndarray,
+                lengths: np.ndarray) -> np.ndarray:
+    """(B, 21) how straight each ``dragged`` hand's arm may go: fully where its target is
+    within the arm's length of the shoulder in ``pose``, then less the further past that
+    it lies, down to :data:`FULL_REACH_BEND_DEG` at :data:`PAST_REACH_SPAN` of the arm
+    past it (a bend that appeared at the arm's length would snap the elbow out)."""
+    hands, shoulders, elbows = exact_reach._HANDS, exact_reach._SHOULDERS, exact_reach._ELBOWS
+    lengths = np.broadcast_to(lengths, dragged.shape)
+    arm = lengths[:, elbows] + lengths[:, hands]
+    reach = np.linalg.norm(targets[:, hands] - pose[:, shoulders], axis=-1)
+    past = np.divide(reach - arm, arm, out=np.zeros_like(arm), where=arm > 0.0)
+    share = 1.0 - np.clip(past / PAST_REACH_SPAN, 0.0, 1.0) * (1.0 - _ARM_FULL_REACH)
+    out = np.ones(dragged.shape)
+    out[:, hands] = share
+    return out
 
 
 def _held_arms_straightest(start: np.ndarray, held: np.ndarray, lengths: np.ndarray
@@ -108,8 +128,11 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
         bent, reaimed = _reaim_both(out, full, t, lengths, tolerance, moved,
                                     _held_arms_straightest(start, full & ~moved, lengths))
     else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
+        # (a dragged arm no straighter than in the solve)
+        dragged = moved & _HAND_GOALS
         reaimed = exact_reach.solve(out, full, t, lengths, tolerance,
-                                    straightest=_ARM_FULL_REACH, bent=moved & _HAND_GOALS)
+                                    straightest=_past_reach(out, dragged, t, lengths),
+                                    bent=dragged)
         bent = reaimed.copy()
     return _reach_rest(out, bent, reaimed, start, full, moved, t, lengths, tolerance,
                        fallback, use_fabrik)
