@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import exact_reach, fabrik, reach_bounds, rig_ik
+from .. import exact_reach, fabrik, reach_bounds, rig_ik, skeleton
 from ..normalize import (
     set_bone_lengths_unchecked,
 )
@@ -60,15 +60,19 @@ def _past_reach(pose: np.ndarray, dragged: np.ndarray, targets: np.ndarray,
     within the arm's length of the shoulder in ``pose``, then less the further past that
     it lies, down to :data:`FULL_REACH_BEND_DEG` at :data:`PAST_REACH_SPAN` of the arm
     past it (a bend that appeared at the arm's length would snap the elbow out)."""
-    hands, shoulders, elbows = exact_reach._HANDS, exact_reach._SHOULDERS, exact_reach._ELBOWS
-    lengths = np.broadcast_to(lengths, dragged.shape)
-    arm = lengths[:, elbows] + lengths[:, hands]
-    reach = np.linalg.norm(targets[:, hands] - pose[:, shoulders], axis=-1)
-    past = np.divide(reach - arm, arm, out=np.zeros_like(arm), where=arm > 0.0)
-    share = 1.0 - np.clip(past / PAST_REACH_SPAN, 0.0, 1.0) * (1.0 - _ARM_FULL_REACH)
+    hands = exact_reach._HANDS
+    arm = np.maximum(lengths @ _ARM_LENGTHS, _NO_ARM)
+    to_target = targets[:, hands] - pose[:, exact_reach._SHOULDERS]
+    past = np.sqrt(np.add.reduce(to_target * to_target, -1)) / arm - 1.0
     out = np.ones(dragged.shape)
-    out[:, hands] = share
+    out[:, hands] = 1.0 - np.clip(past, 0.0, PAST_REACH_SPAN) * _BEND_PER_PAST
     return out
+
+
+_ARM_LENGTHS = np.zeros((skeleton.NUM_JOINTS, 2))  # lengths @ it: each arm's two bones
+_ARM_LENGTHS[exact_reach._ELBOWS, [0, 1]] = _ARM_LENGTHS[exact_reach._HANDS, [0, 1]] = 1.0
+_NO_ARM = 1e-12  # (a skeleton without arm bones: any target is past its reach)
+_BEND_PER_PAST = (1.0 - _ARM_FULL_REACH) / PAST_REACH_SPAN
 
 
 def _held_arms_straightest(start: np.ndarray, held: np.ndarray, lengths: np.ndarray
