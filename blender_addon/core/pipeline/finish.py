@@ -32,8 +32,8 @@ def _reaim_bent(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
                 lengths: np.ndarray, tolerance: np.ndarray, moved: np.ndarray) -> np.ndarray:
     """:func:`.exact_reach.solve` with each hand goal's elbow bent by at least
     :data:`ELBOW_MIN_BEND_DEG` where the goal allows, then straighter where a hand goal
-    lies beyond that (a dragged one, of ``moved`` (B, 21), bent by
-    :data:`FULL_REACH_BEND_DEG` at the least)."""
+    lies beyond that (a dragged one, of ``moved`` (B, 21), bending again as its target
+    lies past the arm's length: :func:`_past_reach`)."""
     return _reaim_both(pose, goals, targets, lengths, tolerance, moved)[1]
 
 
