@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import exact_reach, fabrik, reach_bounds, rig_ik, skeleton
+from .. import exact_reach, fabrik, reach_bounds, rig_ik
 from ..normalize import (
     set_bone_lengths_unchecked,
 )
@@ -55,24 +55,31 @@ def _reaim_both(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray,
 
 
 def _past_reach(pose: np.ndarray, dragged: np.ndarray, targets: np.ndarray,
-                lengths: np.ndarray) -> np.ndarray:
+                lengths: np.ndarray) -> float | np.ndarray:
     """(B, 21) how straight each ``dragged`` hand's arm may go: fully where its target is
     within the arm's length of the shoulder in ``pose``, then less the further past that
     it lies, down to :data:`FULL_REACH_BEND_DEG` at :data:`PAST_REACH_SPAN` of the arm
-    past it (a bend that appeared at the arm's length would snap the elbow out)."""
+    past it (a bend that appeared at the arm's length would snap the elbow out); 1 where
+    no hand is dragged."""
     hands = exact_reach._HANDS
-    arm = np.maximum(lengths @ _ARM_LENGTHS, _NO_ARM)
-    to_target = targets[:, hands] - pose[:, exact_reach._SHOULDERS]
-    past = np.sqrt(np.add.reduce(to_target * to_target, -1)) / arm - 1.0
+    if not dragged[:, hands].any():
+        return 1.0
+    past = _arm_shares(targets[:, hands], pose, lengths) - 1.0
     out = np.ones(dragged.shape)
     out[:, hands] = 1.0 - np.clip(past, 0.0, PAST_REACH_SPAN) * _BEND_PER_PAST
     return out
 
 
-_ARM_LENGTHS = np.zeros((skeleton.NUM_JOINTS, 2))  # lengths @ it: each arm's two bones
-_ARM_LENGTHS[exact_reach._ELBOWS, [0, 1]] = _ARM_LENGTHS[exact_reach._HANDS, [0, 1]] = 1.0
-_NO_ARM = 1e-12  # (a skeleton without arm bones: any target is past its reach)
 _BEND_PER_PAST = (1.0 - _ARM_FULL_REACH) / PAST_REACH_SPAN
+
+
+def _arm_shares(points: np.ndarray, pose: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(B, 2) each arm's shoulder in ``pose`` to ``points`` (B, 2, 3) (its hand, or its
+    hand's target) as a share of the arm's length (0 for an arm without bones)."""
+    arm = lengths @ exact_reach._ARM_REACH
+    to_points = points - pose[:, exact_reach._SHOULDERS]
+    reach = np.sqrt(np.add.reduce(to_points * to_points, -1))
+    return np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)
 
 
 def _held_arms_straightest(start: np.ndarray, held: np.ndarray, lengths: np.ndarray
@@ -80,14 +87,11 @@ def _held_arms_straightest(start: np.ndarray, held: np.ndarray, lengths: np.ndar
     """How straight the bent re-aim may leave each hand goal's arm: as straight as
     :data:`ELBOW_MIN_BEND_DEG` allows, or (B, 21) where a ``held`` (B, 21) hand's arm is
     straighter in ``start``: that arm as straight as it is."""
-    hands, shoulders, elbows = exact_reach._HANDS, exact_reach._SHOULDERS, exact_reach._ELBOWS
+    hands = exact_reach._HANDS
     held = held[:, hands]
     if not held.any():
         return _ARM_STRAIGHTEST
-    lengths = np.broadcast_to(lengths, start.shape[:2])
-    reach = np.linalg.norm(start[:, hands] - start[:, shoulders], axis=-1)
-    arm = lengths[:, elbows] + lengths[:, hands]
-    own = np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)  # (no arm: 0)
+    own = _arm_shares(start[:, hands], start, lengths)
     out = np.full(start.shape[:2], _ARM_STRAIGHTEST)
     out[:, hands] = np.where(held, np.maximum(own, _ARM_STRAIGHTEST), _ARM_STRAIGHTEST)
     return out
