@@ -143,17 +143,14 @@ def test_a_hand_dragged_past_its_reach_keeps_a_bend(shipped_models, manifold_cli
     frame: two CMU test clips over 1.1x their own largest acceleration), the hand as far
     out as that bend lets it go."""
     editor = PoseEditor(shipped_models)
-    hand, elbow, shoulder = (skeleton.JOINT_INDEX[j] for j in ("l_hand", "l_forearm",
-                                                                 "l_upperarm"))
+    hand, shoulder = skeleton.JOINT_INDEX["l_hand"], skeleton.JOINT_INDEX["l_upperarm"]
+    elbow_bend = ANGLE_NAMES.index("l_forearm bend")
     for pose in manifold_clip[::15]:
         out_dir = pose[hand] - pose[shoulder]
         target = pose[hand] + 0.6 * out_dir / np.linalg.norm(out_dir)
         effs = [Effector(j, target if j == "l_hand" else pose[skeleton.JOINT_INDEX[j]])
                 for j in ALL_ENDS]
-        out = editor.solve(pose, effs).positions[0]
-        upper, fore = out[elbow] - out[shoulder], out[hand] - out[elbow]
-        bend = np.degrees(np.arccos(upper @ fore / np.linalg.norm(upper)
-                                    / np.linalg.norm(fore)))
+        bend = joint_angles(editor.solve(pose, effs).positions)[0, elbow_bend]
         assert abs(bend - pipeline.FULL_REACH_BEND_DEG) < FULL_REACH_SLACK_DEG
 
 
