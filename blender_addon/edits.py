@@ -32,6 +32,7 @@ from . import (
 from . import state as kept
 from .core import skeleton
 from .core.pipeline import Effector
+from .core.propagate import left_short
 from .errors import STATUS, EditError, Outcome, check_finite
 from .guard import busy, is_suspended, updates_suspended
 
@@ -273,11 +274,15 @@ def largest_miss(targets: list[empties.Target], joints_core: np.ndarray) -> floa
 def reach_goals(targets: list[empties.Target], start: np.ndarray, solved: np.ndarray
                 ) -> tuple[list[int], np.ndarray]:
     """Where each effector joint must end up exactly (joints, core space ``(G, 3)``): a
-    full-weight effector on its empty, a pin where it was; a softer one where the solve
-    put it."""
+    full-weight effector on its empty, a pin where it was; a softer one, and one beyond the
+    rig's reach (:func:`.core.propagate.left_short`, as Spread Edit's goals), where the
+    solve put it (re-aimed onto an empty it cannot reach, the limb locked straight)."""
     joints = [skeleton.JOINT_INDEX[t.joint] for t in targets]
-    goals = [start[j] if t.pin else t.target_core if t.weight >= 1.0 else solved[j]
-             for t, j in zip(targets, joints, strict=True)]
+    aims = start.copy()
+    aims[joints] = np.reshape([t.target_core for t in targets], (-1, 3))
+    short = left_short(start, solved, aims)
+    goals = [start[j] if t.pin else t.target_core if t.weight >= 1.0 and not short[j]
+             else solved[j] for t, j in zip(targets, joints, strict=True)]
     return joints, np.array(goals).reshape(-1, 3)
 
 

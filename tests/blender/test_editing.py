@@ -22,7 +22,7 @@ from blender_addon import (  # noqa: E402
     rig_io,
     slider_edits,
 )
-from blender_addon.core import reach_bounds  # noqa: E402
+from blender_addon.core import pipeline, reach_bounds  # noqa: E402
 from blender_addon.core.pipeline import SHORT_MARK  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 
@@ -281,6 +281,17 @@ def test_a_hand_left_short_is_said(mixamo_rig: bpy.types.Object) -> None:
     bpy.context.scene.npe.live = False
 
 
+FULL_REACH_TOL_DEG = 0.1  # the evaluated elbow against the solve's bend (measured 0.00)
+
+
+def _elbow_bend(obj: bpy.types.Object) -> float:
+    """The left elbow's bend (degrees) as Blender evaluates the rig."""
+    heads = rigs.mapped_heads(obj)
+    upper = heads["l_forearm"] - heads["l_upperarm"]
+    fore = heads["l_hand"] - heads["l_forearm"]
+    return math.degrees(math.acos(upper @ fore / np.linalg.norm(upper) / np.linalg.norm(fore)))
+
+
 def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
     """Hands, feet and head as effectors, the left hand's empty pulled a metre further from
     the head: Solve says that target lies beyond the rig's reach from the head goal; pulled
@@ -299,6 +310,9 @@ def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
         said = [n for n in outcome.notes if reach_bounds.NOTE_MARK in n]
         assert len(said) == beyond, outcome.notes  # the moved hand only, never the pins
         assert not said or (said[0].startswith("l_hand:") and "head goal" in said[0])
+        if beyond:  # the arm as the solve left it (re-aimed onto the empty: locked straight)
+            print(f"\nFIGURES beyond reach: evaluated elbow bend {_elbow_bend(obj):.3f} deg")
+            assert abs(_elbow_bend(obj) - pipeline.FULL_REACH_BEND_DEG) < FULL_REACH_TOL_DEG
     # Live mode: no operator reports a drag, so its pause says it in the panel.
     bpy.context.scene.npe.live = True
     for move, beyond in ((away, True), (-0.2 * away, False)):
