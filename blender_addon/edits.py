@@ -30,9 +30,9 @@ from . import (
     rig_io,
 )
 from . import state as kept
-from .core import reach_bounds, skeleton
+from .core import skeleton
 from .core.pipeline import Effector
-from .core.propagate import left_short
+from .core.propagate import kept_short
 from .errors import STATUS, EditError, Outcome, check_finite
 from .guard import busy, is_suspended, updates_suspended
 
@@ -275,18 +275,12 @@ def reach_goals(targets: list[empties.Target], start: np.ndarray, solved: np.nda
                 ) -> tuple[list[int], np.ndarray]:
     """Where each effector joint must end up exactly (joints, core space ``(G, 3)``): a
     full-weight effector on its empty, a pin where it was; a softer one, and one beyond the
-    rig's reach that the solve left short (:func:`.core.propagate.left_short`, as Spread
-    Edit's goals; :func:`.core.reach_bounds.beyond_reach`), where the solve put it
-    (re-aimed onto an empty it cannot reach, the limb locked straight). A goal within
-    reach is re-aimed onto its empty: a Live update without refinement may leave one
-    millimetres short (the BVH rig's hand 2.4 mm, median, kept there)."""
+    rig's reach that the solve left short (:func:`.core.propagate.kept_short`, as Spread
+    Edit's goals), where the solve put it."""
     joints = [skeleton.JOINT_INDEX[t.joint] for t in targets]
     aims = start.copy()
     aims[joints] = np.reshape([t.target_core for t in targets], (-1, 3))
-    goals = np.zeros(skeleton.NUM_JOINTS, dtype=bool)  # what holds: pins and full weights
-    goals[[j for t, j in zip(targets, joints, strict=True) if t.pin or t.weight >= 1.0]] = True
-    over = reach_bounds.beyond_reach(start[None], goals[None], aims[None])[0][0]
-    short = left_short(start, solved, aims) & (over > 0.0)
+    short = kept_short(start, solved, aims, empties.held(targets))
     goals = [start[j] if t.pin else t.target_core if t.weight >= 1.0 and not short[j]
              else solved[j] for t, j in zip(targets, joints, strict=True)]
     return joints, np.array(goals).reshape(-1, 3)

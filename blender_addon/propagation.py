@@ -32,7 +32,7 @@ from . import (
     spread_layer,
 )
 from .core.pipeline import Effector
-from .core.propagate import left_short, propagate, weight_curve
+from .core.propagate import kept_short, propagate, weight_curve
 from .core.quaternions import matrix_to_quat, quat_to_matrix
 from .core.skeleton import JOINT_INDEX
 from .errors import EditError, Outcome, check_finite
@@ -215,13 +215,13 @@ def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, c
 
     A pin holds its joint where the clip had it; a full-weight effector reaches its empty at
     the edited frame, the rest of the models' miss fading out with W(t); one beyond the
-    rig's reach there (:func:`.core.propagate.left_short`) and a softer one keep the edited
-    positions.
+    rig's reach there that the solve left short (:func:`.core.propagate.kept_short`, as
+    Solve's goals) and a softer one keep the edited positions.
     """
     aims = clip[center].copy()
     for t in targets:
         aims[JOINT_INDEX[t.joint]] = t.target_core
-    short = left_short(clip[center], edited[center], aims)
+    short = kept_short(clip[center], edited[center], aims, empties.held(targets))
     goals = {}
     for t in targets:
         j = JOINT_INDEX[t.joint]

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import skeleton
+from . import reach_bounds, skeleton
 from .normalize import facing_yaw, leg_scale, rotate_y
 from .pipeline import MISS_NOTE_M, Effector, PoseEditor, SolveOptions
 
@@ -166,6 +166,18 @@ def left_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray) -> np.
     (21, 3): goals beyond the rig's reach, which a spread asks only as far as they got."""
     scale = leg_scale(skeleton.bone_lengths(pose[None]))[0]
     return np.linalg.norm(solved - targets, axis=-1) * scale > MISS_NOTE_M
+
+
+def kept_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray,
+               held: np.ndarray) -> np.ndarray:
+    """(21,) the goals a write keeps where the solve put them: left short
+    (:func:`left_short`) and beyond the rig's reach from the other ``held`` (21,) goals
+    (:func:`.reach_bounds.beyond_reach`). Re-aimed onto a target it cannot reach, the limb
+    would lock straight; a goal within reach that a solve without refinement left
+    millimetres short (a Live update's hand on the BVH rig: 2.4 mm, median) is re-aimed
+    onto its target."""
+    over = reach_bounds.beyond_reach(pose[None], held[None], targets[None])[0][0]
+    return left_short(pose, solved, targets) & (over > 0.0)
 
 
 def _reached_targets(targets: np.ndarray, solved: np.ndarray, edited: np.ndarray,
