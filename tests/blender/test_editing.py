@@ -284,11 +284,11 @@ def test_a_hand_left_short_is_said(mixamo_rig: bpy.types.Object) -> None:
 FULL_REACH_TOL_DEG = 0.1  # the evaluated elbow against the solve's bend (measured 0.00)
 
 
-def _elbow_bend(obj: bpy.types.Object) -> float:
-    """The left elbow's bend (degrees) as Blender evaluates the rig."""
+def elbow_bend(obj: bpy.types.Object, side: str = "l") -> float:
+    """An elbow's bend (degrees) as Blender evaluates the rig."""
     heads = rigs.mapped_heads(obj)
-    upper = heads["l_forearm"] - heads["l_upperarm"]
-    fore = heads["l_hand"] - heads["l_forearm"]
+    upper = heads[f"{side}_forearm"] - heads[f"{side}_upperarm"]
+    fore = heads[f"{side}_hand"] - heads[f"{side}_forearm"]
     return math.degrees(math.acos(upper @ fore / np.linalg.norm(upper) / np.linalg.norm(fore)))
 
 
@@ -311,8 +311,8 @@ def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
         assert len(said) == beyond, outcome.notes  # the moved hand only, never the pins
         assert not said or (said[0].startswith("l_hand:") and "head goal" in said[0])
         if beyond:  # the arm as the solve left it (re-aimed onto the empty: locked straight)
-            print(f"\nFIGURES beyond reach: evaluated elbow bend {_elbow_bend(obj):.3f} deg")
-            assert abs(_elbow_bend(obj) - pipeline.FULL_REACH_BEND_DEG) < FULL_REACH_TOL_DEG
+            print(f"\nFIGURES beyond reach: evaluated elbow bend {elbow_bend(obj):.3f} deg")
+            assert abs(elbow_bend(obj) - pipeline.FULL_REACH_BEND_DEG) < FULL_REACH_TOL_DEG
     # Live mode: no operator reports a drag, so its pause says it in the panel.
     bpy.context.scene.npe.live = True
     for move, beyond in ((away, True), (-0.2 * away, False)):

@@ -12,7 +12,9 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import guard, propagation  # noqa: E402
+from blender_addon.core import pipeline  # noqa: E402
 from tests.blender import rigs  # noqa: E402
+from tests.blender.test_editing import FULL_REACH_TOL_DEG, elbow_bend  # noqa: E402
 
 CENTER = 40  # the edited frame of the 90-frame clip
 RADIUS = 12
@@ -262,3 +264,22 @@ def test_without_refinement_the_edited_frame_reaches_its_empty(clip_rig: bpy.typ
     miss = float(np.linalg.norm(_hand_path(obj, [CENTER])[0] - target))
     print(f"\nFIGURES spread edit, refinement off: edited hand miss {miss * 1000:.4f} mm")
     assert miss < WRITE_REACH_TOL
+
+
+def test_a_hand_beyond_the_rig_keeps_its_elbow_bent(clip_rig: bpy.types.Object) -> None:
+    """The right hand's empty pulled a metre away from the left hand goal: no pose reaches
+    it, and the spread keeps the edited frame's arm as the solve left it, bent
+    (pipeline.FULL_REACH_BEND_DEG), not re-aimed onto the empty and locked straight."""
+    obj = clip_rig
+    scene = bpy.context.scene
+    scene.npe.propagation.range_mode, scene.npe.propagation.radius = "RADIUS", RADIUS
+    heads = rigs.mapped_heads(obj)
+    away = heads["r_hand"] - heads["l_hand"]
+    hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
+    hand.location = np.array(hand.location) + away / np.linalg.norm(away)
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.frame_set(CENTER)
+    bend = elbow_bend(obj, "r")
+    print(f"\nFIGURES spread edit beyond reach: edited frame's elbow bend {bend:.3f} deg")
+    assert abs(bend - pipeline.FULL_REACH_BEND_DEG) < FULL_REACH_TOL_DEG
