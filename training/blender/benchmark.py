@@ -33,6 +33,9 @@ DEFAULT_TIMEOUT_S = 3600
 TARGET_LIVE_MS = 3.0  # interactive update, median, BVH rig
 TARGET_LIVE_GENERATED_MS = 5.0  # the same on a generated Rigify rig (706 bones, controls)
 TARGET_PROPAGATION_MS = 500.0  # 1,000 frames keyed on the BVH rig (issue 49)
+# Every Live setting shows the dragged hand on its empty (median of its moves; all are
+# within reach): a setting that left it millimetres short went unseen in the table.
+TARGET_REACH_MM = 0.1
 # Test-split clips of dataset-1 in the seed-0 split of both Bandai archives (used when no
 # prepared dataset is at hand to read the split from).
 FALLBACK_TEST_CLIPS = (
@@ -163,6 +166,13 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{r['setting'].lower()}: "
                          f"{_verdict(r['median_ms'], _target(r, targets))}{_shares(r)}."
                          for r in judged]
+        solved = [r for r in live if r["live"]]
+        worst = max(solved, key=lambda r: r["reach_median_mm"])
+        lines.append(f"Target: the dragged hand within {TARGET_REACH_MM:g} mm of its empty "
+                     "(median) in every Live setting: "
+                     f"{_verdict(worst['reach_median_mm'], TARGET_REACH_MM)} (worst: "
+                     f"{worst['rig']}, {worst['setting'].lower()}; the largest single "
+                     f"miss {max(r['reach_max_mm'] for r in solved):.2f} mm).")
         profiled = [r for r in live if "profile" in r]
         stages = list(profiled[0]["profile"])
         lines += ["", f"**Where a live update's time goes**: mean ms per update over "
