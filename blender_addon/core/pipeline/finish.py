@@ -182,12 +182,18 @@ def _reach_rest(out: np.ndarray, bent: np.ndarray, reaimed: np.ndarray, start: n
         # straightened arm (or free to straighten it) reached a T-pose's far target with
         # the arm locked straight, where FABRIK's answer leaned with the elbow bent.
         # (A dragged hand's arm bones: its elbow's bend kept; its wrist turns nothing.)
+        # The stance is held where the edit started from, or, for a propagation's settled
+        # frame, where the smoothing put it: held at the clip's own pose, a settled
+        # neighbour's pelvis went back a centimetre from the edited frame's and the hips
+        # jumped there (Bandai Namco's BVH clips, every end held: 8.3x a still clip's own
+        # largest acceleration, 5.0x since).
         polished = rig_ik.solve(bent[left], goals, aims, tol,
                                 LEAST_CHANGE_STEPS if use_fabrik else rig_ik.ITERATIONS,
                                 stay_decay=LEAST_CHANGE_STAY_DECAY,
                                 frozen=dragged_hands[left] @ _HAND_ARM_BONES > 0,
                                 rest=np.where((_STANCE & (moved[left] @ _MOVED_LIMBS == 0))
-                                              [..., None], start[left], bent[left]),
+                                              [..., None], (start if use_fabrik else out)[left],
+                                              bent[left]),
                                 stay_scale=_LEAST_CHANGE_HOLD)
         polished = _reaim_bent(polished, goals, targets,
                                np.broadcast_to(lengths, full.shape)[left], tol, moved[left])
