@@ -280,7 +280,7 @@ def reach_goals(targets: list[empties.Target], start: np.ndarray, solved: np.nda
     joints = [skeleton.JOINT_INDEX[t.joint] for t in targets]
     aims = start.copy()
     aims[joints] = np.reshape([t.target_core for t in targets], (-1, 3))
-    short = kept_short(start, solved, aims, empties.held(targets))
+    short = kept_short(start, solved, aims)
     goals = [start[j] if t.pin else t.target_core if t.weight >= 1.0 and not short[j]
              else solved[j] for t, j in zip(targets, joints, strict=True)]
     return joints, np.array(goals).reshape(-1, 3)

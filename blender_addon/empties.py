@@ -16,7 +16,7 @@ from mathutils import Matrix
 
 from . import rig_io
 from .core import conversions
-from .core.skeleton import JOINT_INDEX, NUM_JOINTS
+from .core.skeleton import JOINT_INDEX
 from .errors import EditError
 
 COLLECTION_NAME = "NPE Effectors"
@@ -53,14 +53,6 @@ class Target:
     pin: bool
     orientation_armature: np.ndarray | None  # (3, 3) when Use Rotation is on
     matrix: np.ndarray  # (16,) the empty's world matrix, row-major
-
-
-def held(targets: Sequence[Target]) -> np.ndarray:
-    """(21,) the joints whose targets hold the pose: pins and full-weight effectors (what
-    :func:`.core.propagate.kept_short` measures the reach between)."""
-    out = np.zeros(NUM_JOINTS, dtype=bool)
-    out[[JOINT_INDEX[t.joint] for t in targets if t.pin or t.weight >= 1.0]] = True
-    return out
 
 
 def _lost(scene: bpy.types.Scene, empty: bpy.types.Object | None) -> bool:

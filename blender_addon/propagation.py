@@ -221,7 +221,7 @@ def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, c
     aims = clip[center].copy()
     for t in targets:
         aims[JOINT_INDEX[t.joint]] = t.target_core
-    short = kept_short(clip[center], edited[center], aims, empties.held(targets))
+    short = kept_short(clip[center], edited[center], aims)
     goals = {}
     for t in targets:
         j = JOINT_INDEX[t.joint]

@@ -105,3 +105,22 @@ def test_the_kernel_takes_the_numpy_steps(synthetic_clip: np.ndarray) -> None:
                 want = exact_reach.solve(x, goals, targets, lengths, TOLERANCE_M, **options)
             assert np.abs(want - x).max() > 0.1  # they moved
             np.testing.assert_allclose(got, want, rtol=0, atol=AGREES_M)
+
+
+@pytest.mark.parametrize("share, beyond", [(0.99, False), (1.01, True)])
+def test_a_target_beyond_its_limb_is_named(share: float, beyond: bool) -> None:
+    """The write's rule (:func:`.propagate.kept_short`): a hand's target further from its
+    shoulder than its arm's two bones reach is beyond its limb; nearer, or any joint that
+    is not a limb end, is not."""
+    rng = np.random.default_rng(3)
+    pose = rng.normal(scale=0.3, size=(skeleton.NUM_JOINTS, 3))
+    hand, elbow, shoulder = (skeleton.JOINT_INDEX[j] for j in ("l_hand", "l_forearm",
+                                                                "l_upperarm"))
+    arm = norm(pose[elbow] - pose[shoulder]) + norm(pose[hand] - pose[elbow])
+    way = rng.normal(size=3)
+    targets = pose.copy()
+    targets[hand] = pose[shoulder] + share * arm * way / norm(way)
+    targets[elbow] += 10.0  # not a limb end: never named
+    named = exact_reach.beyond_limbs(pose, targets)
+    assert named[hand] == beyond
+    assert not np.delete(named, hand).any()

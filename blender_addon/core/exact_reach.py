@@ -317,6 +317,16 @@ def _reaim_head(p: np.ndarray, rows: np.ndarray, target: np.ndarray, lengths: np
     p[rows, _HEAD] = new_head
 
 
+def beyond_limbs(pose: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(21,) the limb ends (hands, feet, the head) whose ``targets`` (21, 3) lie beyond
+    their two bones' reach from the limb's start in ``pose`` (21, 3): a re-aim there would
+    lock the limb straight and still fall short."""
+    reach = norm(pose[_MID] - pose[_START]) + norm(pose[_END] - pose[_MID])
+    out = np.zeros(len(PARENTS), dtype=bool)
+    out[_END] = norm(targets[_END] - pose[_START]) > reach
+    return out
+
+
 def solve(pose: np.ndarray, goals: np.ndarray, targets: np.ndarray, lengths: np.ndarray,
           tolerance: float | np.ndarray, straightest: float | np.ndarray = 1.0,
           bend_trunk: bool = True, bent: np.ndarray | None = None) -> np.ndarray:

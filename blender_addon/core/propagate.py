@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import reach_bounds, skeleton
+from . import exact_reach, skeleton
 from .normalize import facing_yaw, leg_scale, rotate_y
 from .pipeline import MISS_NOTE_M, Effector, PoseEditor, SolveOptions
 
@@ -168,16 +168,14 @@ def left_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray) -> np.
     return np.linalg.norm(solved - targets, axis=-1) * scale > MISS_NOTE_M
 
 
-def kept_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray,
-               held: np.ndarray) -> np.ndarray:
+def kept_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray) -> np.ndarray:
     """(21,) the goals a write keeps where the solve put them: left short
-    (:func:`left_short`) and beyond the rig's reach from the other ``held`` (21,) goals
-    (:func:`.reach_bounds.beyond_reach`). Re-aimed onto a target it cannot reach, the limb
-    would lock straight; a goal within reach that a solve without refinement left
-    millimetres short (a Live update's hand on the BVH rig: 2.4 mm, median) is re-aimed
-    onto its target."""
-    over = reach_bounds.beyond_reach(pose[None], held[None], targets[None])[0][0]
-    return left_short(pose, solved, targets) & (over > 0.0)
+    (:func:`left_short`) and beyond their limb's reach in ``solved``
+    (:func:`.exact_reach.beyond_limbs`). Re-aimed onto a target it cannot reach, the limb
+    would lock straight (a hand dragged past the rig's reach: its elbow 0.16 degrees where
+    the solve left 5); one the re-aim reaches is put on its target (a Live update without
+    refinement left the BVH rig's hand 2.4 mm short, median, where it was kept)."""
+    return left_short(pose, solved, targets) & exact_reach.beyond_limbs(solved, targets)
 
 
 def _reached_targets(targets: np.ndarray, solved: np.ndarray, edited: np.ndarray,

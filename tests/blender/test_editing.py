@@ -328,6 +328,22 @@ def test_a_target_beyond_the_rig_is_said(mixamo_rig: bpy.types.Object) -> None:
     bpy.context.scene.npe.live = False
 
 
+def test_a_hand_beyond_what_the_planted_feet_allow_keeps_its_bend(
+        mixamo_rig: bpy.types.Object) -> None:
+    """The hands as effectors, the left one's empty lifted a metre: the planted feet the
+    engine holds (no effector of the animator's) put it beyond the rig's reach, which the
+    solve says and leaves the elbow bent; the write keeps that arm (re-aimed onto the
+    empty, it locked straight: 0.16 degrees)."""
+    obj = mixamo_rig
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    hand = rigs.effector_empty(obj, "l_hand")
+    hand.location = np.array(hand.location) + np.array([0.0, 0.0, 1.0])
+    outcome = edits.edit(bpy.context.scene, obj, bpy.context.evaluated_depsgraph_get())
+    assert any(reach_bounds.NOTE_MARK in n and "foot goal" in n for n in outcome.notes)
+    print(f"\nFIGURES beyond the planted feet's reach: elbow {elbow_bend(obj):.3f} deg")
+    assert abs(elbow_bend(obj) - pipeline.FULL_REACH_BEND_DEG) < FULL_REACH_TOL_DEG
+
+
 def test_reset_and_insert_keyframe(mixamo_rig: bpy.types.Object) -> None:
     obj = mixamo_rig
     scene = bpy.context.scene
