@@ -241,15 +241,10 @@ def test_settled_neighbours_keep_the_body_they_were_smoothed_to(shipped_models,
     clips, _ = benchmark.load_clips(None, [str(bandai_dir)], "auto", "auto",
                                     int(BVH_SUITE_CLIPS), "auto")
     chosen = quality.usable(clips, int(PROPAGATION_CLIPS))
-    rng = np.random.default_rng(0)  # the suite's moves, in its order
-    moves = rng.normal(size=(len(chosen), 3))
-    moves *= rng.uniform(*quality.SPAN, size=(len(chosen), 1)) / np.linalg.norm(
-        moves, axis=1, keepdims=True)
-    clip, move = chosen[SETTLED_CLIP], moves[SETTLED_CLIP]
+    clip = chosen[SETTLED_CLIP]
+    move = quality.hand_moves(len(chosen), seed=0)[SETTLED_CLIP]  # the suite's, seed 0
     frame = len(clip) // 2
-    effs = [Effector(j, clip[frame, skeleton.JOINT_INDEX[j]] + (move if j == quality.MOVED
-                                                                  else 0.0))
-            for j in quality.CASES["hands, feet, head"]]
+    effs = quality.drag(clip, frame, quality.CASES["hands, feet, head"], move)
     out = propagate(PoseEditor(shipped_models), clip, frame,
                     weight_curve(len(clip), frame, quality.RADIUS), effs)
     hips = out[:, skeleton.joint_indices(["l_thigh", "r_thigh"])]

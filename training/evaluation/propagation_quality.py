@@ -114,13 +114,29 @@ def goal_path(clip: np.ndarray, frame: int, w: np.ndarray, effectors: list[Effec
     return clip[:, idx] + rotate_y(offset * w[:, None, None], facing_yaw(clip))
 
 
+def hand_moves(count: int, seed: int) -> np.ndarray:
+    """(count, 3) the suite's moves of the left hand, one per clip: random directions,
+    lengths in :data:`SPAN`."""
+    rng = np.random.default_rng(seed)
+    moves = rng.normal(size=(count, 3))
+    return moves * (rng.uniform(*SPAN, size=(count, 1))
+                    / np.linalg.norm(moves, axis=1, keepdims=True))
+
+
+def drag(clip: np.ndarray, frame: int, joints: tuple[str, ...], move: np.ndarray
+         ) -> list[Effector]:
+    """The effectors on ``joints`` at ``frame``: the left hand moved by ``move``, the others
+    holding."""
+    return [Effector(j, clip[frame, skeleton.JOINT_INDEX[j]] + (move if j == MOVED else 0))
+            for j in joints]
+
+
 def edit_one(editor: PoseEditor, clip: np.ndarray, joints: tuple[str, ...], move: np.ndarray,
              ranges: AngleRanges, smooth: bool) -> dict[str, float]:
     """Propagate one drag of the left hand over ``clip``; its figures."""
     frame = len(clip) // 2
     w = weight_curve(len(clip), frame, RADIUS)
-    effectors = [Effector(j, clip[frame, skeleton.JOINT_INDEX[j]] + (move if j == MOVED else 0))
-                 for j in joints]
+    effectors = drag(clip, frame, joints, move)
     start = time.perf_counter()
     out = propagate(editor, clip, frame, w, effectors, smooth=smooth)
     seconds = time.perf_counter() - start
@@ -184,10 +200,7 @@ def run(models_dir: str, clips: list[np.ndarray], description: str, ranges: Angl
 
     editor = PoseEditor(ModelSet(models_dir))
     chosen = usable(clips, n)
-    rng = np.random.default_rng(seed)
-    moves = rng.normal(size=(len(chosen), 3))
-    moves *= rng.uniform(*SPAN, size=(len(chosen), 1)) / np.linalg.norm(moves, axis=1,
-                                                                         keepdims=True)
+    moves = hand_moves(len(chosen), seed)
     cases: dict[str, dict[str, Any]] = {}
     with tqdm(total=len(CASES) * len(METHODS) * len(chosen), desc="propagation",
               unit="edit") as bar:
