@@ -274,8 +274,8 @@ def largest_miss(targets: list[empties.Target], joints_core: np.ndarray) -> floa
 def reach_goals(targets: list[empties.Target], start: np.ndarray, solved: np.ndarray
                 ) -> tuple[list[int], np.ndarray]:
     """Where each effector joint must end up exactly (joints, core space ``(G, 3)``): a
-    full-weight effector on its empty, a pin where it was; a softer one, and one beyond the
-    rig's reach that the solve left short (:func:`.core.propagate.kept_short`, as Spread
+    full-weight effector on its empty, a pin where it was; a softer one, and one the solve
+    left short beyond its limb's reach (:func:`.core.propagate.kept_short`, as Spread
     Edit's goals), where the solve put it."""
     joints = [skeleton.JOINT_INDEX[t.joint] for t in targets]
     aims = start.copy()

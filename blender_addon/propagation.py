@@ -214,9 +214,9 @@ def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, c
     """Where effector joints must land exactly on every frame (armature space).
 
     A pin holds its joint where the clip had it; a full-weight effector reaches its empty at
-    the edited frame, the rest of the models' miss fading out with W(t); one beyond the
-    rig's reach there that the solve left short (:func:`.core.propagate.kept_short`, as
-    Solve's goals) and a softer one keep the edited positions.
+    the edited frame, the rest of the models' miss fading out with W(t); one the solve left
+    short there beyond its limb's reach (:func:`.core.propagate.kept_short`, as Solve's
+    goals) and a softer one keep the edited positions.
     """
     aims = clip[center].copy()
     for t in targets:

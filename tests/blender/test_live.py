@@ -237,7 +237,7 @@ def test_a_live_drag_without_refinement_reaches_its_empty(mixamo_rig: bpy.types.
     hand = rigs.effector_empty(obj, "r_hand")
     start = np.array(hand.location)
     misses = []
-    for k in range(1, 9):  # rising and swaying, as the benchmark's drag loop
+    for k in range(1, 9):  # rising and swaying, within the arm's reach of the networks' body
         target = start + HAND_MOVE * np.array([np.sin(k), 0.5 * np.sin(2 * k), 1 - np.cos(k)])
         hand.location = target
         bpy.context.view_layer.update()  # the handler solves here
