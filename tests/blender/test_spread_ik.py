@@ -32,6 +32,8 @@ IK_HAND_KEY = (0.02, -0.03, 0.04)  # hand_ik local: the arms bent (an IK chain t
 # stretches past its FK bones' lengths has no FK pose to carry it)
 MUTED_TOL = 1e-4  # m: a muted layer gives back the motion (issue 49)
 IK_HALF_TOL = 0.05  # the hand's share of its move at influence 0.5 (issue 49: 0.45-0.55)
+IK_MIDPOINT_TOL = 1e-3  # m: ... and its distance from the move's midpoint (issue 49: 1 mm;
+# measured 0.07 mm: a control's location adds, so it goes half way on the straight line)
 STRETCH_RISE = 0.03  # m: the torso over the straight legs, which Rigify's IK stretches
 NULL_SPREAD_TOL = 1e-4  # m: a null spread through limbs in IK (measured 0.03 mm at most)
 IK_PATH_TOL = 5e-3  # m: the left hand on W(t) of its move (world), every frame (measured
@@ -183,8 +185,9 @@ def test_undo_after_stepping_through_frames_spreads_the_solve_again(
 def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Object
                                                        ) -> None:
     """Layer mode on the rig left in IK: the layer carries the IK controls' changes (a
-    location change adds, so a hand's control at influence 0.5 goes half way), the action
-    stays bit for bit, and muting the layer gives the motion back."""
+    location change adds, so a hand's control at influence 0.5 goes half way: the hand on
+    its move's midpoint, as the issue asks), the action stays bit for bit, and muting the
+    layer gives the motion back."""
     rig = rigify_rig
     scene = bpy.context.scene
     _ik_animated_rig(rig, 1)
@@ -211,13 +214,15 @@ def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Obje
             key.co.y = 0.5
     scene.frame_set(center)
     k = int(np.flatnonzero(frames == center)[0])
-    half = np.linalg.norm(_shown(rig)[0] - before[k, 0]) / np.linalg.norm(solved[0] - before[k, 0])
+    shown = _shown(rig)[0]
+    half = np.linalg.norm(shown - before[k, 0]) / np.linalg.norm(solved[0] - before[k, 0])
+    midpoint = np.linalg.norm(shown - 0.5 * (before[k, 0] + solved[0]))
     off_motion = np.linalg.norm(muted - before, axis=-1).max()
     assert edited < HELD_TOL and off_motion < MUTED_TOL, (edited, off_motion)
-    assert abs(half - 0.5) < IK_HALF_TOL, half
+    assert abs(half - 0.5) < IK_HALF_TOL and midpoint < IK_MIDPOINT_TOL, (half, midpoint)
     print(f"\nFIGURES rigify in IK, LAYER: edited frame {edited * 1e3:.3f} mm from Solve, "
           f"muted {off_motion * 1e3:.4f} mm off the motion, hand share at influence 0.5 "
-          f"{half:.3f}")
+          f"{half:.3f}, {midpoint * 1e3:.3f} mm from the midpoint")
 
 
 @pytest.mark.parametrize("stop_at", [0.1, 0.52], ids=["reading", "placing"])
