@@ -528,3 +528,28 @@ def test_a_held_straight_arm_keeps_its_own_bend(manifold_clip) -> None:
     print(f"\nFIGURES held straight arm: extension change {min(kept):+.5f} to "
           f"{max(kept):+.5f} of its length over {len(kept)} poses")
     assert max(abs(k) for k in kept) < HELD_ARM_KEPT, kept
+
+
+STRAIGHT_ARM_DRAGS_M = (0.001, 0.003, 0.01, 0.03, 0.05, 0.1)  # the hand forwards, from a T-pose
+EARLY_BEND_DEG = 0.6 * pipeline.ELBOW_MIN_BEND_DEG  # 1 cm in: measured 8.05 (18.02 before)
+
+
+def test_a_straight_arm_bends_on_as_its_hand_is_dragged(shipped_models) -> None:
+    """From a T-pose (elbows straight), the left hand dragged forwards by a growing amount:
+    the elbow bends on from its own bend as the drag goes (measured 0.21, 0.64, 8.05, 13.95,
+    18.02 and 18.02 degrees for 1 mm to 10 cm), reaching the least bend a hand goal's
+    elbow keeps by pipeline.LEAST_BEND_DRAG_M. Before, the least bend was asked at once:
+    0.64 degrees at 3 mm, 18.02 at 1 cm, and a 1 mm drag towards the shoulder bent it 18.02
+    degrees (7.3 now: what shortening a straight arm by 1 mm takes)."""
+    pose = tpose(BONE_LENGTHS.copy())
+    editor = PoseEditor(shipped_models)
+    hand = skeleton.JOINT_INDEX["l_hand"]
+    elbow = ANGLE_NAMES.index("l_forearm bend")
+    bends = np.array([joint_angles(editor.solve(pose, [Effector(
+        "l_hand", pose[hand] + (0.0, 0.0, step))]).positions)[0, elbow]
+        for step in STRAIGHT_ARM_DRAGS_M])
+    print(f"\nFIGURES straight arm dragged: elbow {np.round(bends, 2)} degrees")
+    assert (np.diff(bends) > -ELBOW_SLACK_DEG).all()
+    assert bends[STRAIGHT_ARM_DRAGS_M.index(0.01)] < EARLY_BEND_DEG
+    reached = STRAIGHT_ARM_DRAGS_M.index(pipeline.LEAST_BEND_DRAG_M)
+    assert bends[reached:].min() > pipeline.ELBOW_MIN_BEND_DEG - ELBOW_SLACK_DEG

@@ -73,9 +73,13 @@ _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 NETWORK_STRAIGHTEST = math.cos(math.radians(10.0) / 2)
 # A hand goal's arm keeps its elbow bent at least this much (the data's 0.1 percentile)
 # before straightening further for a far goal; a held hand's arm need not bend more than
-# it is (finish._held_arms_straightest).
+# it is (finish._arms_straightest).
 ELBOW_MIN_BEND_DEG = 18.0
 _ARM_STRAIGHTEST = math.cos(math.radians(ELBOW_MIN_BEND_DEG) / 2)
+# ... asked of a dragged hand's arm straighter than that in full once its target lies this
+# far (model metres) from where the hand was, in proportion nearer: a straight arm's
+# elbow bends on from its own bend as the drag goes, not 18 degrees at its first step.
+LEAST_BEND_DRAG_M = 0.05
 # A dragged hand's arm never locks straight: a target past its reach leaves the elbow this
 # bend (the hand 0.4 mm short of the arm's full length), so a spread edit's path has no
 # corner; reached in full this share of the arm's length past it (none at the length).

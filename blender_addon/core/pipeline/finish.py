@@ -18,6 +18,7 @@ from .constants import (
     _MOVED_LIMBS,
     _STANCE,
     CLASSIC_TOLERANCE,
+    LEAST_BEND_DRAG_M,
     LEAST_CHANGE_STAY_DECAY,
     LEAST_CHANGE_STEPS,
     MISS_NOTE_M,
@@ -82,18 +83,24 @@ def _arm_shares(points: np.ndarray, pose: np.ndarray, lengths: np.ndarray) -> np
     return np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)
 
 
-def _held_arms_straightest(start: np.ndarray, held: np.ndarray, lengths: np.ndarray
-                           ) -> float | np.ndarray:
-    """How straight the bent re-aim may leave each hand goal's arm: as straight as
-    :data:`ELBOW_MIN_BEND_DEG` allows, or (B, 21) where a ``held`` (B, 21) hand's arm is
-    straighter in ``start``: that arm as straight as it is."""
+def _arms_straightest(start: np.ndarray, goals: np.ndarray, moved: np.ndarray,
+                      targets: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray
+                      ) -> float | np.ndarray:
+    """How straight the bent re-aim may leave each hand goal's arm (``goals`` (B, 21), of
+    which ``moved`` are dragged): as straight as :data:`ELBOW_MIN_BEND_DEG` allows, or
+    (B, 21) where the arm is straighter in ``start``: a held hand's as straight as it is,
+    a dragged one's less so the further its target (B, 21, 3) lies from where the hand
+    was, down to the least bend at :data:`LEAST_BEND_DRAG_M` (model metres; ``tolerance``
+    (B,), rig units, gives the scale)."""
     hands = exact_reach._HANDS
-    held = held[:, hands]
-    if not held.any():
+    if not goals[:, hands].any():
         return _ARM_STRAIGHTEST
-    own = _arm_shares(start[:, hands], start, lengths)
+    own = np.maximum(_arm_shares(start[:, hands], start, lengths), _ARM_STRAIGHTEST)
+    drag = np.linalg.norm(targets[:, hands] - start[:, hands], axis=-1) * (
+        REACH_TOLERANCE / tolerance)[:, None]
+    share = np.minimum(drag / LEAST_BEND_DRAG_M, 1.0)
     out = np.full(start.shape[:2], _ARM_STRAIGHTEST)
-    out[:, hands] = np.where(held, np.maximum(own, _ARM_STRAIGHTEST), _ARM_STRAIGHTEST)
+    out[:, hands] = np.where(moved[:, hands], own + (_ARM_STRAIGHTEST - own) * share, own)
     return out
 
 
@@ -134,7 +141,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     moved = full & _moved(full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
     if use_fabrik:
         bent, reaimed = _reaim_both(out, full, t, lengths, tolerance, moved,
-                                    _held_arms_straightest(start, full & ~moved, lengths))
+                                    _arms_straightest(start, full, moved, t, lengths, tolerance))
     else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
         # (a dragged arm no straighter than in the solve)
         dragged = moved & _HAND_GOALS
