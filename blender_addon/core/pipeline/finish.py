@@ -95,7 +95,10 @@ def _arms_straightest(start: np.ndarray, goals: np.ndarray, moved: np.ndarray,
     hands = exact_reach._HANDS
     if not goals[:, hands].any():
         return _ARM_STRAIGHTEST
-    own = np.maximum(_arm_shares(start[:, hands], start, lengths), _ARM_STRAIGHTEST)
+    own = _arm_shares(start[:, hands], start, lengths)
+    if not (own > _ARM_STRAIGHTEST).any():  # (every arm bent as much already: the rule)
+        return _ARM_STRAIGHTEST
+    own = np.maximum(own, _ARM_STRAIGHTEST)
     drag = np.linalg.norm(targets[:, hands] - start[:, hands], axis=-1) * (
         REACH_TOLERANCE / tolerance)[:, None]
     share = np.minimum(drag / LEAST_BEND_DRAG_M, 1.0)
