@@ -13,13 +13,18 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import edits, errors, live, mapped_rig  # noqa: E402
+from blender_addon.core.pipeline import ELBOW_MIN_BEND_DEG  # noqa: E402
 from tests.blender import rigs  # noqa: E402
-from tests.blender.test_editing import HAND_MOVE, REACH_TOL  # noqa: E402
+from tests.blender.test_editing import HAND_MOVE, REACH_TOL, elbow_bend  # noqa: E402
 
 LIMB_SETTLE = 0.01  # pose-matrix entries: what Solve's evaluated-rig correction re-aims (5e-3)
 SETTLE_SEEN = 1e-6  # pose-matrix entries: a settle that changes the pose at least this much
 DRAG_STEPS_TOL = 1e-3  # of the rig's size: a drag update's two chord steps against three
 WRITE_REACH_TOL = 1e-4  # m: a reachable hand after the write's re-aim (2e-7 measured)
+STRAIGHT_ARM_FRAME = 71  # the Bandai clip's straightest left arm: elbow 15.5 degrees
+FIRST_STEP_M = 0.001  # a drag's first update moves the empty this far ...
+FIRST_STEP_BEND_DEG = 0.5  # ... and the elbow less than this (0.06 measured; 2.5 before)
+LEAST_BEND_SLACK_DEG = 0.3  # the least bend reached once the drag is long (18.02)
 
 
 def test_live_mode_follows_the_empty(rig: bpy.types.Object) -> None:
@@ -245,3 +250,36 @@ def test_a_live_drag_without_refinement_reaches_its_empty(mixamo_rig: bpy.types.
     bpy.context.scene.npe.live = False
     print(f"\nFIGURES live drag, refinement off: hand miss {max(misses) * 1000:.4f} mm at most")
     assert max(misses) < WRITE_REACH_TOL
+
+
+def test_a_straight_arm_bends_on_as_the_drag_goes(scene: bpy.types.Scene,
+                                                   bandai_bvh: Path) -> None:
+    """A Live drag of a hand whose arm the clip holds straighter than the least bend a
+    dragged hand's elbow keeps (18 degrees): the elbow bends on as the empty moves away
+    (15.57, 15.68, 16.05, 17.06 and 18.02 degrees at 1, 3, 10, 30 and 60 mm) instead of
+    snapping to 18.02 at the first millimetre, the hand on its empty throughout."""
+    obj = rigs.import_bvh(bandai_bvh)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.frame_set(STRAIGHT_ARM_FRAME)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    start_bend = elbow_bend(obj)
+    assert start_bend < ELBOW_MIN_BEND_DEG - 1.0  # straighter: what the test is about
+    scene.npe.live = True
+    hand = rigs.effector_empty(obj, "l_hand")
+    start = np.array(hand.location)
+    bends, misses = [], []
+    for step in (FIRST_STEP_M, 0.003, 0.01, 0.03, 0.06):
+        hand.location = start + np.array([0.0, -step, 0.0])
+        bpy.context.view_layer.update()  # the handler solves here
+        bends.append(elbow_bend(obj))
+        misses.append(float(np.linalg.norm(rigs.mapped_heads(obj)["l_hand"]
+                                           - np.array(hand.matrix_world.translation))))
+    scene.npe.live = False
+    print(f"\nFIGURES straight arm, live drag: elbow {start_bend:.2f} -> "
+          f"{', '.join(f'{b:.2f}' for b in bends)} degrees; hand {max(misses) * 1e3:.4f} mm "
+          "off its empty at most")
+    assert abs(bends[0] - start_bend) < FIRST_STEP_BEND_DEG
+    assert (np.diff(bends) > -LEAST_BEND_SLACK_DEG).all()
+    assert bends[-1] > ELBOW_MIN_BEND_DEG - LEAST_BEND_SLACK_DEG
+    assert max(misses) < REACH_TOL
