@@ -530,26 +530,37 @@ def test_a_held_straight_arm_keeps_its_own_bend(manifold_clip) -> None:
     assert max(abs(k) for k in kept) < HELD_ARM_KEPT, kept
 
 
-STRAIGHT_ARM_DRAGS_M = (0.001, 0.003, 0.01, 0.03, 0.05, 0.1)  # the hand forwards, from a T-pose
-EARLY_BEND_DEG = 0.6 * pipeline.ELBOW_MIN_BEND_DEG  # 1 cm in: measured 8.05 (18.02 before)
+
+STRAIGHT_LIMB_DRAGS_M = (0.001, 0.003, 0.01, 0.03, 0.05, 0.1)  # the end forwards, T-pose
 
 
-def test_a_straight_arm_bends_on_as_its_hand_is_dragged(shipped_models) -> None:
-    """From a T-pose (elbows straight), the left hand dragged forwards by a growing amount:
-    the elbow bends on from its own bend as the drag goes (measured 0.21, 0.64, 8.05, 13.95,
-    18.02 and 18.02 degrees for 1 mm to 10 cm), reaching the least bend a hand goal's
-    elbow keeps by pipeline.LEAST_BEND_DRAG_M. Before, the least bend was asked at once:
-    0.64 degrees at 3 mm, 18.02 at 1 cm, and a 1 mm drag towards the shoulder bent it 18.02
-    degrees (7.3 now: what shortening a straight arm by 1 mm takes)."""
+@pytest.mark.parametrize("joint, angle, refine, least", [
+    ("l_hand", "l_forearm bend", pipeline.DEFAULT_REFINE_STEPS, pipeline.ELBOW_MIN_BEND_DEG),
+    ("l_hand", "l_forearm bend", 0, pipeline.ELBOW_MIN_BEND_DEG),
+    ("l_foot", "l_shin bend", 0, pipeline.NETWORK_LEAST_BEND_DEG)])
+def test_a_straight_limb_bends_on_as_its_end_is_dragged(shipped_models, joint: str,
+                                                         angle: str, refine: int,
+                                                         least: float) -> None:
+    """From a T-pose (elbows and knees straight), a hand or a foot dragged forwards by a
+    growing amount: the limb's least bend (the elbow's 18 degrees; refinement off, the
+    knee's 10) is asked in step with the drag, in full at pipeline.LEAST_BEND_DRAG_M, so
+    the bend grows as the drag does (the elbow, refined: 0.21, 0.64, 3.60, 10.81, 18.02 and
+    18.02 degrees for 1 mm to 10 cm). Asked at once, it jumped: the elbow 0.64 degrees at
+    3 mm, 18.02 at 1 cm (refinement off: 0.44, then 18.02), the knee 0.25 at 1 cm, 10.0 at
+    3 cm."""
     pose = tpose(BONE_LENGTHS.copy())
     editor = PoseEditor(shipped_models)
-    hand = skeleton.JOINT_INDEX["l_hand"]
-    elbow = ANGLE_NAMES.index("l_forearm bend")
+    end = skeleton.JOINT_INDEX[joint]
+    k = ANGLE_NAMES.index(angle)
+    options = SolveOptions(refine_steps=refine)
     bends = np.array([joint_angles(editor.solve(pose, [Effector(
-        "l_hand", pose[hand] + (0.0, 0.0, step))]).positions)[0, elbow]
-        for step in STRAIGHT_ARM_DRAGS_M])
-    print(f"\nFIGURES straight arm dragged: elbow {np.round(bends, 2)} degrees")
+        joint, pose[end] + (0.0, 0.0, step))], options=options).positions)[0, k]
+        for step in STRAIGHT_LIMB_DRAGS_M])
+    print(f"\nFIGURES straight limb dragged ({joint}, refine {refine}): {np.round(bends, 2)} "
+          "degrees")
+    asked = least * np.minimum(np.array(STRAIGHT_LIMB_DRAGS_M) / pipeline.LEAST_BEND_DRAG_M,
+                               1.0)
+    assert (bends < asked + ELBOW_SLACK_DEG).all(), (bends, asked)
     assert (np.diff(bends) > -ELBOW_SLACK_DEG).all()
-    assert bends[STRAIGHT_ARM_DRAGS_M.index(0.01)] < EARLY_BEND_DEG
-    reached = STRAIGHT_ARM_DRAGS_M.index(pipeline.LEAST_BEND_DRAG_M)
-    assert bends[reached:].min() > pipeline.ELBOW_MIN_BEND_DEG - ELBOW_SLACK_DEG
+    reached = STRAIGHT_LIMB_DRAGS_M.index(pipeline.LEAST_BEND_DRAG_M)
+    assert bends[reached:].min() > least - ELBOW_SLACK_DEG

@@ -70,15 +70,17 @@ SHORT_MARK = "short of its target"  # every note of a missed effector the bound 
 _FREE_FEET = "turn Keep Planted Feet off"  # what frees the planted feet, in the panel's words
 _XYZ_SUM = np.ones(3)  # (..., 3) @ _XYZ_SUM sums the coordinates
 # Refinement off, a re-aimed limb keeps at least a 10 degree bend (real knees).
-NETWORK_STRAIGHTEST = math.cos(math.radians(10.0) / 2)
+NETWORK_LEAST_BEND_DEG = 10.0
+NETWORK_STRAIGHTEST = math.cos(math.radians(NETWORK_LEAST_BEND_DEG) / 2)
 # A hand goal's arm keeps its elbow bent at least this much (the data's 0.1 percentile)
 # before straightening further for a far goal; a held hand's arm need not bend more than
-# it is (finish._arms_straightest).
+# it is (finish.limbs_straightest).
 ELBOW_MIN_BEND_DEG = 18.0
 _ARM_STRAIGHTEST = math.cos(math.radians(ELBOW_MIN_BEND_DEG) / 2)
-# ... asked of a dragged hand's arm straighter than that in full once its target lies this
-# far (model metres) from where the hand was, in proportion nearer: a straight arm's
-# elbow bends on from its own bend as the drag goes, not 18 degrees at its first step.
+# A least bend (this one, or refinement off NETWORK_LEAST_BEND_DEG) is asked of a dragged
+# limb straighter than it in full once its target lies this far (model metres) from where
+# its end was, in step nearer: a straight arm or leg bends on from its own bend as the
+# drag goes, not 18 (10) degrees at its first step.
 LEAST_BEND_DRAG_M = 0.05
 # A dragged hand's arm never locks straight: a target past its reach leaves the elbow this
 # bend (the hand 0.4 mm short of the arm's full length), so a spread edit's path has no

@@ -30,7 +30,7 @@ from .constants import (
     START_CACHE_SIZE,
 )
 from .contacts import _Contacts
-from .finish import _reach_exactly
+from .finish import _reach_exactly, limbs_straightest
 from .networks import _Networks
 from .notes import _reach_notes
 from .request import _hold_planted_feet, _moved, _shift3, effector_errors
@@ -381,10 +381,11 @@ class PoseEditor(_Contacts, _Networks, _Sliders):
                           ) @ turn.swapaxes(-1, -2) + move
             moved = _moved(mask, t, p, MOVED_M / np.asarray(frame.scale)[:, None])
             held = (mask > 0) & (w >= 1.0) & ~moved
+            straightest = limbs_straightest(p, moved, moved, t, frame.lengths, tolerance,
+                                            _NETWORK_STRAIGHTEST)
             out = exact_reach.solve(out, moved | held, np.where(moved[..., None], answer, t),
-                                    frame.lengths, tolerance,
-                                    straightest=_NETWORK_STRAIGHTEST, bend_trunk=False,
-                                    bent=moved)
+                                    frame.lengths, tolerance, straightest=straightest,
+                                    bend_trunk=False, bent=moved)
         return out
 
     @staticmethod

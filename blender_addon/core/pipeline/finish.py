@@ -83,28 +83,41 @@ def _arm_shares(points: np.ndarray, pose: np.ndarray, lengths: np.ndarray) -> np
     return np.divide(reach, arm, out=np.zeros_like(reach), where=arm > 0.0)
 
 
-def _arms_straightest(start: np.ndarray, goals: np.ndarray, moved: np.ndarray,
-                      targets: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray
-                      ) -> float | np.ndarray:
-    """How straight the bent re-aim may leave each hand goal's arm (``goals`` (B, 21), of
-    which ``moved`` are dragged): as straight as :data:`ELBOW_MIN_BEND_DEG` allows, or
-    (B, 21) where the arm is straighter in ``start``: a held hand's as straight as it is,
-    a dragged one's less so the further its target (B, 21, 3) lies from where the hand
-    was, down to the least bend at :data:`LEAST_BEND_DRAG_M` (model metres; ``tolerance``
-    (B,), rig units, gives the scale)."""
-    hands = exact_reach._HANDS
-    if not goals[:, hands].any():
-        return _ARM_STRAIGHTEST
-    own = _arm_shares(start[:, hands], start, lengths)
-    if not (own > _ARM_STRAIGHTEST).any():  # (every arm bent as much already: the rule)
-        return _ARM_STRAIGHTEST
-    own = np.maximum(own, _ARM_STRAIGHTEST)
-    drag = np.linalg.norm(targets[:, hands] - start[:, hands], axis=-1) * (
-        REACH_TOLERANCE / tolerance)[:, None]
+def limbs_straightest(start: np.ndarray, goals: np.ndarray, moved: np.ndarray,
+                      targets: np.ndarray, lengths: np.ndarray, tolerance: np.ndarray,
+                      least: np.ndarray) -> float | np.ndarray:
+    """How straight a bent re-aim may leave each two-bone limb of the ``goals`` (B, 21)
+    whose least bend is ``least`` (21,), as a share of its length: that, or (B, 21) where
+    the limb is straighter in ``start``: a held one as straight as it is, a dragged one
+    (of ``moved``) less so the further its target (B, 21, 3) lies from where its end was,
+    down to ``least`` at :data:`LEAST_BEND_DRAG_M` (model metres; ``tolerance`` (B,), rig
+    units, gives the scale)."""
+    if not goals[:, _LIMB_ENDS].any():
+        return least
+    span = lengths[..., _LIMB_MIDS] + lengths[..., _LIMB_ENDS]
+    reach = np.sqrt(np.add.reduce(
+        (start[:, _LIMB_ENDS] - start[:, _LIMB_STARTS]) ** 2, axis=-1))
+    own = np.divide(reach, span, out=np.zeros_like(reach), where=span > 0.0)
+    limit = least[_LIMB_ENDS]
+    if not (goals[:, _LIMB_ENDS] & (own > limit)).any():  # (bent as much already: the rule)
+        return least
+    own = np.maximum(own, limit)
+    drag = np.sqrt(np.add.reduce((targets[:, _LIMB_ENDS] - start[:, _LIMB_ENDS]) ** 2,
+                                 axis=-1)) * (REACH_TOLERANCE / tolerance)[:, None]
     share = np.minimum(drag / LEAST_BEND_DRAG_M, 1.0)
-    out = np.full(start.shape[:2], _ARM_STRAIGHTEST)
-    out[:, hands] = np.where(moved[:, hands], own + (_ARM_STRAIGHTEST - own) * share, own)
+    # (in bend angles, a share being the cosine of half the bend: the least bend grows
+    # in step with the drag)
+    bend = 2.0 * np.arccos(np.minimum(own, 1.0))
+    bend += (2.0 * np.arccos(limit) - bend) * share
+    out = np.repeat(least[None], len(start), axis=0)
+    out[:, _LIMB_ENDS] = np.where(moved[:, _LIMB_ENDS], np.cos(0.5 * bend), own)
     return out
+
+
+_LIMB_ENDS = exact_reach._END[exact_reach._LIMBS]  # hands and ankles
+_LIMB_MIDS, _LIMB_STARTS = exact_reach._MID[exact_reach._LIMBS], exact_reach._START[
+    exact_reach._LIMBS]
+_BENT_ARMS = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, 1.0)  # the refined re-aim's least bends
 
 
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
@@ -144,7 +157,8 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     moved = full & _moved(full, t, start, (tolerance * (MOVED_M / REACH_TOLERANCE))[:, None])
     if use_fabrik:
         bent, reaimed = _reaim_both(out, full, t, lengths, tolerance, moved,
-                                    _arms_straightest(start, full, moved, t, lengths, tolerance))
+                                    limbs_straightest(start, full, moved, t, lengths, tolerance,
+                                                      _BENT_ARMS))
     else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
         # (a dragged arm no straighter than in the solve)
         dragged = moved & _HAND_GOALS
