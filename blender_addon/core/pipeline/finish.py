@@ -9,6 +9,7 @@ from .. import exact_reach, fabrik, reach_bounds, rig_ik
 from ..normalize import (
     set_bone_lengths_unchecked,
 )
+from ..skeleton import NUM_JOINTS
 from .constants import (
     _ARM_FULL_REACH,
     _ARM_STRAIGHTEST,
@@ -92,14 +93,14 @@ def limbs_straightest(start: np.ndarray, goals: np.ndarray, moved: np.ndarray,
     (of ``moved``) less so the further its target (B, 21, 3) lies from where its end was,
     down to ``least`` at :data:`LEAST_BEND_DRAG_M` (model metres; ``tolerance`` (B,), rig
     units, gives the scale)."""
-    if not goals[:, _LIMB_ENDS].any():
+    asked = goals[:, _LIMB_ENDS]
+    if not asked.any():
         return least
-    span = lengths[..., _LIMB_MIDS] + lengths[..., _LIMB_ENDS]
-    reach = np.sqrt(np.add.reduce(
-        (start[:, _LIMB_ENDS] - start[:, _LIMB_STARTS]) ** 2, axis=-1))
-    own = np.divide(reach, span, out=np.zeros_like(reach), where=span > 0.0)
+    to_end = start.swapaxes(1, 2) @ _LIMB_VECTORS  # (B, 3, limbs): start -> end
+    span = lengths @ _LIMB_SPANS
+    own = np.sqrt(np.add.reduce(to_end * to_end, axis=1)) / np.where(span > 0.0, span, np.inf)
     limit = least[_LIMB_ENDS]
-    if not (goals[:, _LIMB_ENDS] & (own > limit)).any():  # (bent as much already: the rule)
+    if not (asked & (own > limit)).any():  # (bent as much already: the rule as it is)
         return least
     own = np.maximum(own, limit)
     drag = np.sqrt(np.add.reduce((targets[:, _LIMB_ENDS] - start[:, _LIMB_ENDS]) ** 2,
@@ -115,8 +116,12 @@ def limbs_straightest(start: np.ndarray, goals: np.ndarray, moved: np.ndarray,
 
 
 _LIMB_ENDS = exact_reach._END[exact_reach._LIMBS]  # hands and ankles
-_LIMB_MIDS, _LIMB_STARTS = exact_reach._MID[exact_reach._LIMBS], exact_reach._START[
-    exact_reach._LIMBS]
+_LIMB_MIDS = exact_reach._MID[exact_reach._LIMBS]
+_LIMB_STARTS = exact_reach._START[exact_reach._LIMBS]
+_LIMB_SPANS = exact_reach._sums(*np.stack([_LIMB_MIDS, _LIMB_ENDS], axis=1))  # (21, limbs)
+_LIMB_VECTORS = np.zeros((NUM_JOINTS, len(_LIMB_ENDS)))  # pose.T @ it: each limb's start -> end
+_LIMB_VECTORS[_LIMB_ENDS, np.arange(len(_LIMB_ENDS))] = 1.0
+_LIMB_VECTORS[_LIMB_STARTS, np.arange(len(_LIMB_ENDS))] = -1.0
 _BENT_ARMS = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, 1.0)  # the refined re-aim's least bends
 
 
