@@ -90,6 +90,8 @@ PAST_REACH_SPAN = 0.02
 _ARM_FULL_REACH = math.cos(math.radians(FULL_REACH_BEND_DEG) / 2)
 # Per goal joint: how straight the refinement-off re-aim may pull its limb.
 _NETWORK_STRAIGHTEST = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, NETWORK_STRAIGHTEST)
+# ... and the refined re-aim's bent pass (the hands' arms alone).
+_REFINED_STRAIGHTEST = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, 1.0)
 # (21, 21): a hand goal's row marks its arm's two bones (shoulder -> elbow -> wrist).
 _HAND_ARM_BONES = np.zeros((skeleton.NUM_JOINTS, skeleton.NUM_JOINTS))
 for _side in "lr":

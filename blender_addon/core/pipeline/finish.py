@@ -17,6 +17,7 @@ from .constants import (
     _HAND_GOALS,
     _LEAST_CHANGE_HOLD,
     _MOVED_LIMBS,
+    _REFINED_STRAIGHTEST,
     _STANCE,
     CLASSIC_TOLERANCE,
     LEAST_BEND_DRAG_M,
@@ -122,7 +123,6 @@ _LIMB_SPANS = exact_reach._sums(*np.stack([_LIMB_MIDS, _LIMB_ENDS], axis=1))  # 
 _LIMB_VECTORS = np.zeros((NUM_JOINTS, len(_LIMB_ENDS)))  # pose.T @ it: each limb's start -> end
 _LIMB_VECTORS[_LIMB_ENDS, np.arange(len(_LIMB_ENDS))] = 1.0
 _LIMB_VECTORS[_LIMB_STARTS, np.arange(len(_LIMB_ENDS))] = -1.0
-_BENT_ARMS = np.where(_HAND_GOALS, _ARM_STRAIGHTEST, 1.0)  # the refined re-aim's least bends
 
 
 def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.ndarray,
@@ -163,7 +163,7 @@ def _reach_exactly(out: np.ndarray, start: np.ndarray, mask: np.ndarray, t: np.n
     if use_fabrik:
         bent, reaimed = _reaim_both(out, full, t, lengths, tolerance, moved,
                                     limbs_straightest(start, full, moved, t, lengths, tolerance,
-                                                      _BENT_ARMS))
+                                                      _REFINED_STRAIGHTEST))
     else:  # a settled frame: its elbows are its solve's, smoothed; a plain re-aim keeps them
         # (a dragged arm no straighter than in the solve)
         dragged = moved & _HAND_GOALS
