@@ -47,6 +47,8 @@ SETTLED_CLIP, SETTLED_HIPS_ACC_MAX_MM = 14, 8.0
 # dragged is bent in its own plane turned W(t) of the edited frame's turn.
 HELD_PLANE_CLIP, HELD_PLANE_POP_MAX = 17, 1.1
 PLANE_SPIN_FRAMES, PLANE_TOLERANCE_DEG = 9, 1e-6
+FLOAT32_HELD_TOL_M = 1e-5  # held targets rounded to float32: 1.1e-6 m off the exact ones
+# (3.6 mm while float rounding counted as a drag)
 
 
 @pytest.mark.parametrize("kind", ["hat", "smooth", "constant"])
@@ -319,3 +321,25 @@ def test_bend_planes_follow_the_clip_turned_by_the_edit(manifold_clip: np.ndarra
     dragged[skeleton.JOINT_INDEX["r_hand"]] = True
     np.testing.assert_allclose(turn_bend_planes(ahead, clip, w, clip[edited], solved, dragged)
                                [:, elbow], ahead[:, elbow])
+
+
+def test_a_held_target_read_back_in_float32_still_counts_as_held(shipped_models,
+                                                                 manifold_clip: np.ndarray
+                                                                 ) -> None:
+    """Blender's empties hold a joint to float32 rounding: such a target is held, not
+    dragged, so its limb's bend plane is turned with the clip's as an exact one's is."""
+    editor = PoseEditor(shipped_models)
+    clip = manifold_clip
+    w = weight_curve(len(clip), CENTER, RADIUS)
+    move = np.array([0.15, 0.1, 0.1])
+    ends = ("l_hand", "r_hand", "l_foot", "r_foot", "head")
+
+    def spread(rounding) -> np.ndarray:
+        effs = [Effector(j, rounding(clip[CENTER, skeleton.JOINT_INDEX[j]])
+                         + (move if j == "l_hand" else 0.0)) for j in ends]
+        return propagate(editor, clip, CENTER, w, effs)
+
+    exact = spread(lambda p: p)
+    read_back = spread(lambda p: p.astype(np.float32).astype(np.float64))
+    print(f"\nFIGURES float32 held: {np.abs(read_back - exact).max():.2e} m")
+    np.testing.assert_allclose(read_back, exact, atol=FLOAT32_HELD_TOL_M)

@@ -22,7 +22,7 @@ import numpy as np
 
 from . import exact_reach, skeleton
 from .normalize import facing_yaw, leg_scale, rotate_y
-from .pipeline import MISS_NOTE_M, Effector, PoseEditor, SolveOptions
+from .pipeline import MISS_NOTE_M, MOVED_M, Effector, PoseEditor, SolveOptions
 from .quaternions import EPS, norm
 
 CURVES = ("hat", "smooth", "constant", "custom")
@@ -157,7 +157,8 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
         smoothed = rotate_y(smooth_changes(change, w, anchor)[live[others]], yaw[others])
         ahead = poses[others] + smoothed
         if anchor is not None:
-            dragged = (mask1[0] > 0) & (norm(targets1[0] - clip[frame]) > 0.0)
+            scale = leg_scale(skeleton.bone_lengths(clip[frame:frame + 1]))[0]
+            dragged = (mask1[0] > 0) & (norm(targets1[0] - clip[frame]) * scale > MOVED_M)
             ahead = turn_bend_planes(ahead, poses[others], w[live[others]], clip[frame],
                                      out[frame], dragged)
         out[live[others]] = editor.settle(ahead, poses[others],
