@@ -7,11 +7,12 @@ offset made at frame n (in body space, so it turns with the body), a metric requ
 frame's value plus W(t) times the change asked at frame n (``delta``) or towards the value
 (``absolute``). So the motion underneath is kept, the frame at the curve's peak is the
 single-frame solve, an effector gets W(t) of its move, and frames where W = 0 come back
-bit-identical. Each frame's change is then smoothed over time (:func:`smooth_changes`)
-and the frame made a rig's pose on its targets again (:meth:`PoseEditor.settle`): frames
-solved on their own popped against their neighbours. (The 2023 paper blends latents,
-``(1 - W) z + W M(z)``; measured, a hand then got 61-85 % of its move at W = 0.5, and the
-edited frame differed from its own solve.)
+bit-identical. Each frame's change is then smoothed over time (:func:`smooth_changes`),
+the limbs not dragged bent in their own planes turned with the edit
+(:func:`turn_bend_planes`) and the frame made a rig's pose on its targets again
+(:meth:`PoseEditor.settle`): frames solved on their own popped against their neighbours.
+(The 2023 paper blends latents, ``(1 - W) z + W M(z)``; measured, a hand then got
+61-85 % of its move at W = 0.5, and the edited frame differed from its own solve.)
 """
 
 from __future__ import annotations
@@ -270,7 +271,6 @@ def smooth_changes(change: np.ndarray, weights: np.ndarray, anchor: int | None =
         share = weights * bump / weights[anchor]  # 1 at the anchor, 0 where W = 0
         smoothed += share.reshape(shape) * (change[anchor] - smoothed[anchor])
     return smoothed
-
 
 
 _LIMB_JOINTS = np.array([[skeleton.JOINT_INDEX[side + j] for j in names]
