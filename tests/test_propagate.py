@@ -53,6 +53,7 @@ PLANE_SPIN_FRAMES, PLANE_TOLERANCE_DEG = 9, 1e-6
 # against the clip's own. 1.83x with the changes smoothed and settled once, 0.91x twice
 # (propagate.SETTLE_ROUNDS).
 ROUNDS_CLIP, ROUNDS_POP_MAX = 3, 1.1
+ROUNDING_M = 1e-7  # a straight elbow's offset from its arm's line, read back in float32
 FLOAT32_HELD_TOL_M = 1e-5  # held targets rounded to float32: 1.1e-6 m off the exact ones
 # (3.6 mm while float rounding counted as a drag)
 
@@ -364,3 +365,26 @@ def test_a_held_target_read_back_in_float32_still_counts_as_held(shipped_models,
     read_back = spread(lambda p: p.astype(np.float32).astype(np.float64))
     print(f"\nFIGURES float32 held: {np.abs(read_back - exact).max():.2e} m")
     np.testing.assert_allclose(read_back, exact, atol=FLOAT32_HELD_TOL_M)
+
+
+def test_a_limb_straight_at_the_edited_frame_has_no_plane_to_turn(
+        manifold_clip: np.ndarray) -> None:
+    """A limb straight at the edited frame has no plane there to read a turn from (its
+    side is rounding): the frames around keep their own planes. Read from the rounding, a
+    null spread on a Rigify rig turned an elbow 8 mm."""
+    from blender_addon.core.propagate import turn_bend_planes
+
+    clip = manifold_clip[:PLANE_SPIN_FRAMES].copy()
+    shoulder, elbow, hand = skeleton.joint_indices(["r_upperarm", "r_forearm", "r_hand"])
+    edited = len(clip) // 2
+    straight = clip[edited].copy()
+    along = straight[hand] - straight[shoulder]
+    along /= np.linalg.norm(along)
+    upper = np.linalg.norm(straight[elbow] - straight[shoulder])
+    straight[elbow] = straight[shoulder] + upper * along
+    clip[edited] = straight
+    solved = straight.copy()
+    solved[elbow] += ROUNDING_M * np.cross(along, [0.0, 1.0, 0.0])  # its side: rounding
+    got = turn_bend_planes(clip, clip, np.linspace(0.0, 1.0, len(clip)), straight, solved,
+                           np.zeros(skeleton.NUM_JOINTS, dtype=bool))
+    np.testing.assert_allclose(got, clip, atol=1e-12)

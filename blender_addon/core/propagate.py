@@ -283,6 +283,13 @@ def smooth_changes(change: np.ndarray, weights: np.ndarray, anchor: int | None =
     return smoothed
 
 
+# A limb whose middle joint lies under this share of its length off its start-end line at
+# the edited frame (0.05 mm on an arm), in the clip or as solved, is straight there: its
+# plane is rounding, and the turn read from it fades out (a null spread on a Rigify rig
+# whose IK arm is straight at the edited frame turned its elbow 8 mm at other frames).
+# Any bend above that turns in full: a straighter bound (bends under 1-5 degrees) left the
+# frames beside the edited one in another plane than its own, 1.08x -> 1.17x.
+PLANE_SIDE_SHARE = 1e-4
 _LIMB_JOINTS = np.array([[skeleton.JOINT_INDEX[side + j] for j in names]
                          for names in (("upperarm", "forearm", "hand"), ("thigh", "shin", "foot"))
                          for side in ("l_", "r_")])  # (4, 3): each limb's start, middle, end
@@ -320,6 +327,12 @@ def turn_bend_planes(ahead: np.ndarray, poses: np.ndarray, weights: np.ndarray,
     own_at -= axis_at * np.add.reduce(own_at * axis_at, -1, keepdims=True)
     turn = np.arctan2(np.add.reduce(np.cross(own_at, solved_side) * axis_at, -1),
                       np.add.reduce(own_at * solved_side, -1))  # (4,) about each limb
+    # Straight at the edited frame (in the clip or as solved), a limb has no plane to
+    # measure a turn from.
+    start, middle, end = (solved_at[_LIMB_JOINTS[:, k]] for k in range(3))
+    span = norm(middle - start) + norm(end - middle)
+    turn *= np.clip(np.minimum(norm(own_at), norm(solved_side))
+                    / np.maximum(PLANE_SIDE_SHARE * span, EPS), 0.0, 1.0)
     axis, side = _bend_sides(ahead)
     own = _bend_sides(poses)[1]
     own -= axis * np.add.reduce(own * axis, -1, keepdims=True)
