@@ -530,7 +530,6 @@ def test_a_held_straight_arm_keeps_its_own_bend(manifold_clip) -> None:
     assert max(abs(k) for k in kept) < HELD_ARM_KEPT, kept
 
 
-
 STRAIGHT_LIMB_DRAGS_M = (0.001, 0.003, 0.01, 0.03, 0.05, 0.1)  # the end forwards, T-pose
 
 

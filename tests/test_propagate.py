@@ -251,18 +251,8 @@ def test_settled_neighbours_keep_the_body_they_were_smoothed_to(shipped_models,
     (pelvis and legs) at the clip's own pose: it pulled the neighbours' pelvis a centimetre
     back from where the smoothing had put it, next to the edited frame's, and the hips
     jumped there. It holds the smoothed pose now."""
-    from training.evaluation import benchmark
-    from training.evaluation import propagation_quality as quality
-
-    clips, _ = benchmark.load_clips(None, [str(bandai_dir)], "auto", "auto",
-                                    int(BVH_SUITE_CLIPS), "auto")
-    chosen = quality.usable(clips, int(PROPAGATION_CLIPS))
-    clip = chosen[SETTLED_CLIP]
-    move = quality.hand_moves(len(chosen), seed=0)[SETTLED_CLIP]  # the suite's, seed 0
-    frame = len(clip) // 2
-    effs = quality.drag(clip, frame, quality.CASES["hands, feet, head"], move)
-    out = propagate(PoseEditor(shipped_models), clip, frame,
-                    weight_curve(len(clip), frame, quality.RADIUS), effs)
+    _, frame, out = _suite_spread(shipped_models, bandai_dir, SETTLED_CLIP,
+                                  "hands, feet, head")
     hips = out[:, skeleton.joint_indices(["l_thigh", "r_thigh"])]
     acc = np.linalg.norm(hips[2:] - 2 * hips[1:-1] + hips[:-2], axis=-1).max(axis=1) * 1000
     near = acc[frame - 3:frame + 2].max()  # centred on frame - 2 ... frame + 2
@@ -270,9 +260,11 @@ def test_settled_neighbours_keep_the_body_they_were_smoothed_to(shipped_models,
     assert near < SETTLED_HIPS_ACC_MAX_MM
 
 
-def _suite_pop(models, bandai_dir: Path, index: int, case: str) -> float:
-    """The propagation benchmark's Bandai Namco BVH clip ``index`` with its seeded move and
-    the ends of ``case`` held: its largest acceleration against the clip's own."""
+def _suite_spread(models, bandai_dir: Path, index: int, case: str
+                  ) -> tuple[np.ndarray, int, np.ndarray]:
+    """The propagation benchmark's Bandai Namco BVH clip ``index`` (T, 21, 3), its edited
+    frame and the clip spread with its seeded move (seed 0, the suite's), the ends of
+    ``case`` held."""
     from training.evaluation import benchmark
     from training.evaluation import propagation_quality as quality
 
@@ -283,8 +275,13 @@ def _suite_pop(models, bandai_dir: Path, index: int, case: str) -> float:
     move = quality.hand_moves(len(chosen), seed=0)[index]
     frame = len(clip) // 2
     effs = quality.drag(clip, frame, quality.CASES[case], move)
-    out = propagate(PoseEditor(models), clip, frame,
-                    weight_curve(len(clip), frame, quality.RADIUS), effs)
+    return clip, frame, propagate(PoseEditor(models), clip, frame,
+                                  weight_curve(len(clip), frame, quality.RADIUS), effs)
+
+
+def _suite_pop(models, bandai_dir: Path, index: int, case: str) -> float:
+    """That spread's largest acceleration against the clip's own (:func:`_suite_spread`)."""
+    clip, _, out = _suite_spread(models, bandai_dir, index, case)
     acc = np.linalg.norm(out[2:] - 2 * out[1:-1] + out[:-2], axis=-1).max()
     return float(acc / np.linalg.norm(clip[2:] - 2 * clip[1:-1] + clip[:-2], axis=-1).max())
 
@@ -311,7 +308,7 @@ def test_a_corner_the_settle_leaves_is_smoothed_again(shipped_models, bandai_dir
 def test_bend_planes_follow_the_clip_turned_by_the_edit(manifold_clip: np.ndarray) -> None:
     """Smoothed frames whose elbow planes spin come back in the clip's plane turned W(t)
     of the edited frame's turn, averaged with their own by bend; a dragged arm's stays."""
-    from blender_addon.core.propagate import turn_bend_planes
+    from blender_addon.core.propagate import bend_plane_turns, turn_bend_planes
 
     clip = manifold_clip[:PLANE_SPIN_FRAMES]
     shoulder, elbow, hand = skeleton.joint_indices(["r_upperarm", "r_forearm", "r_hand"])
@@ -335,15 +332,16 @@ def test_bend_planes_follow_the_clip_turned_by_the_edit(manifold_clip: np.ndarra
     solved = turned(clip, np.full(len(clip), np.deg2rad(40.0)))[edited]  # turned 40 degrees
     w = np.linspace(0.0, 1.0, len(clip))
     dragged = np.zeros(skeleton.NUM_JOINTS, dtype=bool)
-    got = turn_bend_planes(ahead, clip, w, clip[edited], solved, dragged)
+    turns = bend_plane_turns(clip[edited], solved)
+    got = turn_bend_planes(ahead, clip, w, turns, dragged)
     own, new = side(clip), side(got)
     angle = np.degrees(np.arctan2(np.sum(np.cross(own, new) * axis, -1), np.sum(own * new, -1)))
     # the clip's plane turned 40 W(t) and the spinning one (+-60), bent alike: half way
     assert np.abs(angle - 0.5 * (40.0 * w + np.degrees(spin))).max() < PLANE_TOLERANCE_DEG
     np.testing.assert_allclose(np.linalg.norm(new, axis=-1), np.linalg.norm(side(ahead), axis=-1))
     dragged[skeleton.JOINT_INDEX["r_hand"]] = True
-    np.testing.assert_allclose(turn_bend_planes(ahead, clip, w, clip[edited], solved, dragged)
-                               [:, elbow], ahead[:, elbow])
+    np.testing.assert_allclose(turn_bend_planes(ahead, clip, w, turns, dragged)[:, elbow],
+                               ahead[:, elbow])
 
 
 def test_a_held_target_read_back_in_float32_still_counts_as_held(shipped_models,
@@ -373,7 +371,7 @@ def test_a_limb_straight_at_the_edited_frame_has_no_plane_to_turn(
     """A limb straight at the edited frame has no plane there to read a turn from (its
     side is rounding): the frames around keep their own planes. Read from the rounding, a
     null spread on a Rigify rig turned an elbow 8 mm."""
-    from blender_addon.core.propagate import turn_bend_planes
+    from blender_addon.core.propagate import bend_plane_turns, turn_bend_planes
 
     clip = manifold_clip[:PLANE_SPIN_FRAMES].copy()
     shoulder, elbow, hand = skeleton.joint_indices(["r_upperarm", "r_forearm", "r_hand"])
@@ -386,6 +384,7 @@ def test_a_limb_straight_at_the_edited_frame_has_no_plane_to_turn(
     clip[edited] = straight
     solved = straight.copy()
     solved[elbow] += ROUNDING_M * np.cross(along, [0.0, 1.0, 0.0])  # its side: rounding
-    got = turn_bend_planes(clip, clip, np.linspace(0.0, 1.0, len(clip)), straight, solved,
+    turns = bend_plane_turns(straight, solved)
+    got = turn_bend_planes(clip, clip, np.linspace(0.0, 1.0, len(clip)), turns,
                            np.zeros(skeleton.NUM_JOINTS, dtype=bool))
     np.testing.assert_allclose(got, clip, atol=1e-12)

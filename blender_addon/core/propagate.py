@@ -25,6 +25,7 @@ import numpy as np
 from . import exact_reach, skeleton
 from .normalize import facing_yaw, leg_scale, rotate_y
 from .pipeline import MISS_NOTE_M, MOVED_M, Effector, PoseEditor, SolveOptions
+from .pipeline.request import _moved
 from .quaternions import EPS, norm
 
 CURVES = ("hat", "smooth", "constant", "custom")
@@ -162,15 +163,17 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
             change[live] = interpolate_changes(live, solved, change[live])
         # Neighbours blend into the edited frame (what it reached is what they were asked).
         anchor = frame if edited.any() else None
-        if anchor is not None:
+        if anchor is not None:  # (the engine's test of a moved target: Blender's empties
+            # hold a joint only to float32 rounding)
             scale = leg_scale(skeleton.bone_lengths(clip[frame:frame + 1]))[0]
-            dragged = (mask1[0] > 0) & (norm(targets1[0] - clip[frame]) * scale > MOVED_M)
+            dragged = _moved(mask1, targets1, clip[frame:frame + 1], MOVED_M / scale)[0]
+            turns = bend_plane_turns(clip[frame], out[frame])
         for _ in range(SETTLE_ROUNDS):
             smoothed = rotate_y(smooth_changes(change, w, anchor)[live[others]], yaw[others])
             ahead = poses[others] + smoothed
             if anchor is not None:
-                ahead = turn_bend_planes(ahead, poses[others], w[live[others]], clip[frame],
-                                         out[frame], dragged)
+                ahead = turn_bend_planes(ahead, poses[others], w[live[others]], turns,
+                                         dragged)
             out[live[others]] = editor.settle(ahead, poses[others], mask[others],
                                               targets[others], weights[others],
                                               tuple(values), options)
@@ -290,9 +293,9 @@ def smooth_changes(change: np.ndarray, weights: np.ndarray, anchor: int | None =
 # Any bend above that turns in full: a straighter bound (bends under 1-5 degrees) left the
 # frames beside the edited one in another plane than its own, 1.08x -> 1.17x.
 PLANE_SIDE_SHARE = 1e-4
-_LIMB_JOINTS = np.array([[skeleton.JOINT_INDEX[side + j] for j in names]
-                         for names in (("upperarm", "forearm", "hand"), ("thigh", "shin", "foot"))
-                         for side in ("l_", "r_")])  # (4, 3): each limb's start, middle, end
+# (4, 3): each arm's and leg's start, middle and end joint, as the re-aims know them
+_LIMB_JOINTS = np.stack([exact_reach._START, exact_reach._MID, exact_reach._END],
+                        axis=1)[exact_reach._LIMBS]
 
 
 def _bend_sides(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -305,15 +308,30 @@ def _bend_sides(poses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return axis, side - axis * np.add.reduce(side * axis, -1, keepdims=True)
 
 
+def bend_plane_turns(clip_at: np.ndarray, solved_at: np.ndarray) -> np.ndarray:
+    """(4,) how far the edited frame's solve (``solved_at`` (21, 3), from ``clip_at``)
+    turned each arm's and leg's bend plane about the limb, in radians; none for a limb
+    straight there, in the clip or as solved, which has no plane to measure a turn from
+    (:data:`PLANE_SIDE_SHARE`)."""
+    axis_at, solved_side = _bend_sides(solved_at)
+    own_at = _bend_sides(clip_at)[1]
+    own_at -= axis_at * np.add.reduce(own_at * axis_at, -1, keepdims=True)
+    turn = np.arctan2(np.add.reduce(np.cross(own_at, solved_side) * axis_at, -1),
+                      np.add.reduce(own_at * solved_side, -1))
+    start, middle, end = (solved_at[_LIMB_JOINTS[:, k]] for k in range(3))
+    span = norm(middle - start) + norm(end - middle)
+    return turn * np.clip(np.minimum(norm(own_at), norm(solved_side))
+                          / np.maximum(PLANE_SIDE_SHARE * span, EPS), 0.0, 1.0)
+
+
 def turn_bend_planes(ahead: np.ndarray, poses: np.ndarray, weights: np.ndarray,
-                     clip_at: np.ndarray, solved_at: np.ndarray, dragged: np.ndarray
-                     ) -> np.ndarray:
+                     turns: np.ndarray, dragged: np.ndarray) -> np.ndarray:
     """Smoothed frames ``ahead`` (B, 21, 3) of the clip's ``poses`` (B, 21, 3) with the
     middle joint of each arm and leg whose end is not ``dragged`` (21,) turned about its
     limb into the bend plane a spread asks: the frame's own, turned W(t) (``weights``
-    (B,)) of the turn the edited frame's solve (``solved_at`` (21, 3), from ``clip_at``)
-    made, averaged with the smoothed frame's plane, each counted by its bend (a straight
-    limb's plane is noise). The re-aim that follows keeps the plane and sets the bend.
+    (B,)) of the edited frame's ``turns`` (:func:`bend_plane_turns`), averaged with the
+    smoothed frame's plane, each counted by its bend (a straight limb's plane is noise).
+    The re-aim that follows keeps the plane and sets the bend.
 
     The solves choose a nearly straight limb's plane afresh each frame (a Bandai Namco
     test clip's planted knee 110 degrees off its own at the edited frame, 60 degrees from
@@ -322,21 +340,10 @@ def turn_bend_planes(ahead: np.ndarray, poses: np.ndarray, weights: np.ndarray,
     in it. A dragged limb keeps the solves' plane: its own may mean nothing there (a CMU
     clip's arm straight in the clip, bent 120 degrees off its plane by the solve: turned
     with the clip's, its elbow popped at 3.6x, 1.8x as smoothed)."""
-    axis_at, solved_side = _bend_sides(solved_at)
-    own_at = _bend_sides(clip_at)[1]
-    own_at -= axis_at * np.add.reduce(own_at * axis_at, -1, keepdims=True)
-    turn = np.arctan2(np.add.reduce(np.cross(own_at, solved_side) * axis_at, -1),
-                      np.add.reduce(own_at * solved_side, -1))  # (4,) about each limb
-    # Straight at the edited frame (in the clip or as solved), a limb has no plane to
-    # measure a turn from.
-    start, middle, end = (solved_at[_LIMB_JOINTS[:, k]] for k in range(3))
-    span = norm(middle - start) + norm(end - middle)
-    turn *= np.clip(np.minimum(norm(own_at), norm(solved_side))
-                    / np.maximum(PLANE_SIDE_SHARE * span, EPS), 0.0, 1.0)
     axis, side = _bend_sides(ahead)
     own = _bend_sides(poses)[1]
     own -= axis * np.add.reduce(own * axis, -1, keepdims=True)
-    angle = weights[:, None, None] * turn[None, :, None]
+    angle = weights[:, None, None] * turns[None, :, None]
     asked = own * np.cos(angle) + np.cross(axis, own) * np.sin(angle) + side
     asked *= (norm(side) / np.maximum(norm(asked), EPS))[..., None]
     out = ahead.copy()
