@@ -15,11 +15,22 @@ def _classes() -> tuple:
 def register() -> None:
     import bpy
 
-    from . import keymaps, live, menus, pins, properties, slider_edits, spread_overlay, timeline
+    from . import (
+        empties,
+        keymaps,
+        live,
+        menus,
+        pins,
+        properties,
+        slider_edits,
+        spread_overlay,
+        timeline,
+    )
 
     properties.register()
     for cls in _classes():
         bpy.utils.register_class(cls)
+    empties.register()  # (before Live's handler: the empties carried first)
     live.register()
     slider_edits.register()
     timeline.register()
@@ -33,7 +44,17 @@ def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import keymaps, live, menus, pins, properties, slider_edits, spread_overlay, timeline
+    from . import (
+        empties,
+        keymaps,
+        live,
+        menus,
+        pins,
+        properties,
+        slider_edits,
+        spread_overlay,
+        timeline,
+    )
 
     spread_overlay.unregister()
     timeline.unregister()
@@ -42,6 +63,7 @@ def unregister() -> None:
     keymaps.unregister()
     slider_edits.unregister()
     live.unregister()
+    empties.unregister()
     for cls in reversed(_classes()):
         bpy.utils.unregister_class(cls)
     properties.unregister()

@@ -1,8 +1,15 @@
 """Effector empties: made at the joints, read as targets, snapped back, removed.
 
 An effector is an item of the armature's ``npe.effectors`` (joint, weight, pin, rotation)
-pointing to an unparented empty in the "NPE Effectors" collection; the empty points back
-through ``npe.effector_of`` so the live handler finds its armature in one lookup.
+pointing to an unparented empty in the "NPE Effectors" collection (its location is a world
+place, as the animator and scripts set it); the empty points back through
+``npe.effector_of`` so the live handler finds its armature in one lookup.
+
+The empties are the character's, as a rig's IK targets are: when the armature object moves
+(moved, turned or scaled by the animator, or by its own parent or animation), the empties
+the animator has not keyed or parented go along (:func:`carry`), and where an empty is and
+was solved is compared in the object's frame, so moving the character is not a drag. Left
+behind, a character moved 0.5 m and then solved went back 0.5 m to its empties.
 """
 
 from __future__ import annotations
@@ -12,17 +19,20 @@ from dataclasses import dataclass
 
 import bpy
 import numpy as np
+from bpy.app.handlers import persistent
 from mathutils import Matrix
 
-from . import rig_io
+from . import app_hooks, rig_io
 from .core import conversions
 from .core.skeleton import JOINT_INDEX
 from .errors import EditError
+from .guard import is_busy
 
 COLLECTION_NAME = "NPE Effectors"
 SIZE_FRACTION = 0.05  # empty display size, as a fraction of the rig's height
 MIN_SIZE = 1e-3
 MATRIX_ATOL = 1e-6  # an empty closer than this to where it was solved has not moved
+_EPS = 1e-12
 
 PRESETS: dict[str, tuple[str, ...]] = {
     "HANDS": ("l_hand", "r_hand"),
@@ -81,8 +91,28 @@ def specs(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
     return tuple(out)
 
 
+def object_frame(matrix_world: np.ndarray) -> np.ndarray:
+    """(4, 4) the armature object's world matrix without its scale: the frame the empties
+    are compared in (in metres, so their float32 copies are as exact as world ones)."""
+    out = np.eye(4)
+    out[:3, :3] = conversions.orthonormal(matrix_world[:3, :3])
+    out[:3, 3] = matrix_world[:3, 3]
+    return out
+
+
+def _in_object(obj: bpy.types.Object, world: np.ndarray) -> np.ndarray:
+    """World matrices ``(..., 4, 4)`` in the armature object's frame (:func:`object_frame`)."""
+    return np.linalg.inv(object_frame(rig_io.world_matrix(obj))) @ world
+
+
+def placed(obj: bpy.types.Object, empty: bpy.types.Object) -> np.ndarray:
+    """(16,) where ``empty`` is now, in its armature's frame, row-major (as solved)."""
+    return _in_object(obj, rig_io.matrix_of(empty)).ravel()
+
+
 def matrices(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> np.ndarray:
-    """The effector empties' world matrices ``(E, 4, 4)``, evaluated, in list order."""
+    """The effector empties' matrices ``(E, 4, 4)``, evaluated, in list order, in the
+    armature object's frame (:func:`object_frame`)."""
     items = obj.npe.effectors
     buf = np.empty((len(items), 16), dtype=np.float32)
     for i, item in enumerate(items):
@@ -92,16 +122,19 @@ def matrices(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> np
         if depsgraph is not None:
             empty = empty.evaluated_get(depsgraph)
         empty.path_resolve("matrix_world", False).foreach_get(buf[i])
-    return buf.reshape(-1, 4, 4).transpose(0, 2, 1).astype(np.float64)  # column-major
+    world = buf.reshape(-1, 4, 4).transpose(0, 2, 1).astype(np.float64)  # column-major
+    return _in_object(obj, world)
 
 
 def targets(effectors: Sequence[Spec], empty_matrices: np.ndarray, matrix_world: np.ndarray
             ) -> list[Target]:
-    """The effectors as targets, from their empties' world matrices."""
+    """The effectors as targets, from their empties' matrices in the armature object's
+    frame (:func:`matrices`)."""
     finite = np.isfinite(empty_matrices.reshape(len(empty_matrices), 16)).all(axis=1)
     if not finite.all():
         bad = effectors[int(np.argmin(finite))].joint
         raise EditError(f"The {bad} effector's empty has an invalid transform")
+    empty_matrices = object_frame(matrix_world) @ empty_matrices  # world
     places = rig_io.world_to_core(matrix_world, empty_matrices[:, :3, 3])
     return [Target(s.joint, p, s.weight, s.pin,
                    rig_io.world_to_armature_rotation(matrix_world, m[:3, :3])
@@ -116,7 +149,8 @@ def read(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
 
 
 def solved_matrices(obj: bpy.types.Object) -> np.ndarray:
-    """Where the empties were at the last solve ``(E, 16)`` (row-major world matrices)."""
+    """Where the empties were at the last solve ``(E, 16)`` (row-major, in the armature
+    object's frame)."""
     items = obj.npe.effectors
     out = np.empty(len(items) * 16, dtype=np.float32)
     items.foreach_get("solved_matrix", out)
@@ -130,16 +164,68 @@ def moved(empty_matrices: np.ndarray, solved: np.ndarray) -> bool:
 
 
 def mark_solved(obj: bpy.types.Object, empty_matrices: np.ndarray | None) -> None:
-    """Remember where the empties are at this solve (``(E, 4, 4)`` in list order; None:
-    read them)."""
+    """Remember where the empties are at this solve (``(E, 4, 4)`` in list order, as
+    :func:`matrices` gives them; None: read them)."""
     items = obj.npe.effectors
     if empty_matrices is None:
         for item in items:
             if item.empty is not None:
-                item.solved_matrix = rig_io.matrix_of(item.empty).ravel()
+                item.solved_matrix = placed(obj, item.empty)
         return
     rig_io.store_settings(obj, "effectors", "solved_matrix",
                           np.reshape(empty_matrices, (len(items), 16)))
+
+
+def carry(obj: bpy.types.Object) -> int:
+    """Move the effector empties along with the armature object where it moved since they
+    were last carried (or placed): each empty without keys or a parent of its own keeps its
+    place and orientation on the character. Returns how many moved."""
+    now = rig_io.world_matrix(obj)
+    was = np.array(obj.npe.carried_matrix, dtype=np.float64).reshape(4, 4)
+    if not was.any():  # (first seen: nothing to carry from)
+        obj.npe.carried_matrix = now.ravel()
+        return 0
+    if np.abs(now - was).max() <= MATRIX_ATOL or abs(np.linalg.det(was[:3, :3])) < _EPS:
+        return 0
+    move = now @ np.linalg.inv(was)
+    turn = object_frame(now)[:3, :3] @ object_frame(was)[:3, :3].T
+    count = 0
+    for item in obj.npe.effectors:
+        empty = item.empty
+        if empty is None or empty.parent is not None or is_animated(empty):
+            continue
+        m = rig_io.matrix_of(empty)
+        m[:3, :3] = turn @ m[:3, :3]
+        m[:3, 3] = move[:3, :3] @ m[:3, 3] + move[:3, 3]
+        empty.matrix_world = Matrix(m.tolist())
+        count += 1
+    obj.npe.carried_matrix = now.ravel()
+    return count
+
+
+_CARRIED: set[str] = set()  # the armatures whose empties this update carried
+
+
+def carried_now(name: str) -> bool:
+    """Whether this update carried the armature's empties: the update's evaluated empties
+    are still where they were (Live compares them in the next update, where they are)."""
+    return name in _CARRIED
+
+
+@persistent
+def on_depsgraph_update(_scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) -> None:
+    """Carry the empties of each armature whose object moved in this update (not inside
+    our own frame passes: a spread puts the frame back, and the object with it). Installed
+    before Live's handler, which runs after it in the same update."""
+    _CARRIED.clear()
+    if is_busy():
+        return
+    for update in depsgraph.updates:
+        obj = update.id
+        if isinstance(obj, bpy.types.Object) and obj.type == "ARMATURE" \
+                and update.is_updated_transform and len(obj.original.npe.effectors) \
+                and carry(obj.original):
+            _CARRIED.add(obj.original.name)
 
 
 def collection(scene: bpy.types.Scene) -> bpy.types.Collection:
@@ -208,9 +294,10 @@ def add(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
         item = obj.npe.effectors.add()
         item.joint = joint
         item.empty = empty
-        item.solved_matrix = rig_io.matrix_of(empty).ravel()
+        item.solved_matrix = placed(obj, empty)
         added.append(joint)
     obj.npe.active_effector = len(obj.npe.effectors) - 1
+    obj.npe.carried_matrix = rig_io.world_matrix(obj).ravel()
     return added, existing
 
 
@@ -233,7 +320,8 @@ def snap(obj: bpy.types.Object, info: rig_io.RigInfo, animated: bool = True,
             continue
         j = JOINT_INDEX[item.joint]
         item.empty.matrix_world = _world_matrix(locs[j], rots[j])
-        item.solved_matrix = rig_io.matrix_of(item.empty).ravel()
+        item.solved_matrix = placed(obj, item.empty)
+    obj.npe.carried_matrix = rig_io.world_matrix(obj).ravel()  # (placed on it as it is)
 
 
 def remove(obj: bpy.types.Object, index: int | None) -> int:
@@ -248,3 +336,12 @@ def remove(obj: bpy.types.Object, index: int | None) -> int:
     obj.npe.active_effector = min(obj.npe.active_effector, len(items) - 1)
     return len(indices)
 
+
+
+def register() -> None:
+    app_hooks.set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, True)
+
+
+def unregister() -> None:
+    _CARRIED.clear()
+    app_hooks.set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, False)

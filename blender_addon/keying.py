@@ -19,7 +19,6 @@ import bpy
 import numpy as np
 
 from . import rig_controls, rig_keys
-from .errors import EditError
 
 FRAME_ATOL = 1e-3  # a key this near the frame is the frame's key
 ROTATION_PROPS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle")
@@ -148,10 +147,8 @@ def _through_layers(obj: bpy.types.Object, frame: int,
     under it, the channels show ``wanted`` (a Spread Edit layer, an animator's own): Blender's
     own keyframing remaps them through the stack (``keyframe_insert``), here into a scratch
     action put in the action's place, so the action's keys keep this module's rules."""
+    rig_keys.refuse_tweak_mode(obj, "key this pose")  # (no swapping in the scratch action)
     anim = obj.animation_data
-    if anim.use_tweak_mode:  # (its action cannot be swapped for the scratch one)
-        raise EditError(f"{obj.name}'s NLA is in tweak mode: leave it (Tab in the NLA "
-                        "editor) to key this pose")
     action = anim.action
     slot = getattr(anim, "action_slot", None)
     scratch = bpy.data.actions.new("NPE keying scratch")

@@ -60,7 +60,8 @@ def on_depsgraph_update(scene: bpy.types.Scene, depsgraph: bpy.types.Depsgraph) 
         if owner is not None and owner.type == "ARMATURE":
             owners[owner.name] = owner
     for owner in owners.values():
-        if owner.mode == "EDIT" or scene.objects.get(owner.name) is None:
+        if owner.mode == "EDIT" or scene.objects.get(owner.name) is None \
+                or empties.carried_now(owner.name):
             continue
         with busy(), rig_controls.deferred():  # no evaluation inside the handler
             live_edit(scene, owner, depsgraph)

@@ -309,6 +309,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         raise EditError("Nothing to spread: add effectors or enable a metric request")
     if rig_keys.channelbag(obj) is None:
         raise EditError(f"{obj.name} has no action to edit: key its animation first")
+    rig_keys.refuse_tweak_mode(obj, "spread an edit over the shot")
     models = model_sets.load(scene)
     metric_requests.check_requests(requests, models)
     frames_all, w_all = weights(scene, s, obj)

@@ -161,8 +161,8 @@ class NPE_Effector(PropertyGroup):
     )
     solved_matrix: FloatVectorProperty(
         name="Solved Matrix",
-        description="The empty's world matrix at the last solve: live mode skips updates "
-        "that did not move it",
+        description="The empty's matrix at the last solve, in its armature object's "
+        "frame: live mode skips updates that did not move it",
         size=16,
         options={"HIDDEN"},
     )
@@ -330,6 +330,10 @@ class NPE_ObjectSettings(PropertyGroup):
         name="Settle Due", description="A Live drag left this pose without its final "
         "settle (stored with the pose, so an undo step taken mid-drag knows)",
         options={"HIDDEN"})
+    carried_matrix: FloatVectorProperty(
+        name="Carried Matrix", description="The armature object's world matrix where its "
+        "effector empties were last carried along with it (all zeros: not yet)",
+        size=16, options={"HIDDEN"})
 
 
 # --------------------------------------------------------------------------- propagation

@@ -15,6 +15,7 @@ import numpy as np
 
 from .core import conversions, rotations
 from .core.conversions import AXIS_ANGLE, QUATERNION
+from .errors import EditError
 from .rig_io import POSE_FIELD, Pose, RigInfo, read_pose
 
 
@@ -54,6 +55,15 @@ def channelbag(obj: bpy.types.Object, create: bool = False) -> bpy.types.bpy_str
             return None
         layer.strips.new(type="KEYFRAME")
     return layer.strips[0].channelbag(slot, ensure=create)
+
+
+def refuse_tweak_mode(obj: bpy.types.Object, to: str) -> None:
+    """An EditError where ``obj``'s NLA is in tweak mode: its action is a strip's, in the
+    strip's time, and cannot be swapped for another while tweaked."""
+    anim = obj.animation_data
+    if anim is not None and anim.use_tweak_mode:
+        raise EditError(f"{obj.name}'s NLA is in tweak mode: leave it (Tab in the NLA "
+                        f"editor) to {to}")
 
 
 def layers_under(obj: bpy.types.Object, first: float, last: float) -> list[str]:

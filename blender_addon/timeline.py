@@ -98,12 +98,13 @@ def restore_after_undo() -> None:
                 was = snapped.get(empty.name) if empty is not None else None
                 if was is None or empties.is_animated(empty):
                     continue
-                now = rig_io.matrix_of(empty).ravel()
+                now = empties.placed(obj, empty)
                 solved = np.array(item.solved_matrix, dtype=np.float64)
                 if empties.moved(now[None], was[None]) or not empties.moved(now[None],
                                                                           solved[None]):
                     continue  # moved since the snap (re-read by the undo), or in place
-                empty.matrix_world = Matrix(solved.reshape(4, 4).tolist())
+                frame = empties.object_frame(rig_io.world_matrix(obj))
+                empty.matrix_world = Matrix((frame @ solved.reshape(4, 4)).tolist())
 
 
 @persistent

@@ -92,6 +92,53 @@ def test_solve_reaches_pins_keeps_lengths_and_undoes(rig: bpy.types.Object) -> N
     assert np.allclose(rigs.pose_matrices(rig), before, atol=1e-6)
 
 
+CARRY = ((0.5, 0.2, 0.0), 0.6)  # the character moved (m, world) and turned (rad, about Z)
+CARRIED_TOL = 1e-5  # m: an empty carried along stays this close to its joint (float32)
+
+
+def test_moving_the_character_carries_its_effectors(rig: bpy.types.Object) -> None:
+    """An animator moves and turns the character in Object mode, then drags a hand: the
+    empties went along, Live did not take the move for a drag, and the held hand stays.
+    Left behind, the held hand was pulled 0.5 m back to its empty."""
+    from mathutils import Matrix
+
+    obj, name = rig, rig.name
+    rigs.hands_and_pinned_feet(obj)
+    bpy.context.scene.npe.live = True
+    posed, keys = rigs.pose_matrices(obj), rigs.keys(obj)
+
+    def on_joints(obj: bpy.types.Object) -> dict[str, np.ndarray]:
+        heads = rigs.mapped_heads(obj)
+        for item in obj.npe.effectors:
+            gap = np.linalg.norm(np.array(item.empty.matrix_world.translation)
+                                 - heads[item.joint])
+            assert gap < CARRIED_TOL, (item.joint, gap)
+        assert np.allclose(rigs.pose_matrices(obj), posed, atol=1e-7)  # no solve ran
+        return heads
+
+    bpy.ops.ed.undo_push(message="effectors")
+    shift, turn = CARRY
+    obj.matrix_world = Matrix.Translation(shift) @ Matrix.Rotation(turn, 4, "Z") \
+        @ obj.matrix_world
+    bpy.context.view_layer.update()
+    moved = on_joints(obj)
+    assert rigs.keys(obj).keys() == keys.keys()
+    bpy.ops.ed.undo_push(message="the character moved")
+    bpy.ops.ed.undo()  # the character and its empties back together
+    obj = bpy.data.objects[name]
+    assert np.linalg.norm(on_joints(obj)["l_hand"] - moved["l_hand"]) > shift[0] / 2
+    bpy.ops.ed.redo()
+    obj = bpy.data.objects[name]
+    held = on_joints(obj)["l_hand"]
+    hand = rigs.effector_empty(obj, "r_hand")
+    target = np.array(hand.location) + HAND_MOVE
+    hand.location = target
+    bpy.context.view_layer.update()  # Live solves the drag
+    heads = rigs.mapped_heads(obj)
+    assert np.linalg.norm(heads["r_hand"] - target) < REACH_TOL
+    assert np.linalg.norm(heads["l_hand"] - held) < PIN_TOL
+
+
 def test_each_solve_starts_from_the_base_pose(mixamo_rig: bpy.types.Object) -> None:
     obj = mixamo_rig
     rigs.hands_and_pinned_feet(obj)

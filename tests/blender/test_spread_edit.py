@@ -132,6 +132,23 @@ def test_a_layer_is_read_or_refused(clip_rig: bpy.types.Object) -> None:
     assert np.linalg.norm(hand - target) < EDIT_TOL
 
 
+def test_an_nla_strip_in_tweak_mode_is_refused(clip_rig: bpy.types.Object) -> None:
+    """The action tweaked in an NLA strip (Tab) is in the strip's time: Spread Edit says to
+    leave tweak mode and changes nothing (it said to mute the strip's own track)."""
+    obj = clip_rig
+    anim = obj.animation_data
+    strip = anim.nla_tracks.new().strips.new("clip", 1, anim.action)
+    anim.action = None
+    strip.select = True
+    anim.use_tweak_mode = True
+    assert anim.use_tweak_mode and anim.action is not None
+    before = spread_figures.curves(obj)
+    spread_figures.move_hand(obj)
+    with pytest.raises(RuntimeError, match="tweak mode: leave it"):
+        bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="KEYS", radius=12)
+    assert spread_figures.curves(obj) == before
+
+
 def test_esc_leaves_the_action_as_it_was(clip_rig: bpy.types.Object) -> None:
     got = spread_figures.esc_run(clip_rig)
     print(f"FIGURES Esc: {got}")
