@@ -12,58 +12,34 @@ def _classes() -> tuple:
     return (*preferences.CLASSES, *OPERATOR_CLASSES, *panels.CLASSES)
 
 
+def _modules() -> tuple:
+    """The modules with handlers, keymaps or menus of their own, in the order they are
+    registered (the effectors' carry handler before Live's: the empties carried first)."""
+    from . import empties, keymaps, live, menus, pins, slider_edits, spread_overlay, timeline
+
+    return (empties, live, slider_edits, timeline, keymaps, menus, pins, spread_overlay)
+
+
 def register() -> None:
     import bpy
 
-    from . import (
-        empties,
-        keymaps,
-        live,
-        menus,
-        pins,
-        properties,
-        slider_edits,
-        spread_overlay,
-        timeline,
-    )
+    from . import properties
 
     properties.register()
     for cls in _classes():
         bpy.utils.register_class(cls)
-    empties.register()  # (before Live's handler: the empties carried first)
-    live.register()
-    slider_edits.register()
-    timeline.register()
-    keymaps.register()
-    menus.register()
-    pins.register()
-    spread_overlay.register()
+    for module in _modules():
+        module.register()
 
 
 def unregister() -> None:
     """Remove exactly what :func:`register` added (our own handlers only)."""
     import bpy
 
-    from . import (
-        empties,
-        keymaps,
-        live,
-        menus,
-        pins,
-        properties,
-        slider_edits,
-        spread_overlay,
-        timeline,
-    )
+    from . import properties
 
-    spread_overlay.unregister()
-    timeline.unregister()
-    pins.unregister()
-    menus.unregister()
-    keymaps.unregister()
-    slider_edits.unregister()
-    live.unregister()
-    empties.unregister()
+    for module in reversed(_modules()):
+        module.unregister()
     for cls in reversed(_classes()):
         bpy.utils.unregister_class(cls)
     properties.unregister()
