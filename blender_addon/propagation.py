@@ -11,7 +11,7 @@ hidden node group (add-ons have no CurveMapping property of their own).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, fields
 
 import bpy
@@ -20,6 +20,7 @@ import numpy as np
 from . import (
     base_pose,
     editors,
+    edits,
     empties,
     key_edit,
     mapped_rig,
@@ -46,6 +47,12 @@ CUSTOM_SAMPLES = 33  # points of the custom curve passed to weight_curve
 PREVIEW_SAMPLES = 9  # bars in the panel's W(t) preview
 KINDS = {"HAT": "hat", "SMOOTH": "smooth", "CONSTANT": "constant", "CUSTOM": "custom"}
 STEPS = 20  # progress bar steps of a run to the end (propagate_edit's progress callback)
+# Keys mode: a moved effector this far (m) off its empty at the edited frame, with bones the
+# edit turns by over UNKEYED_TURN_RAD (or moves by over UNKEYED_MOVE, armature units) that
+# hold no key in the range, is said: those bones keep the action's motion.
+KEYS_MISS_M = 1e-3
+UNKEYED_TURN_RAD = 0.01
+UNKEYED_MOVE = 1e-3
 
 
 # ------------------------------------------------------------------ the custom curve
@@ -418,22 +425,52 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if mode == "KEYS" and not np.isclose(keyed, scene.frame_current).any():
         notes.append(f"frame {scene.frame_current} holds no key: Keys mode moved the keys "
                      "around it, and the pose there is what they interpolate")
+    miss = _miss(obj, info, targets, mw)
+    if mode == "KEYS" and miss is not None and miss > KEYS_MISS_M and (left := _unkeyed(
+            obj, info, bones, located, frames[w > 0], (quats[center], locs[center]),
+            (new_q[center], new_l[center]))):
+        notes.append(f"Keys mode adds no key: {len(left)} bone(s) the edit turns hold none "
+                     f"in frames {frames[0]}-{frames[-1]} ({', '.join(left[:3])}"
+                     f"{', ...' if len(left) > 3 else ''}) and keep the action's motion, so "
+                     f"frame {scene.frame_current} is {miss * 100:.1f} cm off the effector: "
+                     "key them on the keyed frames, or use Every Frame or Layer")
     what = {"KEYS": f"{0 if keyed is None else len(keyed)} keyed frames",
             "EVERY_FRAME": "every frame", "LAYER": "a new NLA layer"}[mode]
+    reach = "" if miss is None else \
+        f"; largest effector miss at frame {scene.frame_current}: {miss * 100:.1f} cm"
     return Outcome(f"Spread Edit over frames {frames[0]}-{frames[-1]} of {obj.name}, {what} "
-                   f"({n} F-curves{_miss(obj, info, targets, mw, scene.frame_current)})",
-                   notes)
+                   f"({n} F-curves{reach})", notes)
 
 
 def _miss(obj: bpy.types.Object, info: rig_io.RigInfo, targets: list,
-          matrix_world: np.ndarray, frame: int) -> str:
-    """How far the moved effector joints are from their empties in the keyed pose now on
-    the rig, as Blender evaluates it (what the user sees, constraints included)."""
-    moved = [t for t in targets if not t.pin]
-    if not moved:
-        return ""
+          matrix_world: np.ndarray) -> float | None:
+    """How far (m) the moved effector joints are from their empties in the keyed pose now
+    on the rig, as Blender evaluates it (what the user sees, constraints included); None
+    without a moved effector."""
+    if all(t.pin for t in targets):
+        return None
     bpy.context.view_layer.update()
-    keyed = rig_io.armature_to_core(matrix_world, rig_io.evaluated_joints(obj, info))
-    miss = max(float(np.linalg.norm(keyed[JOINT_INDEX[t.joint]] - t.target_core))
-               for t in moved)
-    return f"; largest effector miss at frame {frame}: {miss * 100:.1f} cm"
+    return edits.largest_miss(targets, rig_io.armature_to_core(
+        matrix_world, rig_io.evaluated_joints(obj, info)))
+
+
+def _unkeyed(obj: bpy.types.Object, info: rig_io.RigInfo, bones: Sequence[int],
+             located: Sequence[int], frames: np.ndarray, was: tuple[np.ndarray, np.ndarray],
+             solved: tuple[np.ndarray, np.ndarray]) -> list[str]:
+    """The names of ``bones`` that the solve turns or moves at the edited frame (``was``
+    and ``solved``: (B, 4) rotations and (B, 3) locations there) and whose channels hold
+    no key in ``frames``: Keys mode adds none, so they keep the action's values. The most
+    turned first."""
+    turn = 2.0 * np.arccos(np.clip(np.abs(np.sum(was[0] * solved[0], axis=-1)), 0.0, 1.0))
+    shift = np.linalg.norm(solved[1] - was[1], axis=-1)
+    out = []
+    for b in sorted(bones, key=lambda b: -turn[b]):
+        moves = b in located and shift[b] > UNKEYED_MOVE
+        if turn[b] <= UNKEYED_TURN_RAD and not moves:
+            continue
+        keys = key_edit.keyed_frames(obj, key_edit.channel_paths(
+            obj, info, [b], [b] if b in located else []))
+        if not ((keys >= frames[0] - key_edit.KEY_TOL)
+                & (keys <= frames[-1] + key_edit.KEY_TOL)).any():
+            out.append(info.names[b])
+    return out

@@ -132,6 +132,31 @@ def test_a_layer_is_read_or_refused(clip_rig: bpy.types.Object) -> None:
     assert np.linalg.norm(hand - target) < EDIT_TOL
 
 
+def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) -> None:
+    """Blocking keyed on some bones only: the forearm the edit bends holds no key in the
+    range, so Keys mode (adding none) leaves it as it was and the hand misses; the note
+    says which bone and what to do, and no F-curve gains or loses a key (before, the
+    report gave the miss alone)."""
+    obj = clip_rig
+    spread_figures.thin(obj)
+    bag = rig_keys.channelbag(obj)
+    forearm = mapped_rig.rig_for(obj).joint_bones[spread_figures.JOINT_INDEX["r_forearm"]]
+    name = mapped_rig.rig_for(obj).names[forearm]
+    for fc in [fc for fc in bag.fcurves if f'"{name}"' in fc.data_path]:
+        bag.fcurves.remove(fc)
+    counts = {k: len(v["co"]) for k, v in spread_figures.curves(obj).items()}
+    scene = bpy.context.scene
+    scene.frame_set(CENTER)
+    spread_figures.move_hand(obj)
+    settings = propagation.SpreadSettings(mode="KEYS", range_mode="RADIUS", radius=20)
+    outcome = propagation.propagate_edit(scene, obj, bpy.context.evaluated_depsgraph_get(),
+                                         settings=settings)
+    print(f"FIGURES keys mode, forearm unkeyed: {outcome.message} {outcome.notes}")
+    note = next(n for n in outcome.notes if n.startswith("Keys mode adds no key"))
+    assert name in note and "Every Frame or Layer" in note
+    assert {k: len(v["co"]) for k, v in spread_figures.curves(obj).items()} == counts
+
+
 def test_an_nla_strip_in_tweak_mode_is_refused(clip_rig: bpy.types.Object) -> None:
     """The action tweaked in an NLA strip (Tab) is in the strip's time: Spread Edit says to
     leave tweak mode and changes nothing (it said to mute the strip's own track)."""
