@@ -138,15 +138,17 @@ def base_arrays(info: rig_io.RigInfo, base: BasePose, pose: rig_io.Pose
     return quats, locs
 
 
-def unkeyed_pose(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
-                 ) -> rig_io.Pose:
-    """The pose on the rig with the mapped bones back at the base while it applies: the
-    values channels without keys had before the edit (an edit not yet keyed changes them
-    on every frame), for propagation to read the action with and keep outside its range."""
+def edit_start(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
+               ) -> rig_io.Pose | None:
+    """The pose the edit on the rig at the current frame started from: the pose on the
+    rig with the mapped bones back at the base, while the base applies (the pose is the
+    one the add-on wrote there); None when it does not. Its channels without keys hold
+    the values they had before the edit (an edit not yet keyed changes them on every
+    frame), for propagation to read the action with and keep outside its range."""
     pose = rig_io.read_pose(obj, info)
     base = read_base(obj, info)
     if not base_is_current(base, info, pose, scene.frame_current):
-        return pose
+        return None
     m = list(info.mapped)
     channels = {}
     for attr, values in base.channels().items():

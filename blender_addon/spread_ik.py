@@ -106,8 +106,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     ``limbs`` matched to the limb each frame shows (interpolated between the sampled
     frames where the limb is in IK, as keyed where the animation switches it to FK), and
     their IK controls as they are there (the action's values, drivers and constraints
-    included; the action's alone where not sampled). Returns
-    ``unkeyed`` (:func:`.base_pose.unkeyed_pose`) with the IK controls' values at the
+    included; the action's alone where not sampled). Returns ``unkeyed``
+    (:func:`.base_pose.edit_start`, else the pose on the rig) with the IK controls' values at the
     base (an edit not yet keyed moved the unanimated ones on every frame), and where
     (T, limbs: on the sampled frames) the IK stretches a limb past its FK bones' lengths
     (Rigify's IK stretch), which no FK pose carries: :func:`place_controls` keeps the

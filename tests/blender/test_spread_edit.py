@@ -14,10 +14,12 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import mapped_rig, propagation, rig_keys  # noqa: E402
+from blender_addon.core.normalize import facing_yaw, rotate_y  # noqa: E402
+from blender_addon.core.propagate import weight_curve  # noqa: E402
 from blender_addon.errors import STATUS  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 from training.blender_side import spread_figures  # noqa: E402
-from training.blender_side.spread_figures import CENTER  # noqa: E402
+from training.blender_side.spread_figures import CENTER, HAND  # noqa: E402
 
 MM = spread_figures.MM
 
@@ -155,6 +157,42 @@ def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) 
     note = next(n for n in outcome.notes if n.startswith("Keys mode adds no key"))
     assert name in note and "Every Frame or Layer" in note
     assert {k: len(v["co"]) for k, v in spread_figures.curves(obj).items()} == counts
+
+
+AUTO_KEY_OVERSHOOT = 1.05  # Keys mode: no frame between keys moves the hand further than
+# this share of the edited frame's move (1.31 when the keys' angles were chained through the
+# frames between them: a forearm key on another branch of its Euler angles)
+
+
+@pytest.mark.parametrize("mode", ["EVERY_FRAME", "KEYS"])
+def test_an_edit_auto_keying_keyed_is_spread(clip_rig: bpy.types.Object, mode: str) -> None:
+    """Auto Keying on, the animator drags the hand and solves (the edited frame keyed),
+    then spreads: the neighbours get W(t) of the edit, as without Auto Keying. Read from
+    the action, the keyed edit was nothing to spread, and no other frame moved."""
+    obj = clip_rig
+    scene = bpy.context.scene
+    if mode == "KEYS":
+        spread_figures.thin(obj)
+    frames = np.arange(CENTER - 20, CENTER + 21)
+    before = spread_figures.core_joints(obj, frames)
+    scene.frame_set(CENTER)
+    scene.tool_settings.use_keyframe_insert_auto = True
+    target = spread_figures.move_hand(obj)
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode=mode, range_mode="RADIUS",
+                                   radius=20, curve="SMOOTH") == {"FINISHED"}
+    after = spread_figures.core_joints(obj, frames)
+    c = CENTER - frames[0]
+    w = weight_curve(len(frames), c, 20)
+    offset = rotate_y(target - before[c, HAND], -facing_yaw(before[c]))
+    path = before[:, HAND] + rotate_y(offset * w[:, None], facing_yaw(before))
+    checked = w > 0 if mode == "EVERY_FRAME" else (frames - 1) % spread_figures.KEY_STEP == 0
+    off = np.linalg.norm(after[checked, HAND] - path[checked], axis=-1).max()
+    moved = np.linalg.norm(after[:, HAND] - before[:, HAND], axis=-1)
+    print(f"FIGURES auto-keyed edit spread, {mode}: hand off W(t) path {off * MM:.3f} mm, "
+          f"largest move {moved.max() / moved[c]:.3f} of the edited frame's")
+    assert off < EDIT_TOL
+    assert moved.max() < AUTO_KEY_OVERSHOOT * moved[c]
 
 
 def test_an_nla_strip_in_tweak_mode_is_refused(clip_rig: bpy.types.Object) -> None:
