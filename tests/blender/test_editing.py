@@ -94,6 +94,8 @@ def test_solve_reaches_pins_keeps_lengths_and_undoes(rig: bpy.types.Object) -> N
 
 CARRY = ((0.5, 0.2, 0.0), 0.6)  # the character moved (m, world) and turned (rad, about Z)
 CARRIED_TOL = 1e-5  # m: an empty carried along stays this close to its joint (float32)
+CARRIED_DRAG_TOL = 1e-4  # m: then a drag: the hand on its empty, the held hand in place
+# (both under 1e-6 m measured; before, the held hand went 0.5 m back to its empty)
 
 
 def test_moving_the_character_carries_its_effectors(rig: bpy.types.Object) -> None:
@@ -135,8 +137,11 @@ def test_moving_the_character_carries_its_effectors(rig: bpy.types.Object) -> No
     hand.location = target
     bpy.context.view_layer.update()  # Live solves the drag
     heads = rigs.mapped_heads(obj)
-    assert np.linalg.norm(heads["r_hand"] - target) < REACH_TOL
-    assert np.linalg.norm(heads["l_hand"] - held) < PIN_TOL
+    reach, kept = (float(np.linalg.norm(heads[j] - p)) for j, p in (("r_hand", target),
+                                                                     ("l_hand", held)))
+    print(f"FIGURES carried: right hand {reach * 1e3:.4f} mm off its empty, held left hand "
+          f"moved {kept * 1e3:.4f} mm")
+    assert reach < CARRIED_DRAG_TOL and kept < CARRIED_DRAG_TOL
 
 
 def test_each_solve_starts_from_the_base_pose(mixamo_rig: bpy.types.Object) -> None:
