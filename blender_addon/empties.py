@@ -179,7 +179,8 @@ def mark_solved(obj: bpy.types.Object, empty_matrices: np.ndarray | None) -> Non
 def carry(obj: bpy.types.Object) -> int:
     """Move the effector empties along with the armature object where it moved since they
     were last carried (or placed): each empty without keys or a parent of its own keeps its
-    place and orientation on the character. Returns how many moved."""
+    place and orientation on the character. Only the armature's own empties: a duplicate
+    (Shift+D) lists its original's too. Returns how many moved."""
     now = rig_io.world_matrix(obj)
     was = np.array(obj.npe.carried_matrix, dtype=np.float64).reshape(4, 4)
     if not was.any():  # (first seen: nothing to carry from)
@@ -192,7 +193,8 @@ def carry(obj: bpy.types.Object) -> int:
     count = 0
     for item in obj.npe.effectors:
         empty = item.empty
-        if empty is None or empty.parent is not None or is_animated(empty):
+        if empty is None or empty.npe.effector_of != obj or empty.parent is not None \
+                or is_animated(empty):
             continue
         m = rig_io.matrix_of(empty)
         m[:3, :3] = turn @ m[:3, :3]

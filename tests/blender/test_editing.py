@@ -144,6 +144,21 @@ def test_moving_the_character_carries_its_effectors(rig: bpy.types.Object) -> No
     assert reach < CARRIED_DRAG_TOL and kept < CARRIED_DRAG_TOL
 
 
+def test_a_duplicate_leaves_its_originals_effectors(rig: bpy.types.Object) -> None:
+    """Shift+D copies the effector list, which still points at the original's empties:
+    moving the copy leaves them where they are (carried with the copy, they went 1 m)."""
+    rigs.hands_and_pinned_feet(rig)
+    before = [np.array(e.empty.matrix_world.translation) for e in rig.npe.effectors]
+    rigs.select_only(rig)
+    assert bpy.ops.object.duplicate() == {"FINISHED"}
+    copy = bpy.context.view_layer.objects.active
+    assert copy != rig and len(copy.npe.effectors) == len(before)
+    copy.location = np.array(copy.location) + np.array([1.0, 0.0, 0.0])
+    bpy.context.view_layer.update()
+    for item, was in zip(rig.npe.effectors, before, strict=True):
+        assert np.array_equal(np.array(item.empty.matrix_world.translation), was), item.joint
+
+
 def test_each_solve_starts_from_the_base_pose(mixamo_rig: bpy.types.Object) -> None:
     obj = mixamo_rig
     rigs.hands_and_pinned_feet(obj)
