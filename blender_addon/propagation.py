@@ -51,6 +51,7 @@ STEPS = 20  # progress bar steps of a run to the end (propagate_edit's progress 
 # edit turns by over UNKEYED_TURN_RAD (or moves by over UNKEYED_MOVE, armature units) that
 # hold no key in the range, is said: those bones keep the action's motion.
 KEYS_MISS_M = 1e-3
+UNCHANGED_M = 1e-6  # m: a spread whose joints all move less than this had nothing to spread
 UNKEYED_TURN_RAD = 0.01
 UNKEYED_MOVE = 1e-3
 
@@ -373,6 +374,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     except ValueError as exc:
         raise EditError(f"Cannot spread the edit: {exc}") from exc
     check_finite(edited)
+    unchanged = float(np.abs(edited - clip).max()) < UNCHANGED_M
     yield 0.4
     edited_arm = rig_io.core_to_armature(mw, edited)
     goals = _goals(targets, clip, edited, w, center, mw)
@@ -434,6 +436,11 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
     notes = []
+    if unchanged:
+        notes.append(f"Nothing to spread at frame {scene.frame_current}: no effector is off "
+                     "its joint and no metric request changes the pose there. Insert Keyframe "
+                     "and a frame change start the edit again from the pose shown: drag, then "
+                     "Spread Edit")
     if mode == "KEYS" and not np.isclose(keyed, scene.frame_current).any():
         notes.append(f"frame {scene.frame_current} holds no key: Keys mode moved the keys "
                      "around it, and the pose there is what they interpolate")

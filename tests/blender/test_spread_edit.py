@@ -156,6 +156,7 @@ def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) 
     print(f"FIGURES keys mode, forearm unkeyed: {outcome.message} {outcome.notes}")
     note = next(n for n in outcome.notes if n.startswith("Keys mode adds no key"))
     assert name in note and "Every Frame or Layer" in note
+    assert not any(n.startswith("Nothing to spread") for n in outcome.notes)
     assert {k: len(v["co"]) for k, v in spread_figures.curves(obj).items()} == counts
 
 
@@ -193,6 +194,22 @@ def test_an_edit_auto_keying_keyed_is_spread(clip_rig: bpy.types.Object, mode: s
           f"largest move {moved.max() / moved[c]:.3f} of the edited frame's")
     assert off < EDIT_TOL
     assert moved.max() < AUTO_KEY_OVERSHOOT * moved[c]
+
+
+def test_a_spread_after_insert_keyframe_says_there_is_nothing_to_spread(
+        clip_rig: bpy.types.Object) -> None:
+    """The add-on's Insert Keyframe makes the keyed pose the start of the next edit: a
+    spread right after it has nothing to spread, and says so and what to do (it reported
+    a spread over the range)."""
+    scene = bpy.context.scene
+    scene.frame_set(CENTER)
+    spread_figures.move_hand(clip_rig)
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+    outcome = propagation.propagate_edit(scene, clip_rig, bpy.context.evaluated_depsgraph_get(),
+                                         settings=propagation.SpreadSettings(radius=10))
+    print(f"FIGURES spread after Insert Keyframe: {outcome.notes}")
+    assert any(n.startswith(f"Nothing to spread at frame {CENTER}") for n in outcome.notes)
 
 
 def test_an_nla_strip_in_tweak_mode_is_refused(clip_rig: bpy.types.Object) -> None:
