@@ -47,11 +47,11 @@ CUSTOM_SAMPLES = 33  # points of the custom curve passed to weight_curve
 PREVIEW_SAMPLES = 9  # bars in the panel's W(t) preview
 KINDS = {"HAT": "hat", "SMOOTH": "smooth", "CONSTANT": "constant", "CUSTOM": "custom"}
 STEPS = 20  # progress bar steps of a run to the end (propagate_edit's progress callback)
+UNCHANGED_M = 1e-6  # m: a spread whose joints all move less than this had nothing to spread
 # Keys mode: a moved effector this far (m) off its empty at the edited frame, with bones the
 # edit turns by over UNKEYED_TURN_RAD (or moves by over UNKEYED_MOVE, armature units) that
 # hold no key in the range, is said: those bones keep the action's motion.
 KEYS_MISS_M = 1e-3
-UNCHANGED_M = 1e-6  # m: a spread whose joints all move less than this had nothing to spread
 UNKEYED_TURN_RAD = 0.01
 UNKEYED_MOVE = 1e-3
 
