@@ -339,7 +339,6 @@ def remove(obj: bpy.types.Object, index: int | None) -> int:
     return len(indices)
 
 
-
 def register() -> None:
     app_hooks.set_installed(bpy.app.handlers.depsgraph_update_post, on_depsgraph_update, True)
 
