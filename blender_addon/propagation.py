@@ -405,8 +405,9 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         # Euler angles chained from key to key, from the first key's own: a key is
         # interpolated from its neighbouring keys, not from the frames between (chained
         # through those, a forearm's key took another branch of its angles than the keys
-        # beside it, and the frames between swung the hand 131 mm for a 100 mm edit).
-        on = np.flatnonzero(written)
+        # beside it, and the frames between swung the hand 131 mm for a 100 mm edit). A
+        # key between frames takes the value between the two frames around it.
+        on = np.flatnonzero(np.isin(frames, np.floor(keyed)) | np.isin(frames, np.ceil(keyed)))
 
         def write(q: np.ndarray, loc: np.ndarray) -> int:
             values = key_edit.channel_values(obj, info, q[on], loc[on], quats[on],

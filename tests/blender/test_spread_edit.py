@@ -13,7 +13,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import mapped_rig, propagation, rig_keys  # noqa: E402
+from blender_addon import mapped_rig, propagation, rig_io, rig_keys  # noqa: E402
 from blender_addon.core.normalize import facing_yaw, rotate_y  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from blender_addon.errors import STATUS  # noqa: E402
@@ -194,6 +194,41 @@ def test_an_edit_auto_keying_keyed_is_spread(clip_rig: bpy.types.Object, mode: s
           f"largest move {moved.max() / moved[c]:.3f} of the edited frame's")
     assert off < EDIT_TOL
     assert moved.max() < AUTO_KEY_OVERSHOOT * moved[c]
+
+
+SUBFRAME_KEY = 33.5  # the thinned clip's key at frame 31 moved here, on every F-curve
+SUBFRAME_SHARE_TOL = 0.01  # of the edited frame's move: the hand there against W (0.007)
+
+
+def test_a_key_between_frames_takes_its_share(clip_rig: bpy.types.Object) -> None:
+    """Keys mode on a key between frames (a retimed key): it takes W there of the edit,
+    the value between the two frames around it (written from the keyed frames alone, it
+    was left out: 0.0 mm)."""
+    obj = clip_rig
+    spread_figures.thin(obj)
+    for fc in rig_keys.channelbag(obj).fcurves:
+        for kp in fc.keyframe_points:
+            if round(kp.co.x) == SUBFRAME_KEY - 2.5:
+                for attr in ("co", "handle_left", "handle_right"):
+                    getattr(kp, attr).x += 2.5
+        fc.update()
+    scene = bpy.context.scene
+    info, mw = mapped_rig.rig_for(obj), rig_io.world_matrix(obj)
+
+    def hand_at(frame: float) -> np.ndarray:
+        scene.frame_set(int(frame), subframe=frame % 1.0)
+        bpy.context.view_layer.update()
+        return rig_io.armature_to_core(mw, rig_io.evaluated_joints(obj, info))[HAND]
+
+    was, was_center = hand_at(SUBFRAME_KEY), hand_at(CENTER)
+    spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="KEYS", range_mode="RADIUS",
+                                   radius=20, curve="SMOOTH") == {"FINISHED"}
+    share = np.linalg.norm(hand_at(SUBFRAME_KEY) - was) \
+        / np.linalg.norm(hand_at(CENTER) - was_center)
+    w = 0.5 * (1.0 + np.cos(np.pi * (CENTER - SUBFRAME_KEY) / 20))
+    print(f"FIGURES key at frame {SUBFRAME_KEY}: hand share {share:.4f}, W {w:.4f}")
+    assert abs(share - w) < SUBFRAME_SHARE_TOL
 
 
 def test_a_spread_after_insert_keyframe_says_there_is_nothing_to_spread(
