@@ -14,7 +14,6 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import mapped_rig, propagation, rig_io, rig_keys  # noqa: E402
-from blender_addon.core.normalize import facing_yaw, rotate_y  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from blender_addon.errors import STATUS  # noqa: E402
 from tests.blender import rigs  # noqa: E402
@@ -185,8 +184,7 @@ def test_an_edit_auto_keying_keyed_is_spread(clip_rig: bpy.types.Object, mode: s
     after = spread_figures.core_joints(obj, frames)
     c = CENTER - frames[0]
     w = weight_curve(len(frames), c, 20)
-    offset = rotate_y(target - before[c, HAND], -facing_yaw(before[c]))
-    path = before[:, HAND] + rotate_y(offset * w[:, None], facing_yaw(before))
+    path = spread_figures.hand_path(before, c, target, w)
     checked = w > 0 if mode == "EVERY_FRAME" else (frames - 1) % spread_figures.KEY_STEP == 0
     off = np.linalg.norm(after[checked, HAND] - path[checked], axis=-1).max()
     moved = np.linalg.norm(after[:, HAND] - before[:, HAND], axis=-1)

@@ -103,6 +103,15 @@ def move_hand(obj: bpy.types.Object) -> np.ndarray:
                                    [:3][None])[0]
 
 
+def hand_path(before: np.ndarray, center: int, target: np.ndarray, weight: np.ndarray
+              ) -> np.ndarray:
+    """(T, 3) where a spread puts the right hand on each frame of ``before`` (T, 21, 3,
+    core space): its own place plus ``weight`` (T,) of the move to ``target`` made at
+    ``center``, in body space (turned with each frame's facing)."""
+    offset = rotate_y(target - before[center, HAND], -facing_yaw(before[center]))
+    return before[:, HAND] + rotate_y(offset * weight[:, None], facing_yaw(before))
+
+
 def keys_mode(obj: bpy.types.Object) -> dict[str, Any]:
     """Keys mode (the default on the thinned action) over +-SPREAD_RADIUS, smooth curve."""
     scene = bpy.context.scene
@@ -144,8 +153,7 @@ def keys_mode(obj: bpy.types.Object) -> dict[str, Any]:
     after = core_joints(obj, frames)
     c = int(np.flatnonzero(frames == CENTER)[0])
     weight = np.interp(frames, window, w, left=0.0, right=0.0)
-    offset = rotate_y(target - before[c, HAND], -facing_yaw(before[c]))
-    path = before[:, HAND] + rotate_y(offset * weight[:, None], facing_yaw(before))
+    path = hand_path(before, c, target, weight)
     keyed = ((frames - 1) % KEY_STEP == 0) & (weight > 0)
     return {"mode": mode, "fcurves": len(old), "keys": keys, "keyed_frames_in_range":
             [int(f) for f in frames[keyed]], "fcurves_with_keys_added_or_removed": counts,
