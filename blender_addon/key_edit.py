@@ -23,6 +23,10 @@ from .rig_io import RigInfo, read_pose
 
 Channel = tuple[str, int]  # (data path, array index)
 KEY_TOL = 1e-3  # frames: a key this close to the range's ends belongs to it
+# A bone the edit turns by over this (radians), or moves by over UNKEYED_MOVE (armature
+# units), is one Keys mode leaves as it was where it holds no key (:func:`unkeyed`).
+UNKEYED_TURN_RAD = 0.01
+UNKEYED_MOVE = 1e-3
 # Per-key attributes a snapshot restores, with their foreach width and dtype.
 _KEY_ATTRS: tuple[tuple[str, int, type], ...] = (
     ("co", 2, np.float32), ("handle_left", 2, np.float32), ("handle_right", 2, np.float32),
@@ -192,3 +196,23 @@ class ActionSnapshot:
             if not any(fc.group == group for fc in bag.fcurves):
                 bag.groups.remove(group)
         obj.update_tag()
+
+
+def unkeyed(obj: bpy.types.Object, info: RigInfo, bones: Sequence[int],
+            located: Sequence[int], frames: np.ndarray, was: tuple[np.ndarray, np.ndarray],
+            solved: tuple[np.ndarray, np.ndarray]) -> list[str]:
+    """The names of ``bones`` that the solve turns or moves at the edited frame (``was``
+    and ``solved``: (B, 4) rotations and (B, 3) locations there) and whose channels hold
+    no key in ``frames``: Keys mode adds none, so they keep the action's values. The most
+    turned first."""
+    turn = 2.0 * np.arccos(np.clip(np.abs(np.sum(was[0] * solved[0], axis=-1)), 0.0, 1.0))
+    shift = np.linalg.norm(solved[1] - was[1], axis=-1)
+    out = []
+    for b in sorted(bones, key=lambda b: -turn[b]):
+        moves = b in located and shift[b] > UNKEYED_MOVE
+        if turn[b] <= UNKEYED_TURN_RAD and not moves:
+            continue
+        keys = keyed_frames(obj, channel_paths(obj, info, [b], [b] if b in located else []))
+        if not ((keys >= frames[0] - KEY_TOL) & (keys <= frames[-1] + KEY_TOL)).any():
+            out.append(info.names[b])
+    return out

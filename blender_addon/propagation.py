@@ -1,6 +1,7 @@
 """Spread Edit: the edit made at the current frame spread over its neighbours.
 
-The clip is read from the action's F-curves in one go (no frame changes), edited by
+The clip is read from the action's F-curves in one go (no frame changes; over earlier
+layers, as the NLA stack shows it, a frame at a time), edited by
 :func:`.core.propagate.propagate` in one batched call, turned into bone rotations for all
 frames at once and written in one of three modes: on the keys the action has (Keys,
 :mod:`.key_edit`), on every frame (Every Frame, :func:`.rig_keys.write_keys`), or into an
@@ -11,7 +12,7 @@ hidden node group (add-ons have no CurveMapping property of their own).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, fields
 
 import bpy
@@ -49,11 +50,9 @@ KINDS = {"HAT": "hat", "SMOOTH": "smooth", "CONSTANT": "constant", "CUSTOM": "cu
 STEPS = 20  # progress bar steps of a run to the end (propagate_edit's progress callback)
 UNCHANGED_M = 1e-6  # m: a spread whose joints all move less than this had nothing to spread
 # Keys mode: a moved effector this far (m) off its empty at the edited frame, with bones the
-# edit turns by over UNKEYED_TURN_RAD (or moves by over UNKEYED_MOVE, armature units) that
-# hold no key in the range, is said: those bones keep the action's motion.
+# edit turns that hold no key in the range (:func:`.key_edit.unkeyed`), is said: those bones
+# keep the action's motion.
 KEYS_MISS_M = 1e-3
-UNKEYED_TURN_RAD = 0.01
-UNKEYED_MOVE = 1e-3
 
 
 # ------------------------------------------------------------------ the custom curve
@@ -181,10 +180,13 @@ def weights(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
 
 def resolve_mode(settings: SpreadSettings, obj: bpy.types.Object, frames: np.ndarray,
                  w: np.ndarray) -> str:
-    """AUTO: Keys where the mapped bones' keys in the range are sparse (at most
+    """AUTO: Layer over earlier layers in the range (the action combined over them);
+    else Keys where the mapped bones' keys in the range are sparse (at most
     :data:`.spread_items.SPARSE_SHARE` of its frames hold one), else Every Frame."""
     if settings.mode != "AUTO":
         return settings.mode
+    if rig_keys.combined_over(obj) and rig_keys.layers_under(obj, frames[0], frames[-1]):
+        return "LAYER"
     keys = _keys_in(obj, frames, w)
     return "KEYS" if 0 < len(keys) <= SPARSE_SHARE * max(int((w > 0).sum()), 1) \
         else "EVERY_FRAME"
@@ -324,18 +326,16 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     live = np.flatnonzero(w_all > 0)
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values
     w = w_all[live[0]:live[-1] + 1]
-    if layers := rig_keys.layers_under(obj, frames[0], frames[-1]):
-        raise EditError(f"{obj.name}'s action is blended over NLA tracks that change its "
-                        f"motion in frames {frames[0]}-{frames[-1]} ({', '.join(layers)}), "
-                        "which Spread Edit does not read: mute them, or bake them into the "
-                        "action first")
+    layers = rig_keys.layers_under(obj, frames[0], frames[-1])
     center = scene.frame_current - int(frames[0])
     mode = resolve_mode(s, obj, frames, w)
+    ik = spread_ik.ik_limbs(obj, info, frames)
+    if layers:
+        spread_layer.check_stackable(obj, layers, frames, mode, ik is not None)
     keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None
     if keyed is not None and not len(keyed):
         raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
-    ik = spread_ik.ik_limbs(obj, info, frames)
     bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
     if mode == "LAYER":
         spread_layer.check_rotation_modes(obj, info, bones)
@@ -350,12 +350,19 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     start = base_pose.edit_start(scene, obj, info)
     unkeyed = rig_io.read_pose(obj, info) if start is None else start
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
+    current = scene.frame_current  # (the passes below change frame)
+    action_quats = None  # the action's own rotations, where layers under it show others
+    if layers:
+        action_quats = quats
+        with spread_ik.pose_kept(scene, obj, current):
+            quats, locs, eulers = yield from spread_layer.read_shown(
+                scene, obj, info, frames, unkeyed, (0.05, 0.15))
+    shown = quats.copy(), locs.copy(), eulers.copy()  # what a layer changes
     if start is not None and ik is None:  # the edited frame as it was before the edit:
         # with Auto Keying on, the action already holds the edit there (read from it, the
         # edit was nothing, and the spread moved no other frame)
         quats[center], locs[center], eulers[center] = start.quats, start.locations, \
             start.eulers
-    current = scene.frame_current  # (the passes below change frame)
     if ik is not None:  # each frame's limbs as Blender shows them
         with spread_ik.pose_kept(scene, obj, current):
             unkeyed, stretched = yield from spread_ik.read_shown(
@@ -414,8 +421,9 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                                              eulers[on[0]], bones, located)
             return key_edit.write_on_keys(obj, values, frames[on], w[on])[0]
     elif mode == "LAYER":
-        layer = spread_layer.Layer(obj, info, frames, quats, locs, eulers,
-                                   scene.frame_current, bones, located)
+        layer = spread_layer.Layer(obj, info, frames, *(shown if ik is None else
+                                                        (quats, locs, eulers)),
+                                   scene.frame_current, bones, located, action_quats)
         undo.append(layer.remove)
         write = layer.write
     else:
@@ -446,7 +454,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         notes.append(f"frame {scene.frame_current} holds no key: Keys mode moved the keys "
                      "around it, and the pose there is what they interpolate")
     miss = _miss(obj, info, targets, mw)
-    if mode == "KEYS" and miss is not None and miss > KEYS_MISS_M and (left := _unkeyed(
+    if mode == "KEYS" and miss is not None and miss > KEYS_MISS_M and (left := key_edit.unkeyed(
             obj, info, bones, located, frames[w > 0], (quats[center], locs[center]),
             (new_q[center], new_l[center]))):
         notes.append(f"Keys mode adds no key: {len(left)} bone(s) the edit turns hold none "
@@ -472,25 +480,3 @@ def _miss(obj: bpy.types.Object, info: rig_io.RigInfo, targets: list,
     bpy.context.view_layer.update()
     return edits.largest_miss(targets, rig_io.armature_to_core(
         matrix_world, rig_io.evaluated_joints(obj, info)))
-
-
-def _unkeyed(obj: bpy.types.Object, info: rig_io.RigInfo, bones: Sequence[int],
-             located: Sequence[int], frames: np.ndarray, was: tuple[np.ndarray, np.ndarray],
-             solved: tuple[np.ndarray, np.ndarray]) -> list[str]:
-    """The names of ``bones`` that the solve turns or moves at the edited frame (``was``
-    and ``solved``: (B, 4) rotations and (B, 3) locations there) and whose channels hold
-    no key in ``frames``: Keys mode adds none, so they keep the action's values. The most
-    turned first."""
-    turn = 2.0 * np.arccos(np.clip(np.abs(np.sum(was[0] * solved[0], axis=-1)), 0.0, 1.0))
-    shift = np.linalg.norm(solved[1] - was[1], axis=-1)
-    out = []
-    for b in sorted(bones, key=lambda b: -turn[b]):
-        moves = b in located and shift[b] > UNKEYED_MOVE
-        if turn[b] <= UNKEYED_TURN_RAD and not moves:
-            continue
-        keys = key_edit.keyed_frames(obj, key_edit.channel_paths(
-            obj, info, [b], [b] if b in located else []))
-        if not ((keys >= frames[0] - key_edit.KEY_TOL)
-                & (keys <= frames[-1] + key_edit.KEY_TOL)).any():
-            out.append(info.names[b])
-    return out

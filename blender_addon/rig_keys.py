@@ -86,6 +86,15 @@ def layers_under(obj: bpy.types.Object, first: float, last: float) -> list[str]:
             if not t.mute and any(reaches(strip) for strip in t.strips if not strip.mute)]
 
 
+def combined_over(obj: bpy.types.Object) -> bool:
+    """Whether the action is combined, at full influence, over the NLA tracks under it
+    (as a Spread Edit layer leaves it): what they show is its values combined with theirs,
+    which another layer on top can change (:mod:`.spread_layer`)."""
+    anim = obj.animation_data
+    return anim is not None and anim.action is not None and not anim.use_tweak_mode \
+        and anim.action_blend_type == "COMBINE" and anim.action_influence >= 1.0
+
+
 def modified_curves(obj: bpy.types.Object, paths: Sequence[tuple[str, int]]) -> list[str]:
     """Of the action's F-curves at ``paths`` (data path, index), those an unmuted modifier
     changes (a Cycles modifier repeating a walk, Noise): a key written there is not the

@@ -10,8 +10,10 @@ MODES = (
     ("LAYER", "Layer", "Put the edit in its own NLA track over the action, in Combine mode: "
      "the action is untouched, the track's influence can be keyed, muted or deleted"),
 )
-# The scene's default: Keys on an action with sparse keys, else Every Frame.
-AUTO_MODE = ("AUTO", "Auto", "Keys where the action's keys are sparse, else Every Frame")
+# The scene's default: Layer over earlier layers, Keys on an action with sparse keys, else
+# Every Frame.
+AUTO_MODE = ("AUTO", "Auto", "Layer over earlier layers; else Keys where the action's keys "
+             "are sparse, else Every Frame")
 RANGES = (
     ("RADIUS", "Radius", "Frames within a radius of the current frame"),
     ("START_END", "Start/End", "An explicit frame range around the current frame (the "

@@ -8,16 +8,20 @@ holds only the change (a quaternion ``q_new q_old^-1``, a location or Euler diff
 its influence scales it (0.5: half the edit), and muting or deleting the track gives back
 the action's own motion. An NLA strip in Combine mode works alike in Blender 4.2 to 5.0;
 slotted actions (4.4+) are given the object's slot.
+
+Over earlier layers (the action is combined over their tracks) a new layer goes on top of
+them, its change taken from the motion they show: :func:`read_shown` reads it a frame at a
+time, and the strip holds what turns that motion into the edit (see :meth:`Layer._values`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 import bpy
 import numpy as np
 
-from . import rig_keys
+from . import rig_io, rig_keys
 from .core import conversions
 from .core.conversions import AXIS_ANGLE, QUATERNION
 from .core.quaternions import quat_multiply, quat_normalize
@@ -25,6 +29,7 @@ from .errors import EditError
 from .rig_io import RigInfo, read_pose
 
 TRACK_PREFIX = "Spread Edit"
+FRAMES_PER_STEP = 25  # frames read between two progress yields (Esc is read there)
 _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 
 
@@ -40,20 +45,70 @@ def check_rotation_modes(obj: bpy.types.Object, info: RigInfo,
                         "use Keys or Every Frame, or another rotation mode")
 
 
+def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: RigInfo,
+               frames: np.ndarray, unkeyed: rig_io.Pose, progress: tuple[float, float]
+               ) -> Generator[float, None, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Quats ``(T, B, 4)``, locations ``(T, B, 3)`` and raw Euler angles ``(T, B, 3)`` of
+    ``frames`` as the NLA stack shows them (the action combined over the layers under it),
+    one frame change each: :func:`.rig_keys.read_clip` reads the action alone. Channels
+    nothing animates hold ``unkeyed``'s values (put on the rig first: an edit not yet keyed
+    changed them). The caller puts the pose back (:func:`.spread_ik.pose_kept`)."""
+    bones = list(info.needed)
+    rig_io.write_channels(obj, info, read_pose(obj, info),
+                          {attr: (bones, getattr(unkeyed, name)[bones])
+                           for attr, _width, name in rig_io.CHANNELS})
+    t = len(frames)
+    quats = np.empty((t, *unkeyed.quats.shape))
+    locs = np.empty((t, *unkeyed.locations.shape))
+    eulers = np.empty((t, *unkeyed.eulers.shape))
+    lo, hi = progress
+    for k, f in enumerate(frames):
+        scene.frame_set(int(f))
+        pose = read_pose(obj, info)
+        quats[k], locs[k], eulers[k] = pose.quats, pose.locations, pose.eulers
+        if k % FRAMES_PER_STEP == FRAMES_PER_STEP - 1:
+            yield lo + (hi - lo) * (k + 1) / t
+    return quats, locs, eulers
+
+
+def check_stackable(obj: bpy.types.Object, layers: list[str], frames: np.ndarray, mode: str,
+                   ik: bool) -> None:
+    """Over NLA tracks that change the motion in the range, only a new layer on top of
+    them keeps what they show (Keys and Every Frame write the action, read alone)."""
+    where = (f"{obj.name}'s action is blended over NLA tracks that change its motion in "
+             f"frames {frames[0]}-{frames[-1]} ({', '.join(layers)})")
+    if not rig_keys.combined_over(obj):
+        raise EditError(f"{where}, which Spread Edit does not read (the action is not "
+                        "combined over them at full influence): mute them, or bake them "
+                        "into the action first")
+    if ik:
+        raise EditError(f"{where}: a rig whose limbs are in IK is spread from its action "
+                        "alone, so mute them, or bake them into the action first")
+    if mode != "LAYER":
+        raise EditError(f"{where}: pick Layer, which adds another layer over them (Keys and "
+                        "Every Frame write the action, read alone); or mute them, or bake "
+                        "them into the action first")
+
+
 class Layer:
     """The layer of one Spread Edit: an action of changes on a new NLA track. :meth:`write`
     (re)writes the changes for poses (the evaluated rig's correction writes again);
-    :meth:`remove` deletes track and action (a cancelled run)."""
+    :meth:`remove` deletes track and action (a cancelled run).
+
+    ``base_*``: the motion shown before the edit; ``action_quats``: the action's own
+    rotations where layers under it make it show another (default: the same)."""
 
     def __init__(self, obj: bpy.types.Object, info: RigInfo, frames: np.ndarray,
                  base_quats: np.ndarray, base_locs: np.ndarray, base_eulers: np.ndarray,
                  center: int, bones: Sequence[int] | None = None,
-                 located: Sequence[int] | None = None) -> None:
+                 located: Sequence[int] | None = None,
+                 action_quats: np.ndarray | None = None) -> None:
         self.obj_name, self.info = obj.name, info
         self.bones = list(info.mapped if bones is None else bones)  # their rotations
         self.located = set(info.roots if located is None else located)  # their locations
         self.frames = np.asarray(frames, dtype=np.float64)
         self.base_quats, self.base_locs, self.base_eulers = base_quats, base_locs, base_eulers
+        self.action_quats = action_quats
         self.modes = read_pose(obj, info).modes
         anim = obj.animation_data
         name = f"{TRACK_PREFIX} {obj.name} f{center}"
@@ -71,14 +126,26 @@ class Layer:
         self.anim_blend = anim.action_blend_type
 
     def _values(self, quats: np.ndarray, locs: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
-        """Each channel's change per frame (T,) from the action's pose to ``quats``/``locs``."""
+        """Each channel's change per frame (T,) from the motion shown to ``quats``/``locs``.
+
+        The stack shows ``L s a`` for a rotation (``L``: the layers under this one, ``s``
+        this strip's, ``a`` the action's; Combine multiplies on the left, bottom track
+        first) and the sum for a location or Euler angle. So ``s = a e^-1 q a^-1`` turns
+        the motion shown ``e = L a`` into ``q``; without layers under it, ``q e^-1``; and
+        an added channel takes ``q - e``."""
         info = self.info
         out = {}
         for b in self.bones:
             name, mode = info.names[b], self.modes[b]
             if mode == QUATERNION:
                 base = quat_normalize(self.base_quats[:, b]) * _CONJUGATE
-                delta = quat_multiply(quat_normalize(quats[:, b]), base)
+                new = quat_normalize(quats[:, b])
+                if self.action_quats is None:
+                    delta = quat_multiply(new, base)
+                else:
+                    a = quat_normalize(self.action_quats[:, b])
+                    delta = quat_multiply(quat_multiply(a, base),
+                                          quat_multiply(new, a * _CONJUGATE))
                 delta *= np.where(delta[:, :1] < 0.0, -1.0, 1.0)  # the short way
                 prop = "rotation_quaternion"
             else:

@@ -13,6 +13,8 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
+from mathutils import Quaternion, Vector  # noqa: E402
+
 from blender_addon import mapped_rig, propagation, rig_io, rig_keys  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from blender_addon.errors import STATUS  # noqa: E402
@@ -109,28 +111,100 @@ def _hand_layer(obj: bpy.types.Object) -> None:
                                    radius=12) == {"FINISHED"}
 
 
-def test_a_layer_is_read_or_refused(clip_rig: bpy.types.Object) -> None:
-    """A spread reads the action alone. Where an earlier Layer (an NLA track the action is
-    combined over) changes the motion, a second spread is refused, naming the track, and
-    changes nothing (read as it was, the second hand landed 21.8 mm off its target); away
-    from that layer's frames it spreads as on the bare action."""
+def test_over_a_layer_keys_are_refused(clip_rig: bpy.types.Object) -> None:
+    """Keys and Every Frame write the action, read alone. Where an earlier Layer (an NLA
+    track the action is combined over) changes the motion, they are refused, naming the
+    track and Layer mode, and change nothing (read as it was, the second hand landed
+    21.8 mm off its target); away from that layer's frames they spread as on the bare
+    action."""
     obj = clip_rig
     scene = bpy.context.scene
     _hand_layer(obj)
     track = obj.animation_data.nla_tracks[-1].name
     before = spread_figures.curves(obj)
     spread_figures.move_hand(obj)
-    with pytest.raises(RuntimeError, match=f"NLA tracks .*{track}.*mute them"):
+    with pytest.raises(RuntimeError, match=f"NLA tracks .*{track}.*pick Layer"):
         bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME", range_mode="RADIUS",
                                 radius=12)
     assert spread_figures.curves(obj) == before and len(obj.animation_data.nla_tracks) == 1
     later = CENTER + 35  # frames 68-82: the first layer (29-53) changes nothing there
     scene.frame_set(later)
     target = spread_figures.move_hand(obj)
-    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
-                                   radius=7) == {"FINISHED"}
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                   range_mode="RADIUS", radius=7) == {"FINISHED"}
     hand = spread_figures.core_joints(obj, np.array([later]))[0, spread_figures.HAND]
     assert np.linalg.norm(hand - target) < EDIT_TOL
+
+
+@pytest.mark.parametrize("rotate_mode", ["NATIVE", "QUATERNION"])
+def test_a_second_layer_goes_over_the_first(scene: bpy.types.Scene, bandai_bvh: Path,
+                                           rotate_mode: str) -> None:
+    """A second edit inside an earlier Layer's frames spreads into a layer of its own on
+    top (Auto mode picks Layer there): the edited hand reaches its target; the action and
+    the first layer stay bit for bit; muting the new layer gives back the motion the first
+    one showed; at influence 0.5 each channel goes half way from that motion to the edit
+    (a quaternion half its turn, an Euler angle or a location half its change)."""
+    obj = rigs.import_bvh(bandai_bvh, rotate_mode=rotate_mode)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.frame_set(CENTER)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    _hand_layer(obj)
+    anim = obj.animation_data
+    first = anim.nla_tracks[-1].strips[0].action
+    frames = np.arange(CENTER - 15, CENTER + 20)
+    shown = spread_figures.core_joints(obj, frames)
+    action, layer = spread_figures.curves(obj), spread_figures.action_curves(first)
+    edited = CENTER + 4  # the first layer's W there: 0.75
+    scene.frame_set(edited)
+    target = spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, range_mode="RADIUS",
+                                   radius=10) == {"FINISHED"}
+    assert len(anim.nla_tracks) == 2 and anim.nla_tracks[-1].strips[0].action != first
+    assert spread_figures.curves(obj) == action
+    assert spread_figures.action_curves(first) == layer
+    hand = spread_figures.core_joints(obj, np.array([edited]))[0, HAND]
+    full = _channels(obj)
+    track = anim.nla_tracks[-1]
+    track.mute = True
+    muted = spread_figures.core_joints(obj, frames)
+    scene.frame_set(edited)
+    under = _channels(obj)
+    track.mute = False
+    strip = track.strips[0]
+    strip.influence = 0.5
+    for fc in strip.fcurves:  # animated influence: its key says 0.5 too
+        for kp in fc.keyframe_points:
+            kp.co.y = 0.5
+    scene.frame_set(edited)
+    half = _off_half(under, full, _channels(obj))
+    off, back = np.linalg.norm(hand - target), np.linalg.norm(muted - shown, axis=-1).max()
+    print(f"FIGURES second layer ({rotate_mode}): edited hand {off * MM:.4f} mm off its "
+          f"target; muted, {back * MM:.5f} mm off the first layer's motion; influence 0.5, "
+          f"{half:.2e} off each channel's half")
+    assert off < EDIT_TOL
+    assert back < MUTED_TOL
+    assert half < HALF_RAD
+
+
+def _channels(obj: bpy.types.Object) -> list[tuple]:
+    """Each pose bone's rotation and location as the NLA stack shows them now."""
+    return [(pb.rotation_quaternion.copy() if pb.rotation_mode == "QUATERNION"
+             else pb.rotation_euler.copy(), pb.location.copy()) for pb in obj.pose.bones]
+
+
+def _off_half(under: list[tuple], full: list[tuple], now: list[tuple]) -> float:
+    """How far ``now`` is from half way between ``under`` and ``full`` (:func:`_channels`),
+    channel by channel as Combine blends them: radians of a quaternion's turn, Euler
+    angles and locations as numbers."""
+    out = 0.0
+    for (u_rot, u_loc), (f_rot, f_loc), (n_rot, n_loc) in zip(under, full, now, strict=True):
+        if isinstance(u_rot, Quaternion):
+            out = max(out, u_rot.slerp(f_rot, 0.5).rotation_difference(n_rot).angle)
+        else:
+            out = max(out, (Vector(u_rot).lerp(Vector(f_rot), 0.5) - Vector(n_rot)).length)
+        out = max(out, (u_loc.lerp(f_loc, 0.5) - n_loc).length)
+    return out
 
 
 def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) -> None:

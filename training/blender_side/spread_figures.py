@@ -14,6 +14,7 @@ publishes them:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,19 @@ Curves = dict[tuple[str, int], dict[str, bytes]]
 
 def curves(obj: bpy.types.Object) -> Curves:
     """Every F-curve of the action, every key attribute, as bytes (bit for bit)."""
+    return _keys(rig_keys.channelbag(obj).fcurves)
+
+
+def action_curves(action: bpy.types.Action) -> Curves:
+    """:func:`curves` of an action not assigned to the object (a layer's)."""
+    return _keys(action.fcurves if not hasattr(action, "layers") else
+                 [fc for layer in action.layers for strip in layer.strips
+                  for bag in strip.channelbags for fc in bag.fcurves])
+
+
+def _keys(fcurves: Iterable[bpy.types.FCurve]) -> Curves:
     out = {}
-    for fc in rig_keys.channelbag(obj).fcurves:
+    for fc in fcurves:
         n = len(fc.keyframe_points)
         row = {}
         for attr, width, dtype in key_edit._KEY_ATTRS:
