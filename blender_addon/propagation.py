@@ -331,7 +331,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     mode = resolve_mode(s, obj, frames, w)
     ik = spread_ik.ik_limbs(obj, info, frames)
     if layers:
-        spread_layer.check_stackable(obj, layers, frames, mode, ik is not None)
+        spread_layer.check_stackable(obj, layers, frames, mode)
     keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None
     if keyed is not None and not len(keyed):
         raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
@@ -352,8 +352,9 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
     current = scene.frame_current  # (the passes below change frame)
     action_quats = None  # the action's own rotations, where layers under it show others
-    if layers:
-        action_quats = quats
+    if layers:  # (every bone written, the IK controls too: read_clip reads those of joints)
+        action_quats = rig_keys.read_clip(obj, info, frames, unkeyed,
+                                          sorted(set(info.needed) | set(bones)))[0]
         with spread_ik.pose_kept(scene, obj, current):
             quats, locs, eulers = yield from spread_layer.read_shown(
                 scene, obj, info, frames, unkeyed, (0.05, 0.15))
@@ -367,7 +368,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         with spread_ik.pose_kept(scene, obj, current):
             unkeyed, stretched = yield from spread_ik.read_shown(
                 scene, obj, info, frames, center, ik, (quats, locs, eulers), unkeyed,
-                (0.05, 0.15))
+                (0.05, 0.15), from_action=not layers)
     mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)

@@ -98,7 +98,7 @@ def pose_kept(scene: bpy.types.Scene, obj: bpy.types.Object, frame: int) -> Iter
 def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
                frames: np.ndarray, center: int, limbs: IkLimbs,
                clip: tuple[np.ndarray, np.ndarray, np.ndarray], unkeyed: rig_io.Pose,
-               progress: tuple[float, float]
+               progress: tuple[float, float], from_action: bool = True
                ) -> Generator[float, None, tuple[rig_io.Pose, np.ndarray]]:
     """Into ``clip`` (rotations (T, B, 4), locations (T, B, 3) and raw Euler angles
     (T, B, 3) of the ``frames``, :func:`.rig_keys.read_clip`'s; the edited one is row
@@ -106,7 +106,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     ``limbs`` matched to the limb each frame shows (interpolated between the sampled
     frames where the limb is in IK, as keyed where the animation switches it to FK), and
     their IK controls as they are there (the action's values, drivers and constraints
-    included; the action's alone where not sampled). Returns ``unkeyed``
+    included; the action's alone where not sampled, or ``clip``'s where not
+    ``from_action``: the motion layers under the action show). Returns ``unkeyed``
     (:func:`.base_pose.edit_start`, else the pose on the rig) with the IK controls' values at the
     base (an edit not yet keyed moved the unanimated ones on every frame), and where
     (T, limbs: on the sampled frames) the IK stretches a limb past its FK bones' lengths
@@ -121,9 +122,10 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
     unkeyed = _with_bones(unkeyed, at_base, ik)
     # The IK controls from the action on every frame (a frame not sampled keeps its own
     # motion; interpolated between sampled frames, a null spread moved the hands 20 mm).
-    for values, read in zip(clip, rig_keys.read_clip(obj, info, frames, unkeyed, ik),
-                            strict=True):
-        values[:, ik] = read[:, ik]
+    if from_action:
+        for values, read in zip(clip, rig_keys.read_clip(obj, info, frames, unkeyed, ik),
+                                strict=True):
+            values[:, ik] = read[:, ik]
     view_layer = bpy.context.view_layer
     read = list(limbs.fk + limbs.ik)
     pbones = obj.pose.bones

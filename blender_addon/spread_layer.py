@@ -71,8 +71,8 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: RigInfo,
     return quats, locs, eulers
 
 
-def check_stackable(obj: bpy.types.Object, layers: list[str], frames: np.ndarray, mode: str,
-                   ik: bool) -> None:
+def check_stackable(obj: bpy.types.Object, layers: list[str], frames: np.ndarray,
+                    mode: str) -> None:
     """Over NLA tracks that change the motion in the range, only a new layer on top of
     them keeps what they show (Keys and Every Frame write the action, read alone)."""
     where = (f"{obj.name}'s action is blended over NLA tracks that change its motion in "
@@ -81,9 +81,6 @@ def check_stackable(obj: bpy.types.Object, layers: list[str], frames: np.ndarray
         raise EditError(f"{where}, which Spread Edit does not read (the action is not "
                         "combined over them at full influence): mute them, or bake them "
                         "into the action first")
-    if ik:
-        raise EditError(f"{where}: a rig whose limbs are in IK is spread from its action "
-                        "alone, so mute them, or bake them into the action first")
     if mode != "LAYER":
         raise EditError(f"{where}: pick Layer, which adds another layer over them (Keys and "
                         "Every Frame write the action, read alone); or mute them, or bake "

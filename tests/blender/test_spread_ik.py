@@ -22,6 +22,7 @@ from tests.blender.test_propagation import (  # noqa: E402
     SWAY_FRAMES,
     solve_a_left_hand_drag,
 )
+from training.blender_side import spread_figures  # noqa: E402
 
 SHOWN = ("DEF-hand.L", "DEF-hand.R", "DEF-foot.L", "DEF-foot.R", "DEF-spine.006")  # the
 # generated rig's deform bones: where its hands, feet and head are shown, IK or FK
@@ -223,6 +224,47 @@ def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Obje
     print(f"\nFIGURES rigify in IK, LAYER: edited frame {edited * 1e3:.3f} mm from Solve, "
           f"muted {off_motion * 1e3:.4f} mm off the motion, hand share at influence 0.5 "
           f"{half:.3f}, {midpoint * 1e3:.3f} mm from the midpoint")
+
+
+def test_a_second_layer_on_a_rigify_rig_left_in_ik(rigify_rig: bpy.types.Object) -> None:
+    """A second edit inside the first layer's frames, on the rig left in IK: Auto picks
+    Layer, whose new track goes on top, read from the motion the first one shows (the IK
+    controls as the NLA stack gives them); the action and the first layer stay bit for
+    bit, the edited frame is Solve's pose, and muting the new track gives back the first
+    layer's motion."""
+    rig = rigify_rig
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1)
+    center = CENTER - 10
+    scene.frame_set(center)
+    solve_a_left_hand_drag(rig, IK_HAND_DRAG)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=RADIUS) == {"FINISHED"}
+    anim = rig.animation_data
+    first = anim.nla_tracks[-1].strips[0].action
+    frames = np.arange(center - RADIUS, center + 2 * RADIUS)
+    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    curves, layer = _curves(rig), spread_figures.action_curves(first)
+    edited = center + 4  # the first layer's W there: 0.75
+    scene.frame_set(edited)
+    hand = next(e.empty for e in rig.npe.effectors if e.joint == "l_hand")
+    hand.matrix_world.translation = np.array(hand.matrix_world.translation) - IK_HAND_DRAG / 2
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    solved = _shown(rig)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, range_mode="RADIUS",
+                                   radius=RADIUS) == {"FINISHED"}
+    assert len(anim.nla_tracks) == 2
+    assert _curves(rig) == curves and spread_figures.action_curves(first) == layer
+    scene.frame_set(edited)
+    off = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
+    anim.nla_tracks[-1].mute = True
+    muted = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    back = np.linalg.norm(muted - before, axis=-1).max()
+    print(f"\nFIGURES rigify in IK, second layer: edited frame {off * 1e3:.3f} mm from "
+          f"Solve, muted {back * 1e3:.4f} mm off the first layer's motion")
+    assert off < HELD_TOL
+    assert back < MUTED_TOL
 
 
 @pytest.mark.parametrize("stop_at", [0.1, 0.52], ids=["reading", "placing"])
