@@ -446,6 +446,11 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
     notes = []
+    if mode == "LAYER" and (based := layer.based):
+        notes.append(f"The action held no key on {len(based)} channel(s) the layer changes "
+                     f"({', '.join(based[:2])}{', ...' if len(based) > 2 else ''}): each got "
+                     "one key of the pose's value, which the layer combines over and muting "
+                     "it gives back")
     if unchanged:
         notes.append(f"Nothing to spread at frame {scene.frame_current}: no effector is off "
                      "its joint and no metric request changes the pose there. Insert Keyframe "

@@ -31,6 +31,7 @@ from .rig_io import RigInfo, read_pose
 TRACK_PREFIX = "Spread Edit"
 FRAMES_PER_STEP = 25  # frames read between two progress yields (Esc is read there)
 _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
+_PROPS = ("rotation_quaternion", "rotation_euler", "location")  # the channels a layer holds
 
 
 def check_rotation_modes(obj: bpy.types.Object, info: RigInfo,
@@ -121,6 +122,8 @@ class Layer:
         self.track.name = name
         self.written = False
         self.anim_blend = anim.action_blend_type
+        self.based: list[str] = []  # the action's channels given a key of the pose's value
+        self._paths: dict[str, tuple[str, str]] | None = None  # data path -> bone, property
 
     def _values(self, quats: np.ndarray, locs: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
         """Each channel's change per frame (T,) from the motion shown to ``quats``/``locs``.
@@ -159,14 +162,13 @@ class Layer:
     def write(self, quats: np.ndarray, locs: np.ndarray) -> int:
         """Key the change to ``quats``/``locs`` on every frame; returns the F-curves."""
         n = len(self.frames)
-        groups = {g.name: g for g in self.bag.groups}
-        for (path, index), vals in self._values(quats, locs).items():
+        values = self._values(quats, locs)
+        if not self.written:
+            self._give_base(values)
+        for (path, index), vals in values.items():
             fc = self.bag.fcurves.find(path, index=index)
             if fc is None:
-                fc = self.bag.fcurves.new(path, index=index)
-                bone = path.split('"')[1]
-                fc.group = groups.get(bone) or groups.setdefault(bone,
-                                                                 self.bag.groups.new(bone))
+                fc = rig_keys.new_curve(self.bag, *self._channel(path), index)
                 fc.keyframe_points.add(n)
             co = np.empty((n, 2), dtype=np.float32)
             co[:, 0], co[:, 1] = self.frames, vals
@@ -178,6 +180,32 @@ class Layer:
         obj = bpy.data.objects[self.obj_name]
         obj.update_tag()
         return len(self.bag.fcurves)
+
+    def _give_base(self, values: dict[tuple[str, int], np.ndarray]) -> None:
+        """One key of the pose's value, in the action, on each channel of ``values`` that
+        the action does not animate: Combine puts a layer over the action's value, and
+        over the channel's default where the action has none (an arm left unkeyed: the
+        edited hand landed 343 mm off its target, and muting the layer left the arm at
+        its rest pose, 568 mm off the motion)."""
+        bag = rig_keys.channelbag(bpy.data.objects[self.obj_name])
+        bone_of = {name: b for b, name in enumerate(self.info.names)}
+        base = {"rotation_quaternion": self.base_quats, "rotation_euler": self.base_eulers,
+                "location": self.base_locs}
+        for path, i in values:
+            if bag.fcurves.find(path, index=i) is not None:
+                continue
+            bone, prop = self._channel(path)
+            fc = rig_keys.new_curve(bag, bone, prop, i)
+            fc.keyframe_points.insert(float(self.frames[0]),
+                                      float(base[prop][0, bone_of[bone], i]), options={"FAST"})
+            self.based.append(f"{path}[{i}]")
+
+    def _channel(self, path: str) -> tuple[str, str]:
+        """(bone name, property) of one of the layer's data paths."""
+        if self._paths is None:
+            self._paths = {rig_keys.bone_path(self.info.names[b], prop): (self.info.names[b], prop)
+                           for b in self.bones for prop in _PROPS}
+        return self._paths[path]
 
     def _strip(self) -> None:
         obj = bpy.data.objects[self.obj_name]

@@ -207,6 +207,47 @@ def _off_half(under: list[tuple], full: list[tuple], now: list[tuple]) -> float:
     return out
 
 
+def test_a_layer_over_unkeyed_bones_keys_their_pose_once(clip_rig: bpy.types.Object) -> None:
+    """Blocking that leaves the right arm unkeyed (the pose holds it), spread into a
+    Layer: Combine puts the layer over the action's value, and over the channel's default
+    where the action has none, so each such channel the layer changes gets one key of the
+    pose's value in the action, and the report says so. The edited hand reaches its target
+    and muting gives the motion back (without that key: 343 mm and 568 mm off); the
+    action's own F-curves stay bit for bit."""
+    obj = clip_rig
+    info = mapped_rig.rig_for(obj)
+    arm = [info.names[info.joint_bones[spread_figures.JOINT_INDEX[j]]]
+           for j in ("r_upperarm", "r_forearm")]
+    bag = rig_keys.channelbag(obj)
+    for fc in [fc for fc in bag.fcurves if any(f'"{n}"' in fc.data_path for n in arm)]:
+        bag.fcurves.remove(fc)
+    scene = bpy.context.scene
+    scene.frame_set(CENTER)
+    frames = np.arange(CENTER - 15, CENTER + 16)
+    before = spread_figures.core_joints(obj, frames)
+    curves = spread_figures.curves(obj)
+    scene.frame_set(CENTER)
+    target = spread_figures.move_hand(obj)
+    settings = propagation.SpreadSettings(mode="LAYER", range_mode="RADIUS", radius=12)
+    outcome = propagation.propagate_edit(scene, obj, bpy.context.evaluated_depsgraph_get(),
+                                         settings=settings)
+    after = spread_figures.curves(obj)
+    added = {k: v for k, v in after.items() if k not in curves}
+    assert {k: after[k] for k in curves} == curves
+    assert added and all(any(f'"{n}"' in path for n in arm) for path, _ in added)
+    assert all(np.frombuffer(v["co"], np.float32).size == 2 for v in added.values())  # 1 key
+    assert any(n.startswith(f"The action held no key on {len(added)} channel")
+               for n in outcome.notes)
+    hand = spread_figures.core_joints(obj, np.array([CENTER]))[0, HAND]
+    obj.animation_data.nla_tracks[-1].mute = True
+    muted = spread_figures.core_joints(obj, frames)
+    off, back = np.linalg.norm(hand - target), np.linalg.norm(muted - before, axis=-1).max()
+    print(f"FIGURES layer over an unkeyed arm: {len(added)} channels keyed once; edited hand "
+          f"{off * MM:.4f} mm off its target, muted {back * MM:.5f} mm off the motion")
+    assert off < EDIT_TOL
+    assert back < MUTED_TOL
+
+
 def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) -> None:
     """Blocking keyed on some bones only: the forearm the edit bends holds no key in the
     range, so Keys mode (adding none) leaves it as it was and the hand misses; the note
