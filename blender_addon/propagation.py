@@ -320,6 +320,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if rig_keys.channelbag(obj) is None:
         raise EditError(f"{obj.name} has no action to edit: key its animation first")
     rig_keys.refuse_tweak_mode(obj, "spread an edit over the shot")
+    rig_keys.refuse_hidden_action(obj)
     models = model_sets.load(scene)
     metric_requests.check_requests(requests, models)
     frames_all, w_all = weights(scene, s, obj)
@@ -338,7 +339,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
     bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
     if mode == "LAYER":
-        spread_layer.check_rotation_modes(obj, info, bones)
+        spread_layer.check_layerable(obj, info, bones)
     elif modified := rig_keys.modified_curves(obj, key_edit.channel_paths(obj, info, bones,
                                                                           located)):
         raise EditError(f"{len(modified)} F-curve(s) of {obj.name} carry modifiers, e.g. "

@@ -34,10 +34,15 @@ _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 _PROPS = ("rotation_quaternion", "rotation_euler", "location")  # the channels a layer holds
 
 
-def check_rotation_modes(obj: bpy.types.Object, info: RigInfo,
-                         bones: Sequence[int] | None = None) -> None:
-    """Layer mode combines quaternions and Euler angles; axis-angle bones (of ``bones``,
-    default the mapped ones) are refused."""
+def check_layerable(obj: bpy.types.Object, info: RigInfo,
+                    bones: Sequence[int] | None = None) -> None:
+    """A new track shows only where the NLA is evaluated (else the spread reported an
+    edit the rig did not show: 100 mm off); Layer mode combines quaternions and Euler
+    angles, so axis-angle bones (of ``bones``, default the mapped ones) are refused."""
+    if not obj.animation_data.use_nla:
+        raise EditError(f"{obj.name}'s NLA tracks are switched off (the NLA editor's toggle "
+                        "on its action line), so a layer would not show: switch them on, or "
+                        "pick Keys or Every Frame")
     pose = read_pose(obj, info)
     bad = [info.names[b] for b in (info.mapped if bones is None else bones)
            if pose.modes[b] == AXIS_ANGLE]

@@ -248,6 +248,40 @@ def test_a_layer_over_unkeyed_bones_keys_their_pose_once(clip_rig: bpy.types.Obj
     assert back < MUTED_TOL
 
 
+@pytest.mark.parametrize("case,mode,refusal", [
+    ("nla-off", "LAYER", "NLA tracks are switched off"),
+    ("solo", "EVERY_FRAME", "is solo"),
+    ("influence", "KEYS", "plays at influence 0.50"),
+])
+def test_an_action_the_rig_does_not_show_is_refused(clip_rig: bpy.types.Object, case: str,
+                                                    mode: str, refusal: str) -> None:
+    """Where the NLA does not show the action as its keys hold it, a spread is refused and
+    changes nothing (it had reported an edit the rig did not show: the hand 100 mm off
+    with the NLA switched off in Layer mode, 83 mm under another track's solo, 252 mm with
+    the action at influence 0.5). With the NLA off, Every Frame spreads as usual."""
+    obj = clip_rig
+    scene = bpy.context.scene
+    anim = obj.animation_data
+    if case == "nla-off":
+        anim.use_nla = False
+    elif case == "solo":
+        anim.nla_tracks.new().is_solo = True
+    else:
+        anim.action_influence = 0.5
+    scene.frame_set(CENTER)
+    before, tracks = spread_figures.curves(obj), len(anim.nla_tracks)
+    target = spread_figures.move_hand(obj)
+    with pytest.raises(RuntimeError, match=refusal):
+        bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode=mode, range_mode="RADIUS",
+                                radius=12)
+    assert spread_figures.curves(obj) == before and len(anim.nla_tracks) == tracks
+    if case == "nla-off":
+        assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                       range_mode="RADIUS", radius=12) == {"FINISHED"}
+        hand = spread_figures.core_joints(obj, np.array([CENTER]))[0, HAND]
+        assert np.linalg.norm(hand - target) < EDIT_TOL
+
+
 def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) -> None:
     """Blocking keyed on some bones only: the forearm the edit bends holds no key in the
     range, so Keys mode (adding none) leaves it as it was and the hand misses; the note
