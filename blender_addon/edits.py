@@ -28,6 +28,7 @@ from . import (
     pose_writes,
     rig_controls,
     rig_io,
+    rig_keys,
 )
 from . import state as kept
 from .core import skeleton
@@ -347,6 +348,7 @@ def insert_keyframe(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
     scene's key type, the user's interpolation, keys that exist keep their shape); it
     becomes the new base."""
     info = mapped_rig.rig_for(obj)
+    rig_keys.refuse_linked_action(obj, "key this pose")
     frame = scene.frame_current
     mapped = [info.names[b] for b in info.mapped]
     bones = rig_controls.keyed_bones(obj, mapped)  # a limb in IK: its IK controls
@@ -376,6 +378,10 @@ def auto_key(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
     changed = [info.names[b] for b, t, m in zip(mapped, turned, moved, strict=True) if t or m]
     if not changed:
         return []
+    try:
+        rig_keys.refuse_linked_action(obj, "key it")
+    except EditError as exc:  # (the edit stands, unkeyed, as Blender's Auto Keying leaves it)
+        return [f"Auto Keying: nothing keyed. {exc}"]
     bones = rig_controls.keyed_bones(obj, changed)  # a limb in IK: its IK controls
     located = {info.names[b] for b, m in zip(mapped, moved, strict=True) if m} \
         | (set(bones) - set(changed))

@@ -340,12 +340,15 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
     if mode == "LAYER":
         spread_layer.check_layerable(obj, info, bones)
-    elif modified := rig_keys.modified_curves(obj, key_edit.channel_paths(obj, info, bones,
-                                                                          located)):
-        raise EditError(f"{len(modified)} F-curve(s) of {obj.name} carry modifiers, e.g. "
-                        f"{modified[0]}: keys written under them would not be the pose "
-                        "shown (keys past a cycle's change every cycle). Use Layer mode, "
-                        "which leaves them as they are")
+    else:
+        rig_keys.refuse_linked_action(obj, "spread an edit into its keys", "pick Layer, "
+                                      "which keeps the edit in a local layer, or ")
+        if modified := rig_keys.modified_curves(
+                obj, key_edit.channel_paths(obj, info, bones, located)):
+            raise EditError(f"{len(modified)} F-curve(s) of {obj.name} carry modifiers, e.g. "
+                            f"{modified[0]}: keys written under them would not be the pose "
+                            "shown (keys past a cycle's change every cycle). Use Layer mode, "
+                            "which leaves them as they are")
     yield 0.05
 
     start = base_pose.edit_start(scene, obj, info)

@@ -66,6 +66,20 @@ def refuse_tweak_mode(obj: bpy.types.Object, to: str) -> None:
                         f"editor) to {to}")
 
 
+def refuse_linked_action(obj: bpy.types.Object, to: str, instead: str = "") -> None:
+    """An EditError where ``obj``'s action is linked from a library (a production
+    character's, overridden): its keys cannot change here, and a change written anyway is
+    lost when the file is opened again (a spread reported done, the hand 111 mm off its
+    target, and nothing of it after a reload)."""
+    anim = obj.animation_data
+    action = anim.action if anim is not None else None
+    if action is not None and not action.is_editable:
+        where = f" from {action.library.filepath}" if action.library is not None else ""
+        raise EditError(f"{obj.name}'s action {action.name} is linked{where}, so its keys "
+                        f"cannot change here: {instead}make it local (Object > Relations > "
+                        f"Make Local) or give the character an action of its own to {to}")
+
+
 def refuse_hidden_action(obj: bpy.types.Object) -> None:
     """An EditError where the NLA does not show ``obj``'s action as its keys hold it: at
     an influence under 1 it is blended towards the channels' defaults, and a solo track

@@ -32,6 +32,8 @@ TRACK_PREFIX = "Spread Edit"
 FRAMES_PER_STEP = 25  # frames read between two progress yields (Esc is read there)
 _CONJUGATE = np.array([1.0, -1.0, -1.0, -1.0])
 _PROPS = ("rotation_quaternion", "rotation_euler", "location")  # the channels a layer holds
+_IDENTITY = np.array([1.0, 0.0, 0.0, 0.0])
+UNCHANGED = 1e-6  # a channel's change under this on every frame is none (radians, units)
 
 
 def check_layerable(obj: bpy.types.Object, info: RigInfo,
@@ -157,19 +159,27 @@ class Layer:
                 new = conversions.quats_to_eulers(quats[:, b], mode, self.base_eulers[0, b])
                 delta = new - self.base_eulers[:, b]
                 prop = "rotation_euler"
-            out.update(((rig_keys.bone_path(name, prop), i), delta[:, i])
-                       for i in range(delta.shape[1]))
+            self._add(out, name, prop, delta, _IDENTITY if mode == QUATERNION else 0.0)
             if b in self.located:
-                out.update(((rig_keys.bone_path(name, "location"), i),
-                            locs[:, b, i] - self.base_locs[:, b, i]) for i in range(3))
+                self._add(out, name, "location", locs[:, b] - self.base_locs[:, b], 0.0)
         return out
+
+    def _add(self, out: dict[tuple[str, int], np.ndarray], bone: str, prop: str,
+             change: np.ndarray, none: np.ndarray | float) -> None:
+        """``change`` (T, width) of one bone's channel into ``out``, unless it changes
+        nothing on any frame and the layer holds no curve of it yet: a layer keeps the
+        channels the edit changes (a channel it holds but the action does not key needs
+        a key there, :meth:`_give_base`)."""
+        path = rig_keys.bone_path(bone, prop)
+        if np.abs(change - none).max() <= UNCHANGED and self.bag.fcurves.find(path) is None:
+            return
+        out.update(((path, i), change[:, i]) for i in range(change.shape[1]))
 
     def write(self, quats: np.ndarray, locs: np.ndarray) -> int:
         """Key the change to ``quats``/``locs`` on every frame; returns the F-curves."""
         n = len(self.frames)
         values = self._values(quats, locs)
-        if not self.written:
-            self._give_base(values)
+        self._give_base(values)
         for (path, index), vals in values.items():
             fc = self.bag.fcurves.find(path, index=index)
             if fc is None:
@@ -199,6 +209,8 @@ class Layer:
         for path, i in values:
             if bag.fcurves.find(path, index=i) is not None:
                 continue
+            rig_keys.refuse_linked_action(bpy.data.objects[self.obj_name],
+                                          f"layer over {path}[{i}], which it does not key")
             bone, prop = self._channel(path)
             fc = rig_keys.new_curve(bag, bone, prop, i)
             fc.keyframe_points.insert(float(self.frames[0]),

@@ -33,10 +33,8 @@ def _library(path: Path) -> None:
     bpy.ops.wm.save_as_mainfile(filepath=str(path))
 
 
-def test_a_linked_overridden_character_is_mapped_dragged_and_keyed(
-        fresh_scene: bpy.types.Scene, models_dir: Path, tmp_path: Path) -> None:
-    library = tmp_path / "character.blend"
-    _library(library)
+def _overridden(library: Path, models_dir: Path) -> bpy.types.Object:
+    """A new file with the library's character linked and overridden: its armature."""
     bpy.ops.wm.read_homefile(use_empty=True)
     scene = bpy.context.scene
     if models_dir != default_models_dir():
@@ -52,6 +50,15 @@ def test_a_linked_overridden_character_is_mapped_dragged_and_keyed(
                                                 reference=instance, do_fully_editable=True)
     obj = next(o for o in override.all_objects if o.type == "ARMATURE")
     assert obj.override_library is not None and obj.library is None
+    return obj
+
+
+def test_a_linked_overridden_character_is_mapped_dragged_and_keyed(
+        fresh_scene: bpy.types.Scene, models_dir: Path, tmp_path: Path) -> None:
+    library = tmp_path / "character.blend"
+    _library(library)
+    obj = _overridden(library, models_dir)
+    scene = bpy.context.scene
 
     rigs.select_only(obj)
     assert obj.data.library is not None  # the armature data stays linked ...
@@ -91,4 +98,59 @@ def test_a_linked_overridden_character_is_mapped_dragged_and_keyed(
     assert len(obj.data.npe_mapping.joints) == len(rigs.mapped_heads(obj))
     assert {e.joint for e in obj.npe.effectors} >= {"l_hand", "r_hand"}
     assert obj.npe.metrics["l_elbow_bend"].requested == pytest.approx(asked, abs=1e-4)
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - goal) < REACH_M
+
+
+ANIMATED_FRAMES = 30  # the library's action: every bone keyed on each frame, arms swinging
+SPREAD_FRAME = 15
+
+
+def test_a_linked_action_is_layered_not_keyed(fresh_scene: bpy.types.Scene, models_dir: Path,
+                                             tmp_path: Path) -> None:
+    """The character's action comes linked from the library: its keys cannot change in
+    the shot (written anyway, a spread reported done, left the hand 111 mm off its target,
+    and a reload dropped it). Keys, Every Frame and Insert Keyframe refuse and name the
+    action; a Layer (a local action on a new track of the override) reaches the target and
+    is still there once the shot is saved and opened again."""
+    library = tmp_path / "animated.blend"
+    _library(library)
+    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE")
+    for f in range(1, ANIMATED_FRAMES + 1):
+        swing = 0.4 * np.sin(f / 5.0)
+        for pb in obj.pose.bones:
+            pb.rotation_mode = "QUATERNION"
+            if pb.name.endswith("Arm"):
+                pb.rotation_quaternion = (np.cos(swing / 2), np.sin(swing / 2), 0.0, 0.0)
+            pb.keyframe_insert("rotation_quaternion", frame=f)
+            if pb.parent is None:  # the hips travel, as mocap keys them
+                pb.keyframe_insert("location", frame=f)
+    bpy.ops.wm.save_as_mainfile(filepath=str(library))
+    obj = _overridden(library, models_dir)
+    scene = bpy.context.scene
+    assert obj.animation_data.action.library is not None
+    scene.frame_start, scene.frame_end = 1, ANIMATED_FRAMES
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True, preset="auto") == {"FINISHED"}
+    scene.frame_set(SPREAD_FRAME)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    hand = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
+    goal = np.array(hand.location) + HAND_MOVE
+    hand.location = goal
+    rigs.select_only(obj)
+    for mode in ("KEYS", "EVERY_FRAME"):
+        with pytest.raises(RuntimeError, match=r"is linked from .*pick Layer"):
+            bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode=mode, range_mode="RADIUS",
+                                    radius=8)
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    with pytest.raises(RuntimeError, match=r"is linked from .*to key this pose"):
+        bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="LAYER", range_mode="RADIUS",
+                                   radius=8) == {"FINISHED"}
+    assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - goal) < REACH_M
+    shot = tmp_path / "animated_shot.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(shot))
+    bpy.ops.wm.open_mainfile(filepath=str(shot))
+    obj = next(o for o in bpy.data.objects if o.type == "ARMATURE" and o.override_library)
+    bpy.context.scene.frame_set(SPREAD_FRAME + 1)
+    bpy.context.scene.frame_set(SPREAD_FRAME)
     assert np.linalg.norm(rigs.mapped_heads(obj)["r_hand"] - goal) < REACH_M
