@@ -358,9 +358,15 @@ def insert_keyframe(scene: bpy.types.Scene, obj: bpy.types.Object) -> Outcome:
         channels = [(b, p, None) for b in bones for p in
                     (keying.rotation_prop(obj.pose.bones[b]),
                      *(("location",) if b in roots else ()))]
-    n = keying.key_channels(obj, frame, channels, keying.KeyStyle.of(scene))
+    n, locked = keying.key_channels(obj, frame, channels, keying.KeyStyle.of(scene))
     base_pose.make_current_base(scene, obj, info)
-    return Outcome(f"Keyed {len(bones)} bones of {obj.name} at frame {frame} ({n} keys)")
+    return Outcome(f"Keyed {len(bones)} bones of {obj.name} at frame {frame} ({n} keys)",
+                   [_locked_note(locked)] if locked else [])
+
+
+def _locked_note(locked: list[str]) -> str:
+    return (f"{len(locked)} locked F-curve(s) not keyed, e.g. {locked[0]}: unlock them (Graph "
+            "Editor: Channel > Toggle Channel Locking) to key them")
 
 
 def auto_key(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
@@ -388,9 +394,10 @@ def auto_key(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
     channels = keying.keying_set_channels(scene, obj, bones)
     if channels is None:
         channels = keying.changed_channels(obj, bones, located)
-    n = keying.key_channels(obj, scene.frame_current, channels,
-                            keying.KeyStyle.of(scene, auto=True))
-    return [f"Auto Keying: {n} keys on {len(bones)} bones at frame {scene.frame_current}"]
+    n, locked = keying.key_channels(obj, scene.frame_current, channels,
+                                    keying.KeyStyle.of(scene, auto=True))
+    return [f"Auto Keying: {n} keys on {len(bones)} bones at frame {scene.frame_current}",
+            *([_locked_note(locked)] if locked else [])]
 
 
 def metric_request_changed(context: bpy.types.Context, item: bpy.types.PropertyGroup,

@@ -109,10 +109,12 @@ def changed_channels(obj: bpy.types.Object, bones: Sequence[str],
 
 
 def key_channels(obj: bpy.types.Object, frame: int,
-                 channels: Sequence[tuple[str, str, int | None]], style: KeyStyle) -> int:
+                 channels: Sequence[tuple[str, str, int | None]], style: KeyStyle
+                 ) -> tuple[int, list[str]]:
     """Key each channel's current value at ``frame`` (the value the action must hold for
     it where NLA tracks under the action change the motion, :func:`_through_layers`);
-    returns the keys written."""
+    returns the keys written, and the locked F-curves left as they are (as Blender's
+    keying leaves them)."""
     pbones = obj.pose.bones
     wanted = []
     for bone, prop, index in channels:
@@ -127,6 +129,7 @@ def key_channels(obj: bpy.types.Object, frame: int,
         wanted = _through_layers(obj, frame, wanted)
     bag = None
     written = 0
+    locked = []
     for bone, prop, i, value in wanted:
         fc = rig_keys.find_curve(obj, bone, prop, i)
         if fc is None:
@@ -134,10 +137,13 @@ def key_channels(obj: bpy.types.Object, frame: int,
                 continue
             bag = bag or rig_keys.channelbag(obj, create=True)
             fc = rig_keys.new_curve(bag, bone, prop, i)
+        elif fc.lock:
+            locked.append(f"{fc.data_path}[{i}]")
+            continue
         written += set_key(fc, frame, value, style)
     if written:
         obj.update_tag()
-    return written
+    return written, locked
 
 
 def _through_layers(obj: bpy.types.Object, frame: int,

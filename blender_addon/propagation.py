@@ -29,6 +29,7 @@ from . import (
     model_sets,
     rig_io,
     rig_keys,
+    spread_checks,
     spread_correct,
     spread_ik,
     spread_layer,
@@ -317,10 +318,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     requests = metric_requests.requested_metrics(obj)
     if not targets and not requests:
         raise EditError("Nothing to spread: add effectors or enable a metric request")
-    if rig_keys.channelbag(obj) is None:
-        raise EditError(f"{obj.name} has no action to edit: key its animation first")
-    rig_keys.refuse_tweak_mode(obj, "spread an edit over the shot")
-    rig_keys.refuse_hidden_action(obj)
+    spread_checks.check_action(obj)
     models = model_sets.load(scene)
     metric_requests.check_requests(requests, models)
     frames_all, w_all = weights(scene, s, obj)
@@ -331,24 +329,12 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     center = scene.frame_current - int(frames[0])
     mode = resolve_mode(s, obj, frames, w)
     ik = spread_ik.ik_limbs(obj, info, frames)
-    if layers:
-        spread_layer.check_stackable(obj, layers, frames, mode)
+    bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
+    spread_checks.check_mode(obj, info, frames, mode, bones, located, layers)
     keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None
     if keyed is not None and not len(keyed):
         raise EditError(f"No key of the mapped bones in frames {frames[0]}-{frames[-1]}: "
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
-    bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
-    if mode == "LAYER":
-        spread_layer.check_layerable(obj, info, bones)
-    else:
-        rig_keys.refuse_linked_action(obj, "spread an edit into its keys", "pick Layer, "
-                                      "which keeps the edit in a local layer, or ")
-        if modified := rig_keys.modified_curves(
-                obj, key_edit.channel_paths(obj, info, bones, located)):
-            raise EditError(f"{len(modified)} F-curve(s) of {obj.name} carry modifiers, e.g. "
-                            f"{modified[0]}: keys written under them would not be the pose "
-                            "shown (keys past a cycle's change every cycle). Use Layer mode, "
-                            "which leaves them as they are")
     yield 0.05
 
     start = base_pose.edit_start(scene, obj, info)

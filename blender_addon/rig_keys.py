@@ -125,6 +125,17 @@ def combined_over(obj: bpy.types.Object) -> bool:
         and anim.action_blend_type == "COMBINE" and anim.action_influence >= 1.0
 
 
+def flagged_curves(obj: bpy.types.Object, paths: Sequence[tuple[str, int]], flag: str
+                   ) -> list[str]:
+    """Of the action's F-curves at ``paths`` (data path, index), those with ``flag`` set
+    ("mute": not evaluated, "lock": guarded by the animator), as ``path[index]``."""
+    bag = channelbag(obj)
+    found = (bag.fcurves.find(path, index=index) if bag is not None else None
+             for path, index in paths)
+    return [f"{fc.data_path}[{fc.array_index}]" for fc in found
+            if fc is not None and getattr(fc, flag)]
+
+
 def modified_curves(obj: bpy.types.Object, paths: Sequence[tuple[str, int]]) -> list[str]:
     """Of the action's F-curves at ``paths`` (data path, index), those an unmuted modifier
     changes (a Cycles modifier repeating a walk, Noise): a key written there is not the

@@ -15,7 +15,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 
 from mathutils import Quaternion, Vector  # noqa: E402
 
-from blender_addon import mapped_rig, propagation, rig_io, rig_keys  # noqa: E402
+from blender_addon import edits, mapped_rig, propagation, rig_io, rig_keys  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from blender_addon.errors import STATUS  # noqa: E402
 from tests.blender import rigs  # noqa: E402
@@ -280,6 +280,43 @@ def test_an_action_the_rig_does_not_show_is_refused(clip_rig: bpy.types.Object, 
                                        range_mode="RADIUS", radius=12) == {"FINISHED"}
         hand = spread_figures.core_joints(obj, np.array([CENTER]))[0, HAND]
         assert np.linalg.norm(hand - target) < EDIT_TOL
+
+
+@pytest.mark.parametrize("flag,mode", [("mute", "KEYS"), ("mute", "LAYER"),
+                                       ("lock", "EVERY_FRAME"), ("lock", "LAYER")])
+def test_muted_and_locked_curves(clip_rig: bpy.types.Object, flag: str, mode: str) -> None:
+    """The right forearm's F-curves muted or locked. Muted, the rig does not show their
+    keys: every mode refuses (written anyway, the hand stayed 95 mm off its target, 111 mm
+    in a layer). Locked (an animator's guard), Keys and Every Frame refuse (they had
+    rewritten them), and a layer, which leaves them as they are, reaches the target.
+    Insert Keyframe keys the rest and says which it left, as Blender's keying does."""
+    obj = clip_rig
+    info = mapped_rig.rig_for(obj)
+    forearm = info.names[info.joint_bones[spread_figures.JOINT_INDEX["r_forearm"]]]
+    for fc in rig_keys.channelbag(obj).fcurves:
+        if f'"{forearm}"' in fc.data_path:
+            setattr(fc, flag, True)
+    scene = bpy.context.scene
+    scene.frame_set(CENTER)
+    before, tracks = spread_figures.curves(obj), len(obj.animation_data.nla_tracks)
+    target = spread_figures.move_hand(obj)
+    if flag == "mute" or mode != "LAYER":
+        said = "are muted" if flag == "mute" else "are locked"
+        with pytest.raises(RuntimeError, match=f"F-curve.*{said}"):
+            bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode=mode, range_mode="RADIUS",
+                                    radius=12)
+        assert spread_figures.curves(obj) == before
+        assert len(obj.animation_data.nla_tracks) == tracks
+        return
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode=mode, range_mode="RADIUS",
+                                   radius=12) == {"FINISHED"}
+    assert spread_figures.curves(obj) == before
+    hand = spread_figures.core_joints(obj, np.array([CENTER]))[0, HAND]
+    assert np.linalg.norm(hand - target) < EDIT_TOL
+    outcome = edits.insert_keyframe(scene, obj)
+    assert any(n.startswith("3 locked F-curve(s) not keyed") for n in outcome.notes)
+    after = spread_figures.curves(obj)
+    assert all(after[k] == before[k] for k in before if f'"{forearm}"' in k[0])
 
 
 def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) -> None:
