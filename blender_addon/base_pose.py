@@ -103,13 +103,20 @@ def mark_written(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,
     rig_io.store_settings(obj, "base_pose", "written", base.written)
 
 
+def _of_frame(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose,
+              frame: int) -> bool:
+    """Whether the stored base was taken at ``frame``, of the same bones in the same
+    rotation modes."""
+    return base is not None and base.frame == frame and base.bones == _mapped_names(info) \
+        and np.array_equal(base.codes, _mapped_codes(info, pose))
+
+
 def base_is_current(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose,
                     frame: int) -> bool:
     """Whether the stored base still applies: same bones in the same rotation modes, same
     frame, and the pose is still the one the add-on last wrote (else the user changed it:
     take a new base)."""
-    if base is None or base.frame != frame or base.bones != _mapped_names(info) \
-            or not np.array_equal(base.codes, _mapped_codes(info, pose)):
+    if not _of_frame(base, info, pose, frame):
         return False
     now = _written(info, pose)
     # Unit quaternions compared (a pose between two keys is not one: Blender interpolates
@@ -139,16 +146,19 @@ def base_arrays(info: rig_io.RigInfo, base: BasePose, pose: rig_io.Pose
 
 
 def edit_start(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo
-               ) -> rig_io.Pose | None:
-    """The pose the edit on the rig at the current frame started from: the pose on the
-    rig with the mapped bones back at the base, while the base applies (the pose is the
-    one the add-on wrote there); None when it does not. Its channels without keys hold
-    the values they had before the edit (an edit not yet keyed changes them on every
-    frame), for propagation to read the action with and keep outside its range."""
+               ) -> tuple[rig_io.Pose | None, bool]:
+    """The pose the edit on the rig at the current frame started from, and whether the
+    pose was changed since outside the add-on (bones turned by hand, keys changed: the
+    base is no longer the pose it wrote). The pose on the rig with the mapped bones back
+    at the base, while the base was taken at this frame; None when it was not. Its
+    channels without keys hold the values they had before the edit (an edit not yet keyed
+    changes them on every frame), for propagation to read the action with and keep
+    outside its range."""
     pose = rig_io.read_pose(obj, info)
     base = read_base(obj, info)
-    if not base_is_current(base, info, pose, scene.frame_current):
-        return None
+    if not _of_frame(base, info, pose, scene.frame_current):
+        return None, False
+    by_hand = not base_is_current(base, info, pose, scene.frame_current)
     m = list(info.mapped)
     channels = {}
     for attr, values in base.channels().items():
@@ -157,7 +167,7 @@ def edit_start(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigIn
         channel[m] = values
         channels[name] = channel
     quats, _ = base_arrays(info, base, pose)
-    return replace(pose, quats=quats, **channels)
+    return replace(pose, quats=quats, **channels), by_hand
 
 
 def restore_base(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,

@@ -31,6 +31,7 @@ from . import (
     rig_keys,
     spread_checks,
     spread_correct,
+    spread_hand,
     spread_ik,
     spread_layer,
 )
@@ -337,7 +338,10 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                         "Keys mode moves keys and adds none; pick Every Frame or Layer")
     yield 0.05
 
-    start = base_pose.edit_start(scene, obj, info)
+    start, by_hand = base_pose.edit_start(scene, obj, info)
+    mw = rig_io.world_matrix(obj)
+    by_hand &= ik is None  # (a limb in IK shows its controls, not the bones read)
+    shown_now = spread_hand.shown_joints(obj, info, mw) if by_hand else None
     unkeyed = rig_io.read_pose(obj, info) if start is None else start
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
     current = scene.frame_current  # (the passes below change frame)
@@ -359,9 +363,10 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
             unkeyed, stretched = yield from spread_ik.read_shown(
                 scene, obj, info, frames, center, ik, (quats, locs, eulers), unkeyed,
                 (0.05, 0.15), from_action=not layers)
-    mw = rig_io.world_matrix(obj)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
+    if by_hand:
+        targets = spread_hand.as_targets(targets, shown_now, clip[center])
     editor = editors.editor_for(obj, info, models)
     yield 0.15
     try:
@@ -436,6 +441,11 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     scene.frame_set(scene.frame_current)  # show the keyed pose
     base_pose.make_current_base(scene, obj, info)
     notes = []
+    if by_hand:  # (its empties onto the pose spread, where the next solve starts from)
+        empties.snap(obj, info, animated=False)
+        notes.append(f"The pose at frame {scene.frame_current} was changed outside the "
+                     "add-on (bones turned by hand, or keys changed): that whole change was "
+                     "spread, and the effectors put on it")
     if mode == "LAYER" and (based := layer.based):
         notes.append(f"The action held no key on {len(based)} channel(s) the layer changes "
                      f"({', '.join(based[:2])}{', ...' if len(based) > 2 else ''}): each got "

@@ -319,6 +319,52 @@ def test_muted_and_locked_curves(clip_rig: bpy.types.Object, flag: str, mode: st
     assert all(after[k] == before[k] for k in before if f'"{forearm}"' in k[0])
 
 
+HAND_TURN_RAD = 0.5  # the right forearm turned by hand (Blender's own rotate)
+HAND_SHARE_TOL = 0.02  # the hand's share of its move against W(t) (measured 0.006)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "auto-keyed"])
+def test_a_pose_turned_by_hand_is_spread(clip_rig: bpy.types.Object, keyed: bool) -> None:
+    """The animator turns the right forearm with Blender's own rotate (keyed by Auto
+    Keying, or not) and runs Spread Edit without touching an empty: the whole change is
+    the edit. The edited frame keeps the pose as turned, the neighbours take W(t) of it,
+    the report says so and the effectors sit on the pose spread. (Before: unkeyed, the turn
+    was dropped as "nothing to spread"; keyed, the spread turned it back, the hand 109 mm
+    off, and pushed the neighbours 55 mm the other way.)"""
+    obj = clip_rig
+    scene = bpy.context.scene
+    info = mapped_rig.rig_for(obj)
+    frames = np.arange(CENTER - 12, CENTER + 13)
+    before = spread_figures.core_joints(obj, frames)
+    scene.frame_set(CENTER)
+    forearm = obj.pose.bones[info.names[info.joint_bones[
+        spread_figures.JOINT_INDEX["r_forearm"]]]]
+    forearm.rotation_euler[0] += HAND_TURN_RAD
+    if keyed:
+        forearm.keyframe_insert("rotation_euler", frame=CENTER)
+    bpy.context.view_layer.update()
+    turned = rig_io.armature_to_core(rig_io.world_matrix(obj),
+                                     rig_io.evaluated_joints(obj, info))
+    settings = propagation.SpreadSettings(mode="EVERY_FRAME", range_mode="RADIUS", radius=10)
+    outcome = propagation.propagate_edit(scene, obj, bpy.context.evaluated_depsgraph_get(),
+                                         settings=settings)
+    assert any("changed outside the add-on" in n for n in outcome.notes)
+    empty = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand").matrix_world
+    on_hand = np.linalg.norm(np.array(empty.translation) - rigs.mapped_heads(obj)["r_hand"])
+    after = spread_figures.core_joints(obj, frames)
+    c = CENTER - frames[0]
+    w = weight_curve(len(frames), c, 10)
+    share = np.linalg.norm(after[:, HAND] - before[:, HAND], axis=-1) \
+        / np.linalg.norm(turned[HAND] - before[c, HAND])
+    kept = np.linalg.norm(after[c] - turned, axis=-1).max()
+    print(f"FIGURES turned by hand ({'auto-keyed' if keyed else 'unkeyed'}): edited frame "
+          f"{kept * MM:.4f} mm off the pose turned, hand share off W(t) "
+          f"{np.abs(share - w).max():.3f}, empty {on_hand * MM:.4f} mm off the hand")
+    assert kept < EDIT_TOL
+    assert np.abs(share - w).max() < HAND_SHARE_TOL
+    assert on_hand < MUTED_TOL
+
+
 def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) -> None:
     """Blocking keyed on some bones only: the forearm the edit bends holds no key in the
     range, so Keys mode (adding none) leaves it as it was and the hand misses; the note
