@@ -92,10 +92,6 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     effector of the same joint."""
     info = state.info
     mw = rig_io.world_matrix(obj)
-    targets = empties.targets(state.effectors, empty_matrices, mw)
-    if extra:
-        taken = {t.joint for t in extra}
-        targets = [t for t in targets if t.joint not in taken] + list(extra)
     requests = state.requests
     options = editors.solve_options(obj)
     skipped = not refine and options.refine_steps > 0 and options.solver != "classic"
@@ -104,6 +100,12 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     pose = _read_pose(obj, state)
     frame = scene.frame_current
     keep_base = state.base_is_current(pose, frame)
+    if not keep_base:  # the pose changed outside the add-on: the empties follow it
+        empty_matrices = empties.follow_pose(obj, info, empty_matrices, evaluated=live)
+    targets = empties.targets(state.effectors, empty_matrices, mw)
+    if extra:
+        taken = {t.joint for t in extra}
+        targets = [t for t in targets if t.joint not in taken] + list(extra)
     if not targets and not requests:
         if not allow_nothing:
             raise EditError("Nothing to solve: add effectors or enable a metric request")

@@ -160,7 +160,30 @@ def solved_matrices(obj: bpy.types.Object) -> np.ndarray:
 def moved(empty_matrices: np.ndarray, solved: np.ndarray) -> bool:
     """Whether an empty left the place it had at the last solve (live mode)."""
     now = empty_matrices.reshape(len(empty_matrices), 16)
-    return now.shape != solved.shape or bool(np.any(np.abs(now - solved) > MATRIX_ATOL))
+    return now.shape != solved.shape or bool(moved_rows(now, solved).any())
+
+
+def moved_rows(empty_matrices: np.ndarray, solved: np.ndarray) -> np.ndarray:
+    """(E,) which empties left the place they had at the last solve (the same count)."""
+    now = empty_matrices.reshape(len(empty_matrices), 16)
+    return np.abs(now - solved).max(axis=1, initial=0.0) > MATRIX_ATOL
+
+
+def follow_pose(obj: bpy.types.Object, info: rig_io.RigInfo, empty_matrices: np.ndarray,
+                evaluated: bool) -> np.ndarray:
+    """After the pose was changed outside the add-on (bones turned by hand, keys changed):
+    the empties not moved since the last solve (nor keyed) go onto the joints as shown,
+    where they hold them; returns the matrices as :func:`matrices` reads them. Left where
+    they were, the next solve pulled the pose back to them (a forearm turned by hand: the
+    hand 109 mm back)."""
+    solved = solved_matrices(obj)
+    if solved.shape != (len(empty_matrices), 16):
+        return empty_matrices
+    stale = ~moved_rows(empty_matrices, solved)
+    if not stale.any():
+        return empty_matrices
+    snap(obj, info, animated=False, evaluated=evaluated, only=stale)
+    return matrices(obj, None)
 
 
 def mark_solved(obj: bpy.types.Object, empty_matrices: np.ndarray | None) -> None:
@@ -310,15 +333,16 @@ def is_animated(empty: bpy.types.Object) -> bool:
 
 
 def snap(obj: bpy.types.Object, info: rig_io.RigInfo, animated: bool = True,
-         evaluated: bool = False) -> None:
-    """Move every effector empty back onto its joint as shown (orientation too);
-    ``animated`` False leaves the empties the animator keyed where their keys put them;
-    ``evaluated``: the depsgraph is up to date (a frame change handler, where evaluating
-    it again crashes Blender)."""
+         evaluated: bool = False, only: np.ndarray | None = None) -> None:
+    """Move every effector empty (of ``only``, a mask in list order) back onto its joint
+    as shown (orientation too); ``animated`` False leaves the empties the animator keyed
+    where their keys put them; ``evaluated``: the depsgraph is up to date (a frame change
+    handler, where evaluating it again crashes Blender)."""
     locs, rots = _joint_frames(obj, info, update=not evaluated)
-    for item in obj.npe.effectors:
+    for i, item in enumerate(obj.npe.effectors):
         if item.empty is None or item.joint not in JOINT_INDEX \
-                or (not animated and is_animated(item.empty)):
+                or (not animated and is_animated(item.empty)) \
+                or (only is not None and not only[i]):
             continue
         j = JOINT_INDEX[item.joint]
         item.empty.matrix_world = _world_matrix(locs[j], rots[j])

@@ -341,7 +341,9 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     start, by_hand = base_pose.edit_start(scene, obj, info)
     mw = rig_io.world_matrix(obj)
     by_hand &= ik is None  # (a limb in IK shows its controls, not the bones read)
-    shown_now = spread_hand.shown_joints(obj, info, mw) if by_hand else None
+    if by_hand:  # (read before any frame change)
+        shown_now = spread_hand.shown_joints(obj, info, mw)
+        moved = spread_hand.dragged(obj, depsgraph)
     unkeyed = rig_io.read_pose(obj, info) if start is None else start
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
     current = scene.frame_current  # (the passes below change frame)
@@ -366,7 +368,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
     if by_hand:
-        targets = spread_hand.as_targets(targets, shown_now, clip[center])
+        targets = spread_hand.as_targets(targets, shown_now, moved)
     editor = editors.editor_for(obj, info, models)
     yield 0.15
     try:

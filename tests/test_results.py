@@ -461,7 +461,8 @@ def test_spread_edit_figures_hold_their_bounds() -> None:
     keeps every key's count, kind and the keys outside bit for bit and puts the keyed
     frames on the weighted edit; Layer mode leaves the action bit for bit and mutes back
     to the motion; Esc leaves the action bit for bit. The same bounds hold when
-    tests/blender/test_spread_edit.py measures them again on another clip."""
+    tests/blender/test_spread_edit.py and test_spread_layers.py measure them again on
+    another clip."""
     spread = json.loads((REPO / RESULTS["benchmark_blender"].json).read_text())["spread"]
     keys, layer, esc = spread["keys"], spread["layer"], spread["esc"]
     assert keys["mode"] == "KEYS"

@@ -35,6 +35,7 @@ if HAVE_BPY:
     from blender_addon.core.models import MANIFEST_NAME, default_models_dir
     from tests.blender import rigs
     from training.blender_side.rigs import open_rigify, rigify_blend
+    from training.blender_side.spread_figures import CENTER
 
 REPO = Path(__file__).resolve().parents[2]
 BANDAI_ARCHIVE = REPO.parent / "shared" / "data" / "bandai-namco" / "bandai-namco-dataset-1.tar.xz"
@@ -170,3 +171,14 @@ def rigify_rig(rigify_file: Path, models_dir: Path, scene: bpy.types.Scene
     if models_dir != default_models_dir():
         bpy.context.scene.npe.model_set = str(models_dir)
     return rig
+
+
+@pytest.fixture
+def clip_rig(scene: bpy.types.Scene, bandai_bvh: Path) -> bpy.types.Object:
+    """The 90-frame Bandai clip, mapped, at frame CENTER, with hand effectors."""
+    obj = rigs.import_bvh(bandai_bvh)
+    rigs.select_only(obj)
+    assert bpy.ops.npe.map_rig("EXEC_DEFAULT", True) == {"FINISHED"}
+    scene.frame_set(CENTER)
+    assert bpy.ops.npe.add_effectors("EXEC_DEFAULT", True, preset="HANDS") == {"FINISHED"}
+    return obj

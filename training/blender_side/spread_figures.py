@@ -1,7 +1,7 @@
 """Inside bpy: Spread Edit as an animator uses it (issue 49), measured on a BVH clip and read
 back from the rig Blender evaluates. One implementation for the tests that hold the
-figures (``tests/blender/test_spread_edit.py``) and for ``benchmark-blender``, which
-publishes them:
+figures (``tests/blender/test_spread_edit.py``, ``test_spread_layers.py``) and for
+``benchmark-blender``, which publishes them:
 
 - Keys mode on a hand-keyed action (keys every :data:`KEY_STEP` frames, a Breakdown, a
   Linear and a Constant key): keys added or removed, keys whose type, interpolation,

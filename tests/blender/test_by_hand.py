@@ -1,0 +1,94 @@
+"""A pose changed with Blender's own tools (bones turned by hand, Auto Keying or not)
+then spread, or solved from (issue 49): the change is kept and spread, not dropped or
+turned back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+
+from blender_addon import mapped_rig, propagation, rig_io  # noqa: E402
+from blender_addon.core.propagate import weight_curve  # noqa: E402
+from tests.blender import rigs  # noqa: E402
+from tests.blender.test_spread_edit import EDIT_TOL, MM, MUTED_TOL  # noqa: E402
+from training.blender_side import spread_figures  # noqa: E402
+from training.blender_side.spread_figures import CENTER, HAND  # noqa: E402
+
+HAND_TURN_RAD = 0.5  # the right forearm turned by hand (Blender's own rotate)
+HAND_SHARE_TOL = 0.02  # the hand's share of its move against W(t) (measured 0.006)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "auto-keyed"])
+def test_a_pose_turned_by_hand_is_spread(clip_rig: bpy.types.Object, keyed: bool) -> None:
+    """The animator turns the right forearm with Blender's own rotate (keyed by Auto
+    Keying, or not) and runs Spread Edit without touching an empty: the whole change is
+    the edit. The edited frame keeps the pose as turned, the neighbours take W(t) of it,
+    the report says so and the effectors sit on the pose spread. (Before: unkeyed, the turn
+    was dropped as "nothing to spread"; keyed, the spread turned it back, the hand 109 mm
+    off, and pushed the neighbours 55 mm the other way.)"""
+    obj = clip_rig
+    scene = bpy.context.scene
+    info = mapped_rig.rig_for(obj)
+    frames = np.arange(CENTER - 12, CENTER + 13)
+    before = spread_figures.core_joints(obj, frames)
+    scene.frame_set(CENTER)
+    forearm = obj.pose.bones[info.names[info.joint_bones[
+        spread_figures.JOINT_INDEX["r_forearm"]]]]
+    forearm.rotation_euler[0] += HAND_TURN_RAD
+    if keyed:
+        forearm.keyframe_insert("rotation_euler", frame=CENTER)
+    bpy.context.view_layer.update()
+    turned = rig_io.armature_to_core(rig_io.world_matrix(obj),
+                                     rig_io.evaluated_joints(obj, info))
+    settings = propagation.SpreadSettings(mode="EVERY_FRAME", range_mode="RADIUS", radius=10)
+    outcome = propagation.propagate_edit(scene, obj, bpy.context.evaluated_depsgraph_get(),
+                                         settings=settings)
+    assert any("changed outside the add-on" in n for n in outcome.notes)
+    empty = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand").matrix_world
+    on_hand = np.linalg.norm(np.array(empty.translation) - rigs.mapped_heads(obj)["r_hand"])
+    after = spread_figures.core_joints(obj, frames)
+    c = CENTER - frames[0]
+    w = weight_curve(len(frames), c, 10)
+    share = np.linalg.norm(after[:, HAND] - before[:, HAND], axis=-1) \
+        / np.linalg.norm(turned[HAND] - before[c, HAND])
+    kept = np.linalg.norm(after[c] - turned, axis=-1).max()
+    print(f"FIGURES turned by hand ({'auto-keyed' if keyed else 'unkeyed'}): edited frame "
+          f"{kept * MM:.4f} mm off the pose turned, hand share off W(t) "
+          f"{np.abs(share - w).max():.3f}, empty {on_hand * MM:.4f} mm off the hand")
+    assert kept < EDIT_TOL
+    assert np.abs(share - w).max() < HAND_SHARE_TOL
+    assert on_hand < MUTED_TOL
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["solve", "live"])
+def test_a_pose_turned_by_hand_is_kept_by_the_next_solve(clip_rig: bpy.types.Object,
+                                                          live: bool) -> None:
+    """The right forearm turned by hand, then the left hand's empty dragged and solved
+    (Solve, or a Live drag): the empties not moved since the last solve follow the pose
+    shown, so the right hand stays where the turn put it and the left one reaches its
+    empty. (Left where they were, the solve pulled the right hand 109 mm back.)"""
+    obj = clip_rig
+    scene = bpy.context.scene
+    info = mapped_rig.rig_for(obj)
+    forearm = obj.pose.bones[info.names[info.joint_bones[
+        spread_figures.JOINT_INDEX["r_forearm"]]]]
+    forearm.rotation_euler[0] += HAND_TURN_RAD
+    bpy.context.view_layer.update()
+    turned = rigs.mapped_heads(obj)["r_hand"].copy()
+    scene.npe.live = live
+    left = next(e.empty for e in obj.npe.effectors if e.joint == "l_hand")
+    left.location = np.array(left.location) + np.array([0.0, 0.0, 0.05])
+    bpy.context.view_layer.update()
+    if not live:
+        assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    heads = rigs.mapped_heads(obj)
+    kept = np.linalg.norm(heads["r_hand"] - turned)
+    reached = np.linalg.norm(heads["l_hand"] - np.array(left.matrix_world.translation))
+    print(f"FIGURES turned by hand, then {'a Live drag' if live else 'Solve'}: right hand "
+          f"{kept * MM:.4f} mm off the turn, left hand {reached * MM:.4f} mm off its empty")
+    assert kept < EDIT_TOL
+    assert reached < EDIT_TOL
