@@ -340,7 +340,8 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
 
     start, by_hand = base_pose.edit_start(scene, obj, info)
     mw = rig_io.world_matrix(obj)
-    by_hand &= ik is None  # (a limb in IK shows its controls, not the bones read)
+    if by_hand and ik is not None:  # (a limb in IK shows its controls, not the bones read:
+        start, by_hand = None, False  # read as the rig shows it, as before any edit)
     if by_hand:  # (read before any frame change)
         shown_now = spread_hand.shown_joints(obj, info, mw)
         moved = spread_hand.dragged(obj, depsgraph)
