@@ -343,7 +343,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     if by_hand and ik is not None:  # (a limb in IK shows its controls, not the bones read:
         start, by_hand = None, False  # read as the rig shows it, as before any edit)
     if by_hand:  # (read before any frame change)
-        shown_now = spread_hand.shown_joints(obj, info, mw)
+        shown_now = spread_hand.shown_pose(obj, info, mw)
         moved = spread_hand.dragged(obj, depsgraph)
     unkeyed = rig_io.read_pose(obj, info) if start is None else start
     quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
@@ -454,7 +454,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                      f"({', '.join(based[:2])}{', ...' if len(based) > 2 else ''}): each got "
                      "one key of the pose's value, which the layer combines over and muting "
                      "it gives back")
-    if unchanged:
+    if unchanged and not by_hand:
         notes.append(f"Nothing to spread at frame {scene.frame_current}: no effector is off "
                      "its joint and no metric request changes the pose there. Insert Keyframe "
                      "and a frame change start the edit again from the pose shown: drag, then "

@@ -13,16 +13,25 @@ import bpy
 import numpy as np
 
 from . import empties, rig_io
-from .core.skeleton import JOINTS
+from .core import conversions
+from .core.skeleton import JOINTS, PARENTS
 from .empties import Target
 
+# The joints no other hangs from (head, hands, toes): their bones' turns are not in the
+# joints' places, so they are goals too (a wrist turned by hand was turned back, 0.6 rad).
+_ENDS = tuple(j for j in range(len(JOINTS)) if j not in set(PARENTS.tolist()))
 
-def shown_joints(obj: bpy.types.Object, info: rig_io.RigInfo, matrix_world: np.ndarray
-                 ) -> np.ndarray:
-    """(21, 3) core-space joints of the pose the rig shows now (read before any frame
-    change)."""
+
+def shown_pose(obj: bpy.types.Object, info: rig_io.RigInfo, matrix_world: np.ndarray
+               ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """The pose the rig shows now (read before any frame change): core-space joints
+    (21, 3), and the armature-space rotations (3, 3) of the end joints' bones."""
     bpy.context.view_layer.update()
-    return rig_io.armature_to_core(matrix_world, rig_io.evaluated_joints(obj, info))
+    joints = rig_io.armature_to_core(matrix_world, rig_io.evaluated_joints(obj, info))
+    mats = rig_io.evaluated_matrices(obj, info)
+    ends = {j: conversions.orthonormal(mats[b, :3, :3]) for j in _ENDS
+            if (b := info.joint_bones[j]) is not None}
+    return joints, ends
 
 
 def dragged(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> set[str]:
@@ -35,10 +44,13 @@ def dragged(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> set
                                           strict=True) if m}
 
 
-def as_targets(targets: list[Target], shown: np.ndarray, moved: set[str]) -> list[Target]:
-    """Every joint as a target at ``shown`` (21, 3), but the pinned effectors and those of
-    ``moved`` (:func:`dragged`), kept as they are."""
+def as_targets(targets: list[Target], shown: tuple[np.ndarray, dict[int, np.ndarray]],
+               moved: set[str]) -> list[Target]:
+    """Every joint as a target where :func:`shown_pose` has it (an end joint's bone turned
+    as shown too), but the pinned effectors and those of ``moved`` (:func:`dragged`), kept
+    as they are."""
+    joints, ends = shown
     kept = [t for t in targets if t.pin or t.joint in moved]
     held = {t.joint for t in kept}
-    return kept + [Target(name, shown[j], 1.0, False, None, np.eye(4).ravel())
+    return kept + [Target(name, joints[j], 1.0, False, ends.get(j), np.eye(4).ravel())
                    for j, name in enumerate(JOINTS) if name not in held]

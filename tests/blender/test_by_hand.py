@@ -10,7 +10,6 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-
 from blender_addon import mapped_rig, propagation, rig_io  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from tests.blender import rigs  # noqa: E402
@@ -92,3 +91,45 @@ def test_a_pose_turned_by_hand_is_kept_by_the_next_solve(clip_rig: bpy.types.Obj
           f"{kept * MM:.4f} mm off the turn, left hand {reached * MM:.4f} mm off its empty")
     assert kept < EDIT_TOL
     assert reached < EDIT_TOL
+
+
+WRIST_TURN_RAD = 0.6  # the right hand bone turned by hand about its Y axis
+WRIST_TOL = 1e-3  # rad: the edited frame keeps the turn (measured 0.0)
+WRIST_SHARE_TOL = 0.02  # its share at each frame against W(t)
+
+
+def test_a_wrist_turned_by_hand_is_spread(clip_rig: bpy.types.Object) -> None:
+    """A hand bone turned by hand moves no joint: its turn is the edit (an end joint's bone
+    is a goal of its own). The edited frame keeps it and the neighbours turn by W(t) of it
+    (before: "nothing to spread", and the wrist turned back 0.6 rad)."""
+    obj = clip_rig
+    scene = bpy.context.scene
+    info = mapped_rig.rig_for(obj)
+    hand = obj.pose.bones[info.names[info.joint_bones[spread_figures.JOINT_INDEX["r_hand"]]]]
+    frames = np.arange(CENTER - 10, CENTER + 11)
+
+    def turns() -> list:
+        out = []
+        for f in frames:
+            scene.frame_set(int(f))
+            out.append(hand.matrix.to_quaternion())
+        return out
+
+    before = turns()
+    scene.frame_set(CENTER)
+    hand.rotation_euler[1] += WRIST_TURN_RAD
+    bpy.context.view_layer.update()
+    turned = hand.matrix.to_quaternion()
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                   range_mode="RADIUS", radius=10) == {"FINISHED"}
+    after = turns()
+    c = CENTER - frames[0]
+    full = before[c].rotation_difference(turned).angle
+    share = np.array([b.rotation_difference(a).angle for b, a in zip(before, after,
+                                                                      strict=True)]) / full
+    w = weight_curve(len(frames), c, 10)
+    kept = turned.rotation_difference(after[c]).angle
+    print(f"FIGURES wrist turned by hand: edited frame {kept:.2e} rad off the turn, share "
+          f"off W(t) {np.abs(share - w).max():.3f}")
+    assert kept < WRIST_TOL
+    assert np.abs(share - w).max() < WRIST_SHARE_TOL

@@ -10,7 +10,6 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-
 from blender_addon import edits, mapped_rig, rig_keys  # noqa: E402
 from tests.blender.test_spread_edit import EDIT_TOL  # noqa: E402
 from training.blender_side import spread_figures  # noqa: E402
