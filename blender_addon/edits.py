@@ -54,12 +54,33 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     :mod:`.state`), measure nothing (the drag's pause does); operators build it afresh.
     ``refine``: False skips the latent refinement (a live drag).
     """
+    # (before the FK controls are matched, which the user has not seen; the empties moved
+    # then read as placed, not as last evaluated)
+    if not live and _follow_pose(scene, obj, depsgraph):
+        depsgraph = None
     notes = [] if live else prepare_controls(obj)
     state = kept.get(scene, obj, fresh=not live)
     outcome = edit_with(scene, obj, state, empties.matrices(obj, depsgraph),
                         allow_nothing=allow_nothing, live=live, refine=refine)
     outcome.notes[:0] = notes
     return outcome
+
+
+def _follow_pose(scene: bpy.types.Scene, obj: bpy.types.Object,
+                 depsgraph: bpy.types.Depsgraph | None) -> bool:
+    """Where the pose was changed outside the add-on since its last write, the empties not
+    moved since the last solve go onto it (:func:`.empties.follow_pose`); whether any
+    moved."""
+    try:
+        info = mapped_rig.rig_for(obj)
+        pose = rig_io.read_pose(obj, info)
+        now = empties.matrices(obj, depsgraph)
+    except (EditError, rig_io.RigError):
+        return False  # (the solve says what is wrong)
+    if base_pose.base_is_current(base_pose.read_base(obj, info), info, pose,
+                                 scene.frame_current):
+        return False
+    return empties.follow_pose(obj, info, now) is not now
 
 
 def prepare_controls(obj: bpy.types.Object) -> list[str]:
@@ -100,8 +121,8 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     pose = _read_pose(obj, state)
     frame = scene.frame_current
     keep_base = state.base_is_current(pose, frame)
-    if not keep_base:  # the pose changed outside the add-on: the empties follow it
-        empty_matrices = empties.follow_pose(obj, info, empty_matrices, evaluated=live)
+    if not keep_base and live:  # the pose changed outside the add-on: the empties follow
+        empty_matrices = empties.follow_pose(obj, info, empty_matrices)  # (Solve: in edit)
     targets = empties.targets(state.effectors, empty_matrices, mw)
     if extra:
         taken = {t.joint for t in extra}
