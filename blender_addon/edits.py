@@ -56,7 +56,7 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     """
     # (before the FK controls are matched, which the user has not seen; the empties moved
     # then read as placed, not as last evaluated)
-    if not live and _follow_pose(scene, obj, depsgraph):
+    if not live and follow_pose(scene, obj, depsgraph):
         depsgraph = None
     notes = [] if live else prepare_controls(obj)
     state = kept.get(scene, obj, fresh=not live)
@@ -66,11 +66,11 @@ def edit(scene: bpy.types.Scene, obj: bpy.types.Object, depsgraph: bpy.types.Dep
     return outcome
 
 
-def _follow_pose(scene: bpy.types.Scene, obj: bpy.types.Object,
-                 depsgraph: bpy.types.Depsgraph | None) -> bool:
+def follow_pose(scene: bpy.types.Scene, obj: bpy.types.Object,
+                depsgraph: bpy.types.Depsgraph | None) -> bool:
     """Where the pose was changed outside the add-on since its last write, the empties not
     moved since the last solve go onto it (:func:`.empties.follow_pose`); whether any
-    moved."""
+    moved. Before a solve or a grab, and before they match FK controls to IK limbs."""
     try:
         info = mapped_rig.rig_for(obj)
         pose = rig_io.read_pose(obj, info)

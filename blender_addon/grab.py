@@ -187,7 +187,10 @@ def begin(scene: bpy.types.Scene, obj: bpy.types.Object,
           joints: Sequence[str] | None = None) -> Grab:
     """Start grabbing ``joints`` (None: those of the selected bones) of ``obj``; nothing
     is written but what an edit needs first (limbs to FK, the pose shown as the base),
-    and a cancel puts that back too."""
+    and a cancel puts that back too. The empties first follow a pose changed by hand
+    (:func:`.edits.follow_pose`; left behind, they turned a hand turned by hand 109 mm
+    back)."""
+    edits.follow_pose(scene, obj, bpy.context.evaluated_depsgraph_get())
     saved = save(obj)
     info = mapped_rig.rig_for(obj)
     if joints is None:

@@ -10,7 +10,7 @@ import pytest
 bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
-from blender_addon import mapped_rig, propagation, rig_io  # noqa: E402
+from blender_addon import grab, mapped_rig, propagation, rig_io  # noqa: E402
 from blender_addon.core.propagate import weight_curve  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 from tests.blender.test_spread_edit import EDIT_TOL, MM, MUTED_TOL  # noqa: E402
@@ -63,13 +63,17 @@ def test_a_pose_turned_by_hand_is_spread(clip_rig: bpy.types.Object, keyed: bool
     assert on_hand < MUTED_TOL
 
 
-@pytest.mark.parametrize("live", [False, True], ids=["solve", "live"])
+GRAB_MOVE = (0.0, 0.0, 0.05)  # m, world: the left hand grabbed up
+
+
+@pytest.mark.parametrize("how", ["solve", "live", "grab"])
 def test_a_pose_turned_by_hand_is_kept_by_the_next_solve(clip_rig: bpy.types.Object,
-                                                          live: bool) -> None:
-    """The right forearm turned by hand, then the left hand's empty dragged and solved
-    (Solve, or a Live drag): the empties not moved since the last solve follow the pose
-    shown, so the right hand stays where the turn put it and the left one reaches its
-    empty. (Left where they were, the solve pulled the right hand 109 mm back.)"""
+                                                          how: str) -> None:
+    """The right forearm turned by hand, then the left hand moved: its empty dragged and
+    solved (Solve, or a Live drag), or the joint grabbed (Neural Grab). The empties not
+    moved since the last solve follow the pose shown, so the right hand stays where the
+    turn put it and the left one goes where it was asked. (Left where they were, the
+    empties pulled the right hand 109 mm back.)"""
     obj = clip_rig
     scene = bpy.context.scene
     info = mapped_rig.rig_for(obj)
@@ -77,18 +81,22 @@ def test_a_pose_turned_by_hand_is_kept_by_the_next_solve(clip_rig: bpy.types.Obj
         spread_figures.JOINT_INDEX["r_forearm"]]]]
     forearm.rotation_euler[0] += HAND_TURN_RAD
     bpy.context.view_layer.update()
-    turned = rigs.mapped_heads(obj)["r_hand"].copy()
-    scene.npe.live = live
-    left = next(e.empty for e in obj.npe.effectors if e.joint == "l_hand")
-    left.location = np.array(left.location) + np.array([0.0, 0.0, 0.05])
-    bpy.context.view_layer.update()
-    if not live:
-        assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    heads = rigs.mapped_heads(obj)
+    turned, goal = heads["r_hand"].copy(), heads["l_hand"] + np.array(GRAB_MOVE)
+    if how == "grab":
+        grab.grab_offset(scene, obj, GRAB_MOVE, ["l_hand"])
+    else:
+        scene.npe.live = how == "live"
+        left = next(e.empty for e in obj.npe.effectors if e.joint == "l_hand")
+        left.location = goal
+        bpy.context.view_layer.update()
+        if how == "solve":
+            assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
     heads = rigs.mapped_heads(obj)
     kept = np.linalg.norm(heads["r_hand"] - turned)
-    reached = np.linalg.norm(heads["l_hand"] - np.array(left.matrix_world.translation))
-    print(f"FIGURES turned by hand, then {'a Live drag' if live else 'Solve'}: right hand "
-          f"{kept * MM:.4f} mm off the turn, left hand {reached * MM:.4f} mm off its empty")
+    reached = np.linalg.norm(heads["l_hand"] - goal)
+    print(f"FIGURES turned by hand, then {how}: right hand {kept * MM:.4f} mm off the turn, "
+          f"left hand {reached * MM:.4f} mm off its goal")
     assert kept < EDIT_TOL
     assert reached < EDIT_TOL
 
