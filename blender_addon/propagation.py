@@ -354,7 +354,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                                           sorted(set(info.needed) | set(bones)))[0]
         with spread_ik.pose_kept(scene, obj, current):
             quats, locs, eulers = yield from spread_layer.read_shown(
-                scene, obj, info, frames, unkeyed, (0.05, 0.15))
+                scene, obj, info, frames, unkeyed, (0.05, 0.1))
     shown = quats.copy(), locs.copy(), eulers.copy()  # what a layer changes
     if start is not None and ik is None:  # the edited frame as it was before the edit:
         # with Auto Keying on, the action already holds the edit there (read from it, the
@@ -365,7 +365,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         with spread_ik.pose_kept(scene, obj, current):
             unkeyed, stretched = yield from spread_ik.read_shown(
                 scene, obj, info, frames, center, ik, (quats, locs, eulers), unkeyed,
-                (0.05, 0.15), from_action=not layers)
+                (0.1 if layers else 0.05, 0.15), from_action=not layers)
     joints, _ = rig_io.joint_positions(info, quats, locs)
     clip = rig_io.armature_to_core(mw, joints)
     if by_hand:
