@@ -21,6 +21,7 @@ from .core import conversions, quaternions
 LOC_RTOL = 1e-5  # a pose is "the one we wrote" within these tolerances (float32 storage)
 LOC_ATOL = 1e-6
 QUAT_TOL = 1e-7  # 1 - |dot| between quaternions
+JOINT_MOVED = 1e-5  # armature units: a joint this far from its place in the base moved
 
 
 @dataclass
@@ -125,6 +126,22 @@ def base_is_current(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Po
     dots = np.abs(np.sum(was * is_, axis=1))
     return bool(np.all(1.0 - dots < QUAT_TOL)
                 and np.allclose(base.written[:, 4:], now[:, 4:], rtol=LOC_RTOL, atol=LOC_ATOL))
+
+
+def moved_joints(info: rig_io.RigInfo, base: BasePose | None, pose: rig_io.Pose
+                 ) -> np.ndarray:
+    """(21,) the joints ``pose`` moved from where the add-on last wrote them (as the
+    mapped bones carry them; all of them without a base of the same bones and rotation
+    modes)."""
+    if base is None or base.bones != _mapped_names(info) \
+            or not np.array_equal(base.codes, _mapped_codes(info, pose)):
+        return np.ones(len(info.joint_bones), dtype=bool)
+    m = list(info.mapped)
+    quats, locs = pose.quats.copy(), pose.locations.copy()
+    quats[m], locs[m] = base.written[:, :4], base.written[:, 4:]
+    was, _ = rig_io.joint_positions(info, quats, locs)
+    now, _ = rig_io.joint_positions(info, pose.quats, pose.locations)
+    return np.linalg.norm(now - was, axis=-1) > JOINT_MOVED
 
 
 def ensure_base(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo) -> None:

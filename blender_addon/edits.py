@@ -77,10 +77,11 @@ def follow_pose(scene: bpy.types.Scene, obj: bpy.types.Object,
         now = empties.matrices(obj, depsgraph)
     except (EditError, rig_io.RigError):
         return False  # (the solve says what is wrong)
-    if base_pose.base_is_current(base_pose.read_base(obj, info), info, pose,
-                                 scene.frame_current):
+    base = base_pose.read_base(obj, info)
+    if base_pose.base_is_current(base, info, pose, scene.frame_current):
         return False
-    return empties.follow_pose(obj, info, now) is not now
+    moved = base_pose.moved_joints(info, base, pose)
+    return empties.follow_pose(obj, info, now, moved) is not now
 
 
 def prepare_controls(obj: bpy.types.Object) -> list[str]:
@@ -122,7 +123,8 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     frame = scene.frame_current
     keep_base = state.base_is_current(pose, frame)
     if not keep_base and live:  # the pose changed outside the add-on: the empties follow
-        empty_matrices = empties.follow_pose(obj, info, empty_matrices)  # (Solve: in edit)
+        empty_matrices = empties.follow_pose(  # (Solve: in edit)
+            obj, info, empty_matrices, base_pose.moved_joints(info, state.base, pose))
     targets = empties.targets(state.effectors, empty_matrices, mw)
     if extra:
         taken = {t.joint for t in extra}

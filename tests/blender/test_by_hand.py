@@ -164,3 +164,34 @@ def test_an_ik_control_moved_by_hand_is_kept_by_the_next_solve(
     kept = np.linalg.norm(rigs.mapped_heads(obj)["l_hand"] - moved)
     print(f"FIGURES IK control moved by hand, then Solve: left hand {kept * MM:.4f} mm off")
     assert kept < EDIT_TOL
+
+
+REACH_PAST_M = 3.0  # the right hand's empty dragged this far out, past the arm's reach
+
+
+def test_a_goal_out_of_reach_stays_when_another_bone_is_turned(
+        clip_rig: bpy.types.Object) -> None:
+    """The right hand's empty dragged out of reach and solved (the hand falls short), then
+    the left forearm turned by hand and solved again: only the empties of joints moved
+    since the add-on's last write follow the pose, so the right hand's empty stays where
+    it was put, a goal the hand still reaches for (compared with where the edit session
+    started, the right hand counted as moved and its goal was lost)."""
+    obj = clip_rig
+    info = mapped_rig.rig_for(obj)
+    right = next(e.empty for e in obj.npe.effectors if e.joint == "r_hand")
+    right.location = np.array(right.location) + np.array([REACH_PAST_M, 0.0, 0.0])
+    bpy.context.view_layer.update()
+    goal = np.array(right.matrix_world.translation)
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    short = rigs.mapped_heads(obj)["r_hand"].copy()
+    forearm = obj.pose.bones[info.names[info.joint_bones[
+        spread_figures.JOINT_INDEX["l_forearm"]]]]
+    forearm.rotation_euler[0] += HAND_TURN_RAD
+    bpy.context.view_layer.update()
+    assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+    stayed = np.linalg.norm(np.array(right.matrix_world.translation) - goal)
+    was, now = (np.linalg.norm(h - goal) for h in (short, rigs.mapped_heads(obj)["r_hand"]))
+    print(f"FIGURES goal out of reach, left forearm turned by hand: the right empty moved "
+          f"{stayed * MM:.4f} mm; the hand {was * MM:.0f} mm short of it, then {now * MM:.0f} mm")
+    assert stayed < MUTED_TOL
+    assert now <= was + EDIT_TOL  # (still reaching for it)
