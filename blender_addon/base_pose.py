@@ -104,12 +104,17 @@ def mark_written(obj: bpy.types.Object, info: rig_io.RigInfo, base: BasePose,
     rig_io.store_settings(obj, "base_pose", "written", base.written)
 
 
+def _same_bones(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose) -> bool:
+    """Whether the stored base is of the mapped bones, in the rotation modes of ``pose``."""
+    return base is not None and base.bones == _mapped_names(info) \
+        and np.array_equal(base.codes, _mapped_codes(info, pose))
+
+
 def _of_frame(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose,
               frame: int) -> bool:
     """Whether the stored base was taken at ``frame``, of the same bones in the same
     rotation modes."""
-    return base is not None and base.frame == frame and base.bones == _mapped_names(info) \
-        and np.array_equal(base.codes, _mapped_codes(info, pose))
+    return _same_bones(base, info, pose) and base.frame == frame
 
 
 def base_is_current(base: BasePose | None, info: rig_io.RigInfo, pose: rig_io.Pose,
@@ -133,8 +138,7 @@ def moved_joints(info: rig_io.RigInfo, base: BasePose | None, pose: rig_io.Pose
     """(21,) the joints ``pose`` moved from where the add-on last wrote them (as the
     mapped bones carry them; all of them without a base of the same bones and rotation
     modes)."""
-    if base is None or base.bones != _mapped_names(info) \
-            or not np.array_equal(base.codes, _mapped_codes(info, pose)):
+    if not _same_bones(base, info, pose):
         return np.ones(len(info.joint_bones), dtype=bool)
     m = list(info.mapped)
     quats, locs = pose.quats.copy(), pose.locations.copy()

@@ -105,6 +105,12 @@ def _in_object(obj: bpy.types.Object, world: np.ndarray) -> np.ndarray:
     return np.linalg.inv(object_frame(rig_io.world_matrix(obj))) @ world
 
 
+def in_world(matrix_world: np.ndarray, in_object: np.ndarray) -> np.ndarray:
+    """Matrices ``(..., 4, 4)`` in the armature object's frame (of ``matrix_world``) back
+    in world space: :func:`_in_object` undone."""
+    return object_frame(matrix_world) @ in_object
+
+
 def placed(obj: bpy.types.Object, empty: bpy.types.Object) -> np.ndarray:
     """(16,) where ``empty`` is now, in its armature's frame, row-major (as solved)."""
     return _in_object(obj, rig_io.matrix_of(empty)).ravel()
@@ -134,7 +140,7 @@ def targets(effectors: Sequence[Spec], empty_matrices: np.ndarray, matrix_world:
     if not finite.all():
         bad = effectors[int(np.argmin(finite))].joint
         raise EditError(f"The {bad} effector's empty has an invalid transform")
-    empty_matrices = object_frame(matrix_world) @ empty_matrices  # world
+    empty_matrices = in_world(matrix_world, empty_matrices)
     places = rig_io.world_to_core(matrix_world, empty_matrices[:, :3, 3])
     return [Target(s.joint, p, s.weight, s.pin,
                    rig_io.world_to_armature_rotation(matrix_world, m[:3, :3])
@@ -269,7 +275,7 @@ def collection(scene: bpy.types.Scene) -> bpy.types.Collection:
     return coll
 
 
-def _joint_frames(obj: bpy.types.Object, info: rig_io.RigInfo, update: bool = True
+def joint_frames(obj: bpy.types.Object, info: rig_io.RigInfo, update: bool = True
                   ) -> tuple[np.ndarray, np.ndarray]:
     """World location (21, 3) and world orientation (21, 3, 3) of each joint as Blender
     shows it (evaluated: a control rig's constraints and stretch included): the place of
@@ -300,7 +306,7 @@ def _world_matrix(location: np.ndarray, rotation: np.ndarray) -> Matrix:
 def add(scene: bpy.types.Scene, obj: bpy.types.Object, info: rig_io.RigInfo,
         joints: Sequence[str]) -> tuple[list[str], list[str]]:
     """Empties at ``joints`` (world place and bone orientation); returns (added, existing)."""
-    locs, rots = _joint_frames(obj, info)
+    locs, rots = joint_frames(obj, info)
     height = float(np.ptp(locs[:, 2])) if len(locs) else 1.0
     size = max(SIZE_FRACTION * height, MIN_SIZE)
     have = {item.joint for item in obj.npe.effectors if not _lost(scene, item.empty)}
@@ -344,7 +350,7 @@ def snap(obj: bpy.types.Object, info: rig_io.RigInfo, animated: bool = True,
     as shown (orientation too); ``animated`` False leaves the empties the animator keyed
     where their keys put them; ``evaluated``: the depsgraph is up to date (a frame change
     handler, where evaluating it again crashes Blender)."""
-    locs, rots = _joint_frames(obj, info, update=not evaluated)
+    locs, rots = joint_frames(obj, info, update=not evaluated)
     for i, item in enumerate(obj.npe.effectors):
         if item.empty is None or item.joint not in JOINT_INDEX \
                 or (not animated and is_animated(item.empty)) \

@@ -346,16 +346,18 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         shown_now = spread_hand.shown_pose(obj, info, mw)
         moved = spread_hand.dragged(obj, depsgraph)
     unkeyed = rig_io.read_pose(obj, info) if start is None else start
-    quats, locs, eulers = rig_keys.read_clip(obj, info, frames, unkeyed)
+    # (over layers, every bone written, the IK controls too: the action's own rotations)
+    quats, locs, eulers = rig_keys.read_clip(
+        obj, info, frames, unkeyed, sorted(set(info.needed) | set(bones)) if layers else None)
     current = scene.frame_current  # (the passes below change frame)
     action_quats = None  # the action's own rotations, where layers under it show others
-    if layers:  # (every bone written, the IK controls too: read_clip reads those of joints)
-        action_quats = rig_keys.read_clip(obj, info, frames, unkeyed,
-                                          sorted(set(info.needed) | set(bones)))[0]
+    if layers:
+        action_quats = quats
         with spread_ik.pose_kept(scene, obj, current):
             quats, locs, eulers = yield from spread_layer.read_shown(
                 scene, obj, info, frames, unkeyed, (0.05, 0.1))
-    shown = quats.copy(), locs.copy(), eulers.copy()  # what a layer changes
+    if mode == "LAYER" and ik is None:  # what the layer changes: the motion as read
+        shown = quats.copy(), locs.copy(), eulers.copy()
     if start is not None and ik is None:  # the edited frame as it was before the edit:
         # with Auto Keying on, the action already holds the edit there (read from it, the
         # edit was nothing, and the spread moved no other frame)

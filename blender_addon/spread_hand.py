@@ -13,7 +13,6 @@ import bpy
 import numpy as np
 
 from . import empties, rig_io
-from .core import conversions
 from .core.skeleton import JOINTS, PARENTS
 from .empties import Target
 
@@ -24,14 +23,13 @@ _ENDS = tuple(j for j in range(len(JOINTS)) if j not in set(PARENTS.tolist()))
 
 def shown_pose(obj: bpy.types.Object, info: rig_io.RigInfo, matrix_world: np.ndarray
                ) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """The pose the rig shows now (read before any frame change): core-space joints
-    (21, 3), and the armature-space rotations (3, 3) of the end joints' bones."""
-    bpy.context.view_layer.update()
-    joints = rig_io.armature_to_core(matrix_world, rig_io.evaluated_joints(obj, info))
-    mats = rig_io.evaluated_matrices(obj, info)
-    ends = {j: conversions.orthonormal(mats[b, :3, :3]) for j in _ENDS
-            if (b := info.joint_bones[j]) is not None}
-    return joints, ends
+    """The pose the rig shows now (read before any frame change), where a snap would put
+    the empties (:func:`.empties.joint_frames`): core-space joints (21, 3), and the
+    armature-space rotations (3, 3) of the end joints' bones."""
+    places, turns = empties.joint_frames(obj, info)
+    ends = {j: rig_io.world_to_armature_rotation(matrix_world, turns[j]) for j in _ENDS
+            if info.joint_bones[j] is not None}
+    return rig_io.world_to_core(matrix_world, places), ends
 
 
 def dragged(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> set[str]:

@@ -130,7 +130,7 @@ class Layer:
         self.written = False
         self.anim_blend = anim.action_blend_type
         self.based: list[str] = []  # the action's channels given a key of the pose's value
-        self._paths: dict[str, tuple[str, str]] | None = None  # data path -> bone, property
+        self._paths: dict[str, tuple[int, str]] | None = None  # data path -> bone, property
 
     def _values(self, quats: np.ndarray, locs: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
         """Each channel's change per frame (T,) from the motion shown to ``quats``/``locs``.
@@ -183,7 +183,8 @@ class Layer:
         for (path, index), vals in values.items():
             fc = self.bag.fcurves.find(path, index=index)
             if fc is None:
-                fc = rig_keys.new_curve(self.bag, *self._channel(path), index)
+                b, prop = self._channel(path)
+                fc = rig_keys.new_curve(self.bag, self.info.names[b], prop, index)
                 fc.keyframe_points.add(n)
             co = np.empty((n, 2), dtype=np.float32)
             co[:, 0], co[:, 1] = self.frames, vals
@@ -203,7 +204,6 @@ class Layer:
         edited hand landed 343 mm off its target, and muting the layer left the arm at
         its rest pose, 568 mm off the motion)."""
         bag = rig_keys.channelbag(bpy.data.objects[self.obj_name])
-        bone_of = {name: b for b, name in enumerate(self.info.names)}
         base = {"rotation_quaternion": self.base_quats, "rotation_euler": self.base_eulers,
                 "location": self.base_locs}
         for path, i in values:
@@ -211,16 +211,16 @@ class Layer:
                 continue
             rig_keys.refuse_linked_action(bpy.data.objects[self.obj_name],
                                           f"layer over {path}[{i}], which it does not key")
-            bone, prop = self._channel(path)
-            fc = rig_keys.new_curve(bag, bone, prop, i)
-            fc.keyframe_points.insert(float(self.frames[0]),
-                                      float(base[prop][0, bone_of[bone], i]), options={"FAST"})
+            b, prop = self._channel(path)
+            fc = rig_keys.new_curve(bag, self.info.names[b], prop, i)
+            fc.keyframe_points.insert(float(self.frames[0]), float(base[prop][0, b, i]),
+                                      options={"FAST"})
             self.based.append(f"{path}[{i}]")
 
-    def _channel(self, path: str) -> tuple[str, str]:
-        """(bone name, property) of one of the layer's data paths."""
+    def _channel(self, path: str) -> tuple[int, str]:
+        """(bone, property) of one of the layer's data paths."""
         if self._paths is None:
-            self._paths = {rig_keys.bone_path(self.info.names[b], prop): (self.info.names[b], prop)
+            self._paths = {rig_keys.bone_path(self.info.names[b], prop): (b, prop)
                            for b in self.bones for prop in _PROPS}
         return self._paths[path]
 

@@ -103,8 +103,8 @@ def restore_after_undo() -> None:
                 if empties.moved(now[None], was[None]) or not empties.moved(now[None],
                                                                           solved[None]):
                     continue  # moved since the snap (re-read by the undo), or in place
-                frame = empties.object_frame(rig_io.world_matrix(obj))
-                empty.matrix_world = Matrix((frame @ solved.reshape(4, 4)).tolist())
+                world = empties.in_world(rig_io.world_matrix(obj), solved.reshape(4, 4))
+                empty.matrix_world = Matrix(world.tolist())
 
 
 @persistent
