@@ -347,8 +347,10 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         moved = spread_hand.dragged(obj, depsgraph)
     unkeyed = rig_io.read_pose(obj, info) if start is None else start
     # (over layers, every bone written, the IK controls too: the action's own rotations)
+    below = rig_keys.curves_below(obj, frames[0], frames[-1]) if layers else set()
     quats, locs, eulers = rig_keys.read_clip(
-        obj, info, frames, unkeyed, sorted(set(info.needed) | set(bones)) if layers else None)
+        obj, info, frames, spread_layer.over_tracks(unkeyed, info, below) if layers
+        else unkeyed, sorted(set(info.needed) | set(bones)) if layers else None)
     current = scene.frame_current  # (the passes below change frame)
     action_quats = None  # the action's own rotations, where layers under it show others
     if layers:
@@ -424,7 +426,8 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     elif mode == "LAYER":
         layer = spread_layer.Layer(obj, info, frames, *(shown if ik is None else
                                                         (quats, locs, eulers)),
-                                   scene.frame_current, bones, located, action_quats)
+                                   scene.frame_current, bones, located, action_quats,
+                                   below)
         undo.append(layer.remove)
         write = layer.write
     else:
@@ -452,10 +455,13 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                      "add-on (bones turned by hand, or keys changed): that whole change was "
                      "spread, and the effectors put on it")
     if mode == "LAYER" and (based := layer.based):
-        notes.append(f"The action held no key on {len(based)} channel(s) the layer changes "
-                     f"({', '.join(based[:2])}{', ...' if len(based) > 2 else ''}): each got "
-                     "one key of the pose's value, which the layer combines over and muting "
-                     "it gives back")
+        some = f"{len(based)} channel(s) the layer changes ({', '.join(based[:2])}" \
+               f"{', ...' if len(based) > 2 else ''})"
+        notes.append((f"{obj.name} had no action: a new one, {layer.made_action.name}, holds "
+                      f"one key of the pose's value on each of the {some} that no track "
+                      "animates" if layer.made_action else f"The action held no key on "
+                      f"{some}: each got one key of the pose's value") + ", which the layer "
+                     "combines over and muting it gives back")
     if unchanged and not by_hand:
         notes.append(f"Nothing to spread at frame {scene.frame_current}: no effector is off "
                      "its joint and no metric request changes the pose there. Insert Keyframe "

@@ -99,30 +99,73 @@ def refuse_hidden_action(obj: bpy.types.Object) -> None:
 def layers_under(obj: bpy.types.Object, first: float, last: float) -> list[str]:
     """The NLA tracks that change the motion the action shows somewhere in frames
     ``first``-``last`` (unmuted, with a strip there, its extrapolation counted, under an
-    action blended over them rather than replacing them, or in tweak mode): what
-    :func:`read_clip`, which reads the action alone, would miss there."""
-    anim = obj.animation_data
-    if anim is None or not anim.use_nla or (
-            anim.action is not None and anim.action_blend_type == "REPLACE"
-            and anim.action_influence >= 1.0 and not anim.use_tweak_mode):
-        return []
+    action blended over them, or replacing only some of their channels, or in tweak mode;
+    or under no action at all): what :func:`read_clip`, which reads the action alone,
+    would miss there."""
+    return list(_strips_under(obj, first, last))
 
-    def reaches(strip: bpy.types.NlaStrip) -> bool:
+
+def curves_below(obj: bpy.types.Object, first: float, last: float) -> set[tuple[str, int]]:
+    """(data path, index) of the F-curves that the strips of :func:`layers_under` animate
+    in frames ``first``-``last``: an action combined over them shows their value on those
+    channels where it has no F-curve of its own (not the channel's default)."""
+    out = set()
+    for strips in _strips_under(obj, first, last).values():
+        for strip in strips:
+            out.update((fc.data_path, fc.array_index) for fc in strip_curves(strip))
+    return out
+
+
+def _strips_under(obj: bpy.types.Object, first: float, last: float
+                  ) -> dict[str, list[bpy.types.NlaStrip]]:
+    """:func:`layers_under`'s tracks, by name, with their unmuted strips that reach
+    ``first``-``last``."""
+    anim = obj.animation_data
+    if anim is None or not anim.use_nla:
+        return {}
+    replaced = None  # the channels an action replacing the tracks at full influence keys
+    if anim.action is not None and anim.action_blend_type == "REPLACE" \
+            and anim.action_influence >= 1.0 and not anim.use_tweak_mode:
+        bag = channelbag(obj)
+        replaced = {(fc.data_path, fc.array_index) for fc in bag.fcurves} \
+            if bag is not None else set()
+
+    def shows(strip: bpy.types.NlaStrip) -> bool:
         start = -np.inf if strip.extrapolation == "HOLD" else strip.frame_start
         end = strip.frame_end if strip.extrapolation == "NOTHING" else np.inf
-        return start <= last and end >= first
+        return not strip.mute and start <= last and end >= first and (
+            replaced is None or any((fc.data_path, fc.array_index) not in replaced
+                                    for fc in strip_curves(strip)))
 
-    return [t.name for t in anim.nla_tracks
-            if not t.mute and any(reaches(strip) for strip in t.strips if not strip.mute)]
+    out = {}
+    for track in anim.nla_tracks:
+        strips = [s for s in track.strips if shows(s)]
+        if not track.mute and strips:
+            out[track.name] = strips
+    return out
+
+
+def strip_curves(strip: bpy.types.NlaStrip) -> Iterable[bpy.types.FCurve]:
+    """The F-curves an NLA strip's action gives it (4.4+: its slot's channelbag)."""
+    action = strip.action
+    if action is None:
+        return ()
+    if not hasattr(action, "layers"):
+        return action.fcurves
+    slot = strip.action_slot  # (none: the strip animates nothing)
+    return [fc for layer in action.layers for keyed in layer.strips
+            if slot is not None and (bag := keyed.channelbag(slot)) is not None
+            for fc in bag.fcurves]
 
 
 def combined_over(obj: bpy.types.Object) -> bool:
     """Whether the action is combined, at full influence, over the NLA tracks under it
-    (as a Spread Edit layer leaves it): what they show is its values combined with theirs,
-    which another layer on top can change (:mod:`.spread_layer`)."""
+    (as a Spread Edit layer leaves it), or there is no action over them: what they show
+    is its values combined with theirs, which another layer on top can change
+    (:mod:`.spread_layer`)."""
     anim = obj.animation_data
-    return anim is not None and anim.action is not None and not anim.use_tweak_mode \
-        and anim.action_blend_type == "COMBINE" and anim.action_influence >= 1.0
+    return anim is not None and not anim.use_tweak_mode and (anim.action is None or (
+        anim.action_blend_type == "COMBINE" and anim.action_influence >= 1.0))
 
 
 def flagged_curves(obj: bpy.types.Object, paths: Sequence[tuple[str, int]], flag: str

@@ -17,6 +17,7 @@ time, and the strip holds what turns that motion into the edit (see :meth:`Layer
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from dataclasses import replace
 
 import bpy
 import numpy as np
@@ -79,16 +80,46 @@ def read_shown(scene: bpy.types.Scene, obj: bpy.types.Object, info: RigInfo,
     return quats, locs, eulers
 
 
+# Each channel's value where an action has no F-curve of it, combined over tracks that
+# animate it: Combine leaves their value as it is (a rotation_axis_angle's is (0, 0, 1, 0)).
+_NO_CHANGE = {"rotation_quaternion": (1.0, 0.0, 0.0, 0.0), "rotation_euler": (0.0,) * 3,
+              "rotation_axis_angle": (0.0, 0.0, 1.0, 0.0), "location": (0.0,) * 3}
+
+
+def over_tracks(pose: rig_io.Pose, info: RigInfo, below: set[tuple[str, int]]) -> rig_io.Pose:
+    """``pose`` with the channels of ``below`` (data path, index: what the tracks under
+    the action animate, :func:`.rig_keys.curves_below`) at Combine's no change: what
+    :func:`.rig_keys.read_clip` gives for them where the action has no F-curve is then
+    the action's share of the motion shown. (Read as the pose's value, an animator's base
+    motion on a track under an action of additive tweaks counted twice: the edited hand
+    347 mm off its target, and muting the layer put the hips 1.8 m off.)"""
+    fields = {}
+    for attr, width, name in rig_io.CHANNELS:
+        values = getattr(pose, name).copy()
+        for b, bone in enumerate(info.names):
+            path = rig_keys.bone_path(bone, attr)
+            for i in range(width):
+                if (path, i) in below:
+                    values[b, i] = _NO_CHANGE[attr][i]
+        fields[name] = values
+    return replace(pose, **fields)
+
+
 def check_stackable(obj: bpy.types.Object, layers: list[str], frames: np.ndarray,
                     mode: str) -> None:
     """Over NLA tracks that change the motion in the range, only a new layer on top of
     them keeps what they show (Keys and Every Frame write the action, read alone)."""
-    where = (f"{obj.name}'s action is blended over NLA tracks that change its motion in "
-             f"frames {frames[0]}-{frames[-1]} ({', '.join(layers)})")
+    anim = obj.animation_data
+    tracks = f"NLA tracks that change its motion in frames {frames[0]}-{frames[-1]} " \
+             f"({', '.join(layers)})"
+    where = f"{obj.name} is animated by {tracks}, with no action over them" \
+        if anim.action is None else f"{obj.name}'s action lies over {tracks}"
     if not rig_keys.combined_over(obj):
-        raise EditError(f"{where}, which Spread Edit does not read (the action is not "
-                        "combined over them at full influence): mute them, or bake them "
-                        "into the action first")
+        how = "replaces only the channels it keys, and theirs show through" \
+            if anim.action_blend_type == "REPLACE" and anim.action_influence >= 1.0 \
+            else "is not combined over them at full influence"
+        raise EditError(f"{where}, which Spread Edit does not read (the action {how}): "
+                        "mute them, or bake them into the action first")
     if mode != "LAYER":
         raise EditError(f"{where}: pick Layer, which adds another layer over them (Keys and "
                         "Every Frame write the action, read alone); or mute them, or bake "
@@ -101,19 +132,22 @@ class Layer:
     :meth:`remove` deletes track and action (a cancelled run).
 
     ``base_*``: the motion shown before the edit; ``action_quats``: the action's own
-    rotations where layers under it make it show another (default: the same)."""
+    rotations where layers under it make it show another (default: the same); ``below``:
+    the channels those layers animate (:func:`.rig_keys.curves_below`)."""
 
     def __init__(self, obj: bpy.types.Object, info: RigInfo, frames: np.ndarray,
                  base_quats: np.ndarray, base_locs: np.ndarray, base_eulers: np.ndarray,
                  center: int, bones: Sequence[int] | None = None,
                  located: Sequence[int] | None = None,
-                 action_quats: np.ndarray | None = None) -> None:
+                 action_quats: np.ndarray | None = None,
+                 below: set[tuple[str, int]] | None = None) -> None:
         self.obj_name, self.info = obj.name, info
         self.bones = list(info.mapped if bones is None else bones)  # their rotations
         self.located = set(info.roots if located is None else located)  # their locations
         self.frames = np.asarray(frames, dtype=np.float64)
         self.base_quats, self.base_locs, self.base_eulers = base_quats, base_locs, base_eulers
         self.action_quats = action_quats
+        self.below = below or set()
         self.modes = read_pose(obj, info).modes
         anim = obj.animation_data
         name = f"{TRACK_PREFIX} {obj.name} f{center}"
@@ -130,6 +164,7 @@ class Layer:
         self.written = False
         self.anim_blend = anim.action_blend_type
         self.based: list[str] = []  # the action's channels given a key of the pose's value
+        self.made_action: bpy.types.Action | None = None  # made for them, if there was none
         self._paths: dict[str, tuple[int, str]] | None = None  # data path -> bone, property
 
     def _values(self, quats: np.ndarray, locs: np.ndarray) -> dict[tuple[str, int], np.ndarray]:
@@ -202,15 +237,20 @@ class Layer:
         the action does not animate: Combine puts a layer over the action's value, and
         over the channel's default where the action has none (an arm left unkeyed: the
         edited hand landed 343 mm off its target, and muting the layer left the arm at
-        its rest pose, 568 mm off the motion)."""
-        bag = rig_keys.channelbag(bpy.data.objects[self.obj_name])
+        its rest pose, 568 mm off the motion). A channel that tracks under the action
+        animate has their value under the layer already."""
+        obj = bpy.data.objects[self.obj_name]
+        bag = rig_keys.channelbag(obj)
         base = {"rotation_quaternion": self.base_quats, "rotation_euler": self.base_eulers,
                 "location": self.base_locs}
         for path, i in values:
-            if bag.fcurves.find(path, index=i) is not None:
+            if (path, i) in self.below or (
+                    bag is not None and bag.fcurves.find(path, index=i) is not None):
                 continue
-            rig_keys.refuse_linked_action(bpy.data.objects[self.obj_name],
-                                          f"layer over {path}[{i}], which it does not key")
+            rig_keys.refuse_linked_action(obj, f"layer over {path}[{i}], which it does not key")
+            if bag is None:  # motion in NLA tracks alone: a new action holds those keys
+                bag = rig_keys.channelbag(obj, create=True)
+                self.made_action = obj.animation_data.action
             b, prop = self._channel(path)
             fc = rig_keys.new_curve(bag, self.info.names[b], prop, i)
             fc.keyframe_points.insert(float(self.frames[0]), float(base[prop][0, b, i]),
@@ -241,12 +281,16 @@ class Layer:
         obj.animation_data.action_blend_type = "COMBINE"
 
     def remove(self) -> None:
-        """Delete the track and its action; the action's blend type as it was."""
+        """Delete the track and its action (and an action made for base keys); the
+        action's blend type as it was."""
         obj = bpy.data.objects[self.obj_name]
         anim = obj.animation_data
         track = anim.nla_tracks.get(self.track.name)
         if track is not None:
             anim.nla_tracks.remove(track)
+        if self.made_action is not None:
+            anim.action = None
+            bpy.data.actions.remove(self.made_action)
         anim.action_blend_type = self.anim_blend
         bpy.data.actions.remove(self.action)
         obj.update_tag()

@@ -41,7 +41,7 @@ class NPE_OT_spread_edit(common.OnMappedArmature, bpy.types.Operator):
             return False
         obj = common.armature_in(context)
         anim = obj.animation_data
-        if anim is None or anim.action is None:
+        if anim is None or (anim.action is None and not len(anim.nla_tracks)):
             cls.poll_message_set(f"{obj.name} has no action: key its animation first")
             return False
         return True

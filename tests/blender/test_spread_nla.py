@@ -1,0 +1,128 @@
+"""Spread Edit over an animator's own NLA (issue 49), read back from the rig Blender
+evaluates: a base motion pushed down onto a track, with an action of additive tweaks
+combined over it, with no action over it, or with an action replacing only the channels
+it keys. A layer goes on top and changes nothing else; what Spread Edit cannot read is
+refused and nothing changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not installed here "
+                          "(run with .venv-bpy45 / .venv-bpy50)")
+
+from blender_addon import mapped_rig, propagation, rig_keys  # noqa: E402
+from tests.blender.test_spread_edit import EDIT_TOL, MM, MUTED_TOL  # noqa: E402
+from training.blender_side import spread_figures  # noqa: E402
+from training.blender_side.spread_figures import CENTER, HAND  # noqa: E402
+
+RADIUS = 10
+FRAMES = np.arange(CENTER - RADIUS - 5, CENTER + RADIUS + 6)  # the range and 5 frames beyond
+TWEAK_RAD = 0.1  # the head turned by an additive tweak key
+
+
+def _push_down(obj: bpy.types.Object, over: str) -> tuple[bpy.types.Action, bpy.types.Action]:
+    """The clip's action pushed down onto a track "base", and over it: an action of one
+    additive tweak on the head (``combine``: Combine, as animation layers are made;
+    ``replace``: Blender's default Replace), or none (``none``). The tweak is keyed as
+    Blender keys over the NLA (``keyframe_insert``)."""
+    anim = obj.animation_data
+    base = anim.action
+    track = anim.nla_tracks.new()
+    track.name = "base"
+    track.strips.new("base", int(base.frame_range[0]), base)
+    anim.action = None
+    tweaks = None
+    if over != "none":
+        tweaks = bpy.data.actions.new("tweaks")
+        anim.action = tweaks
+        anim.action_blend_type = over.upper()
+        info = mapped_rig.rig_for(obj)
+        head = obj.pose.bones[info.names[info.joint_bones[spread_figures.JOINT_INDEX["head"]]]]
+        bpy.context.scene.frame_set(CENTER)
+        head.rotation_euler[0] += TWEAK_RAD
+        head.keyframe_insert("rotation_euler", frame=CENTER)
+    bpy.context.scene.frame_set(CENTER)
+    return base, tweaks
+
+
+def _curves(*actions: bpy.types.Action | None) -> list:
+    return [spread_figures.action_curves(a) for a in actions if a is not None]
+
+
+@pytest.mark.parametrize("over", ["combine", "none", "none, arm unkeyed"])
+def test_a_layer_goes_over_the_animators_tracks(clip_rig: bpy.types.Object, over: str
+                                                 ) -> None:
+    """Auto mode spreads into a layer on top of the animator's tracks: the edited hand
+    reaches its target, the base and the tweaks stay bit for bit, frames outside the range
+    do not move, and muting the layer gives back the motion. A channel nothing animates
+    (the arm keyed nowhere) gets one key of its pose in a new action, which a cancelled
+    run takes away again. (Before: over the Combine tweaks the base motion was counted
+    twice, the hand 347 mm off and, muted, the hips 1.77 m off; with no action over the
+    tracks Spread Edit was refused.)"""
+    obj = clip_rig
+    scene = bpy.context.scene
+    anim = obj.animation_data
+    if over == "none, arm unkeyed":
+        info = mapped_rig.rig_for(obj)
+        arm = [info.names[info.joint_bones[spread_figures.JOINT_INDEX[j]]]
+               for j in ("r_upperarm", "r_forearm")]
+        bag = rig_keys.channelbag(obj)
+        for fc in [fc for fc in bag.fcurves if any(f'"{n}"' in fc.data_path for n in arm)]:
+            bag.fcurves.remove(fc)
+    base, tweaks = _push_down(obj, over.split(",")[0])
+    kept = _curves(base, tweaks)
+    shown = spread_figures.core_joints(obj, FRAMES)
+    actions = len(bpy.data.actions)
+    spread_figures.move_hand(obj)
+
+    settings = propagation.SpreadSettings(mode="AUTO", range_mode="RADIUS", radius=RADIUS)
+    job = propagation.SpreadJob(scene, obj, bpy.context.evaluated_depsgraph_get(), settings)
+    while (step := job.step()) is not None and step < propagation.CORRECTING:
+        pass
+    job.cancel()  # what Esc does: nothing of the run is left
+    assert anim.action == tweaks and len(anim.nla_tracks) == 1 and _curves(base, tweaks) == kept
+    assert len(bpy.data.actions) == actions
+    scene.frame_set(CENTER)
+    target = spread_figures.move_hand(obj)
+
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, range_mode="RADIUS",
+                                   radius=RADIUS) == {"FINISHED"}
+    layer = anim.nla_tracks[-1]
+    assert len(anim.nla_tracks) == 2 and layer.name.startswith("Spread Edit")
+    assert _curves(base, tweaks) == kept
+    made = anim.action if tweaks is None else None
+    after = spread_figures.core_joints(obj, FRAMES)
+    hand = after[FRAMES == CENTER][0, HAND]
+    outside = np.abs(FRAMES - CENTER) >= RADIUS
+    moved_outside = np.linalg.norm(after[outside] - shown[outside], axis=-1).max()
+    layer.mute = True
+    muted = np.linalg.norm(spread_figures.core_joints(obj, FRAMES) - shown, axis=-1).max()
+    off = np.linalg.norm(hand - target)
+    print(f"FIGURES layer over the animator's tracks ({over}): hand {off * MM:.4f} mm off its "
+          f"target, frames outside the range {moved_outside * MM:.5f} mm, muted "
+          f"{muted * MM:.5f} mm off the motion, action made: {made is not None}")
+    assert off < EDIT_TOL
+    assert moved_outside < MUTED_TOL and muted < MUTED_TOL
+    assert (made is not None) == (over == "none, arm unkeyed")
+
+
+@pytest.mark.parametrize("mode", ["KEYS", "EVERY_FRAME", "LAYER"])
+def test_an_action_replacing_some_channels_is_refused(clip_rig: bpy.types.Object, mode: str
+                                                      ) -> None:
+    """An action in Replace mode (Blender's default) over a track replaces only the channels
+    it keys; the track's show through on the others, which Spread Edit does not read. Every
+    mode is refused, naming the track, and nothing changes. (Before: Every Frame's new
+    F-curves replaced the base motion outside the range, 125 mm off; Layer set the action
+    to Combine, which added the tweak's channels to the base: 1.48 m off.)"""
+    obj = clip_rig
+    base, tweaks = _push_down(obj, "replace")
+    kept = _curves(base, tweaks)
+    spread_figures.move_hand(obj)
+    with pytest.raises(RuntimeError, match=r"base.*replaces only the channels it keys"):
+        bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode=mode, range_mode="RADIUS",
+                                radius=RADIUS)
+    anim = obj.animation_data
+    assert _curves(base, tweaks) == kept and len(anim.nla_tracks) == 1
+    assert anim.action_blend_type == "REPLACE"
