@@ -125,6 +125,9 @@ def key_channels(obj: bpy.types.Object, frame: int,
         values = list(value) if hasattr(value, "__len__") else [value]
         indices = range(len(values)) if index is None else [index]
         wanted += [(bone, prop, i, float(values[i])) for i in indices]
+    anim = obj.animation_data
+    if anim is not None and anim.use_tweak_mode:
+        return _in_strip_time(obj, frame, wanted, style)
     if rig_keys.layers_under(obj, frame, frame):
         wanted = _through_layers(obj, frame, wanted)
     bag = None
@@ -146,6 +149,35 @@ def key_channels(obj: bpy.types.Object, frame: int,
     return written, locked
 
 
+def _in_strip_time(obj: bpy.types.Object, frame: int,
+                   wanted: list[tuple[str, str, int, float]], style: KeyStyle
+                   ) -> tuple[int, list[str]]:
+    """:func:`key_channels` in the NLA's tweak mode: the action runs in its strip's time
+    (offset, scaled, reversed) and is blended over the tracks under it, and Blender's own
+    keying (``keyframe_insert``, with the pose on the rig) maps the frame and the values
+    through both, with this module's style (a key that exists keeps its type and handle
+    types, and its handles move with it, as here). Keyed at the scene's frame in the
+    action's time instead, the pose went back to the strip's motion on the next frame
+    change."""
+    options = set()
+    if style.only_existing_curves:
+        options.add("INSERTKEY_AVAILABLE")
+    if style.only_existing_keys:
+        options.add("INSERTKEY_REPLACE")
+    pbones = obj.pose.bones
+    written, locked = 0, []
+    for bone, prop, i, _value in wanted:
+        fc = rig_keys.find_curve(obj, bone, prop, i)
+        if fc is not None and fc.lock:
+            locked.append(f"{fc.data_path}[{i}]")
+        elif fc is not None or not (style.only_existing_curves or style.only_existing_keys):
+            written += pbones[bone].keyframe_insert(prop, index=i, frame=frame, options=options,
+                                                    keytype=style.keytype)
+    if written:
+        obj.update_tag()
+    return written, locked
+
+
 def _through_layers(obj: bpy.types.Object, frame: int,
                     wanted: list[tuple[str, str, int, float]]
                     ) -> list[tuple[str, str, int, float]]:
@@ -153,7 +185,6 @@ def _through_layers(obj: bpy.types.Object, frame: int,
     under it, the channels show ``wanted`` (a Spread Edit layer, an animator's own): Blender's
     own keyframing remaps them through the stack (``keyframe_insert``), here into a scratch
     action put in the action's place, so the action's keys keep this module's rules."""
-    rig_keys.refuse_tweak_mode(obj, "key this pose")  # (no swapping in the scratch action)
     anim = obj.animation_data
     action = anim.action
     slot = getattr(anim, "action_slot", None)

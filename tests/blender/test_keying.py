@@ -133,3 +133,53 @@ def test_insert_keyframe_takes_the_scenes_key_type(keyed_rig: bpy.types.Object) 
     assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
     keys = _keys_at(keyed_rig, FRAME)
     assert keys and all(k.type == "JITTER" for k in keys.values())
+
+
+STRIP_START, STRIP_SCALE = 101, 2.0  # the action's frame 1 at frame 101, played half speed
+
+
+@pytest.mark.parametrize("use_live", [False, True], ids=["solve", "live"])
+def test_keys_in_a_tweaked_strip_land_in_its_time(keyed_rig: bpy.types.Object,
+                                                  use_live: bool) -> None:
+    """The action pushed down into an NLA strip that starts at frame 101 and plays at half
+    speed, tweaked (Tab): Auto Keying and Insert Keyframe key the action in the strip's
+    time, as Blender's keying does, so a frame change gives the solved pose back. (They
+    were refused: "leave tweak mode".)"""
+    obj = keyed_rig
+    scene = bpy.context.scene
+    anim = obj.animation_data
+    action = anim.action
+    track = anim.nla_tracks.new()
+    strip = track.strips.new("clip", STRIP_START, action)
+    strip.scale = STRIP_SCALE
+    anim.action = None
+    anim.nla_tracks.active = track
+    strip.select = True
+    anim.use_tweak_mode = True
+    assert anim.use_tweak_mode and anim.action == action
+    scene.frame_end = 200
+    at = int(STRIP_START + (FRAME - 1) * STRIP_SCALE)  # the action's FRAME
+    scene.frame_set(at)
+    scene.tool_settings.use_keyframe_insert_auto = True
+    scene.npe.live = use_live
+    _drag(obj, use_live)
+    scene.npe.live = False
+    keys = _keys_at(obj, FRAME)
+    assert {"mixamorig:RightArm", "mixamorig:RightForeArm"} <= {
+        rig_controls.parse_bone_path(k.rsplit("[", 1)[0])[0] for k in keys}
+    assert not _keys_at(obj, at)
+    shown = rigs.pose_matrices(obj)
+    scene.frame_set(at + 1)
+    scene.frame_set(at)
+    assert np.allclose(rigs.pose_matrices(obj), shown, atol=1e-5)
+    scene.tool_settings.use_keyframe_insert_auto = False
+    later = at + 2 * int(STRIP_SCALE)  # the action's FRAME + 2
+    scene.frame_set(later)
+    _drag(obj)
+    assert bpy.ops.npe.insert_keyframe("EXEC_DEFAULT", True) == {"FINISHED"}
+    assert _keys_at(obj, FRAME + 2) and not _keys_at(obj, later)
+    shown = rigs.pose_matrices(obj)
+    scene.frame_set(at)
+    scene.frame_set(later)
+    assert np.allclose(rigs.pose_matrices(obj), shown, atol=1e-5)
+    anim.use_tweak_mode = False
