@@ -18,7 +18,8 @@ def check_action(obj: bpy.types.Object) -> None:
     """An action to spread over, shown as its keys hold it, or NLA tracks to layer over."""
     if rig_keys.channelbag(obj) is None and not rig_keys.layers_under(obj, -np.inf, np.inf):
         raise EditError(f"{obj.name} has no action to edit: key its animation first")
-    rig_keys.refuse_tweak_mode(obj, "spread an edit over the shot")
+    rig_keys.refuse_tweak_mode(obj, "spread an edit over the shot (it goes into a layer "
+                                 "over the strips)")
     rig_keys.refuse_hidden_action(obj)
 
 

@@ -89,7 +89,8 @@ def test_muted_and_locked_curves(clip_rig: bpy.types.Object, flag: str, mode: st
 
 def test_an_nla_strip_in_tweak_mode_is_refused(clip_rig: bpy.types.Object) -> None:
     """The action tweaked in an NLA strip (Tab) is in the strip's time: Spread Edit says to
-    leave tweak mode and changes nothing (it said to mute the strip's own track)."""
+    leave tweak mode and changes nothing (it said to mute the strip's own track). Left,
+    the edit goes into a layer over the strip."""
     obj = clip_rig
     anim = obj.animation_data
     strip = anim.nla_tracks.new().strips.new("clip", 1, anim.action)
@@ -99,6 +100,12 @@ def test_an_nla_strip_in_tweak_mode_is_refused(clip_rig: bpy.types.Object) -> No
     assert anim.use_tweak_mode and anim.action is not None
     before = spread_figures.curves(obj)
     spread_figures.move_hand(obj)
-    with pytest.raises(RuntimeError, match="tweak mode: leave it"):
+    with pytest.raises(RuntimeError, match=r"tweak mode: leave it.*a layer over the strips"):
         bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="KEYS", radius=12)
     assert spread_figures.curves(obj) == before
+    anim.use_tweak_mode = False
+    target = spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, radius=12) == {"FINISHED"}
+    assert anim.nla_tracks[-1].name.startswith("Spread Edit")
+    hand = spread_figures.core_joints(obj, np.array([CENTER]))[0, HAND]
+    assert np.linalg.norm(hand - target) < EDIT_TOL
