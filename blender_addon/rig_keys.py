@@ -194,15 +194,21 @@ def modified_curves(obj: bpy.types.Object, paths: Sequence[tuple[str, int]]) -> 
 
 @contextmanager
 def held(obj: bpy.types.Object, paths: Iterable[str]) -> Iterator[None]:
-    """While set, the action's F-curves of the channels ``paths`` (data paths) are muted: a
+    """While set, the F-curves of the channels ``paths`` (data paths) are muted, the
+    action's and its NLA strips' (the motion in a track under the action wrote its own
+    values over the pose written: a Rigify rig's IK controls, the hand 248 mm off): a
     frame change evaluates the rest of the animation over the values written on those
     channels, one evaluation of the rig for a frame with a pose written where a frame
     change and then the pose took two. Unmuted as they were after (Esc and errors
     included)."""
     bag = channelbag(obj)
+    anim = obj.animation_data
+    strips = [strip for track in anim.nla_tracks for strip in track.strips] \
+        if anim is not None else []
     wanted = set(paths)
-    curves = [fc for fc in (bag.fcurves if bag is not None else ())
-              if fc.data_path in wanted and not fc.mute]
+    curves = [fc for source in (() if bag is None else bag.fcurves,
+                                *(strip_curves(strip) for strip in strips))
+              for fc in source if fc.data_path in wanted and not fc.mute]
     try:
         for fc in curves:
             fc.mute = True

@@ -13,20 +13,25 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import mapped_rig, propagation, rig_keys  # noqa: E402
+from tests.blender.test_propagation import solve_a_left_hand_drag  # noqa: E402
 from tests.blender.test_spread_edit import EDIT_TOL, MM, MUTED_TOL  # noqa: E402
+from tests.blender.test_spread_ik import IK_HAND_DRAG, _ik_animated_rig, _shown  # noqa: E402
 from training.blender_side import spread_figures  # noqa: E402
 from training.blender_side.spread_figures import CENTER, HAND  # noqa: E402
 
 RADIUS = 10
 FRAMES = np.arange(CENTER - RADIUS - 5, CENTER + RADIUS + 6)  # the range and 5 frames beyond
 TWEAK_RAD = 0.1  # the head turned by an additive tweak key
+IK_LAYER_TOL = 1e-4  # m: the edited frame of a rig in IK from Solve's pose (measured 0.011 mm)
 
 
-def _push_down(obj: bpy.types.Object, over: str) -> tuple[bpy.types.Action, bpy.types.Action]:
+def _push_down(obj: bpy.types.Object, over: str, head: str | None = None
+               ) -> tuple[bpy.types.Action, bpy.types.Action]:
     """The clip's action pushed down onto a track "base", and over it: an action of one
     additive tweak on the head (``combine``: Combine, as animation layers are made;
     ``replace``: Blender's default Replace), or none (``none``). The tweak is keyed as
-    Blender keys over the NLA (``keyframe_insert``)."""
+    Blender keys over the NLA (``keyframe_insert``; ``head``: the bone turned, default the
+    mapped head)."""
     anim = obj.animation_data
     base = anim.action
     track = anim.nla_tracks.new()
@@ -39,10 +44,12 @@ def _push_down(obj: bpy.types.Object, over: str) -> tuple[bpy.types.Action, bpy.
         anim.action = tweaks
         anim.action_blend_type = over.upper()
         info = mapped_rig.rig_for(obj)
-        head = obj.pose.bones[info.names[info.joint_bones[spread_figures.JOINT_INDEX["head"]]]]
+        bone = obj.pose.bones[head or info.names[info.joint_bones[
+            spread_figures.JOINT_INDEX["head"]]]]
         bpy.context.scene.frame_set(CENTER)
-        head.rotation_euler[0] += TWEAK_RAD
-        head.keyframe_insert("rotation_euler", frame=CENTER)
+        prop = "rotation_euler" if bone.rotation_mode != "QUATERNION" else "rotation_quaternion"
+        getattr(bone, prop)[1] += TWEAK_RAD
+        bone.keyframe_insert(prop, frame=CENTER)
     bpy.context.scene.frame_set(CENTER)
     return base, tweaks
 
@@ -126,3 +133,36 @@ def test_an_action_replacing_some_channels_is_refused(clip_rig: bpy.types.Object
     anim = obj.animation_data
     assert _curves(base, tweaks) == kept and len(anim.nla_tracks) == 1
     assert anim.action_blend_type == "REPLACE"
+
+
+@pytest.mark.parametrize("over", ["combine", "none"])
+def test_a_rigify_rig_left_in_ik_layers_over_its_tracks(rigify_rig: bpy.types.Object,
+                                                        over: str) -> None:
+    """The generated Rigify rig, its limbs left in IK, its motion pushed down onto a track:
+    the layer goes on top, the edited frame is Solve's pose and muting the layer gives the
+    motion back. The IK controls are placed frame by frame over the motion evaluated
+    there, with their F-curves held: the track's too (held in the action alone, the
+    track wrote its own values over the controls placed: the hand 248 mm off)."""
+    rig = rigify_rig
+    scene = bpy.context.scene
+    _ik_animated_rig(rig, 1)
+    _push_down(rig, over, head="head")
+    frames = np.arange(CENTER - RADIUS, CENTER + RADIUS + 1)
+    before = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    scene.frame_set(CENTER)
+    solve_a_left_hand_drag(rig, IK_HAND_DRAG)
+    solved = _shown(rig)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, range_mode="RADIUS",
+                                   radius=RADIUS) == {"FINISHED"}
+    anim = rig.animation_data
+    assert len(anim.nla_tracks) == 2 and not any(fc.mute for fc in rig_keys.strip_curves(
+        anim.nla_tracks[0].strips[0]))  # (held only while placing)
+    scene.frame_set(CENTER)
+    off = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
+    anim.nla_tracks[-1].mute = True
+    muted = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    back = np.linalg.norm(muted - before, axis=-1).max()
+    print(f"FIGURES rigify in IK over its tracks ({over}): edited frame {off * MM:.3f} mm "
+          f"from Solve, muted {back * MM:.4f} mm off the motion")
+    assert off < IK_LAYER_TOL
+    assert back < MUTED_TOL
