@@ -182,7 +182,8 @@ def weights(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
 
 def resolve_mode(settings: SpreadSettings, obj: bpy.types.Object, frames: np.ndarray,
                  w: np.ndarray) -> str:
-    """AUTO: Layer over earlier layers in the range (the action combined over them);
+    """AUTO: Layer over NLA tracks that change the range (the action combined over them,
+    or no action);
     else Keys where the mapped bones' keys in the range are sparse (at most
     :data:`.spread_items.SPARSE_SHARE` of its frames hold one), else Every Frame."""
     if settings.mode != "AUTO":
