@@ -128,7 +128,7 @@ def key_channels(obj: bpy.types.Object, frame: int,
     anim = obj.animation_data
     if anim is not None and anim.use_tweak_mode:
         return _in_strip_time(obj, frame, wanted, style)
-    if rig_keys.layers_under(obj, frame, frame):
+    if rig_keys.layers_under(obj, frame, frame, {bone for bone, *_ in wanted}):
         wanted = _through_layers(obj, frame, wanted)
     bag = None
     written = 0

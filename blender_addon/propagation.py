@@ -31,14 +31,13 @@ from . import (
     rig_keys,
     spread_checks,
     spread_correct,
+    spread_goals,
     spread_hand,
     spread_ik,
     spread_layer,
 )
 from .core.pipeline import Effector
-from .core.propagate import kept_short, propagate, weight_curve
-from .core.quaternions import matrix_to_quat, quat_to_matrix
-from .core.skeleton import JOINT_INDEX
+from .core.propagate import propagate, weight_curve
 from .errors import EditError, Outcome, check_finite
 from .guard import busy
 from .spread_correct import CORRECTING
@@ -222,55 +221,6 @@ def preview(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
 # ------------------------------------------------------------------ the edit
 
 
-def _goals(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, center: int,
-           matrix_world: np.ndarray) -> dict[int, np.ndarray]:
-    """Where effector joints must land exactly on every frame (armature space).
-
-    A pin holds its joint where the clip had it; a full-weight effector reaches its empty at
-    the edited frame, the rest of the models' miss fading out with W(t); one the solve left
-    short there beyond its limb's reach (:func:`.core.propagate.kept_short`, as Solve's
-    goals) and a softer one keep the edited positions.
-    """
-    aims = clip[center].copy()
-    for t in targets:
-        aims[JOINT_INDEX[t.joint]] = t.target_core
-    short = kept_short(clip[center], edited[center], aims)
-    goals = {}
-    for t in targets:
-        j = JOINT_INDEX[t.joint]
-        if t.pin:
-            goal = clip[:, j]
-        elif t.weight >= 1.0 and not short[j]:
-            goal = edited[:, j] + w[:, None] * (t.target_core - edited[center, j])
-        else:
-            goal = edited[:, j]
-        goals[j] = rig_io.core_to_armature(matrix_world, goal)
-    return goals
-
-
-def _orientations(info: rig_io.RigInfo, targets: list, quats: np.ndarray, locs: np.ndarray,
-                  w: np.ndarray, center: int) -> dict[int, np.ndarray]:
-    """Joint -> (T, 3, 3) armature-space rotations the bones of effectors with Use Rotation
-    take: the turn the empty asks at the edited frame (from the bone's own rotation there)
-    by W(t) of its angle, on each frame's own rotation (the single solve's at the edited
-    frame, the motion's elsewhere)."""
-    used = [t for t in targets if t.orientation_armature is not None and not t.pin]
-    if not used:
-        return {}
-    _, rots = rig_io.joint_positions(info, quats, locs)  # (T, needed, 3, 3)
-    out = {}
-    for t in used:
-        j = JOINT_INDEX[t.joint]
-        own = rots[:, info.needed.index(info.joint_bones[j])]
-        turn = matrix_to_quat(t.orientation_armature @ own[center].T)  # w >= 0
-        half = np.arccos(np.clip(turn[0], -1.0, 1.0))
-        axis = turn[1:] / max(np.sin(half), 1e-12)
-        partial = np.concatenate([np.cos(half * w)[:, None],
-                                  np.sin(half * w)[:, None] * axis[None]], axis=1)
-        out[j] = quat_to_matrix(partial) @ own
-    return out
-
-
 def propagate_edit(scene: bpy.types.Scene, obj: bpy.types.Object,
                    depsgraph: bpy.types.Depsgraph | None,
                    progress: Callable[[int], None] = lambda _step: None,
@@ -327,11 +277,12 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     live = np.flatnonzero(w_all > 0)
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values
     w = w_all[live[0]:live[-1] + 1]
-    layers = rig_keys.layers_under(obj, frames[0], frames[-1])
     center = scene.frame_current - int(frames[0])
     mode = resolve_mode(s, obj, frames, w)
     ik = spread_ik.ik_limbs(obj, info, frames)
     bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
+    layers = rig_keys.layers_under(obj, frames[0], frames[-1],
+                                   [info.names[b] for b in set(info.needed) | set(bones)])
     spread_checks.check_mode(obj, info, frames, mode, bones, located, layers)
     keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None
     if keyed is not None and not len(keyed):
@@ -388,8 +339,8 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     unchanged = float(np.abs(edited - clip).max()) < UNCHANGED_M
     yield 0.4
     edited_arm = rig_io.core_to_armature(mw, edited)
-    goals = _goals(targets, clip, edited, w, center, mw)
-    orientations = _orientations(info, targets, quats, locs, w, center)
+    goals = spread_goals.positions(targets, clip, edited, w, center, mw)
+    orientations = spread_goals.orientations(info, targets, quats, locs, w, center)
     try:
         new_q, new_l = rig_io.solve_rotations(info, quats, locs, edited_arm, goals,
                                               orientations or None)

@@ -96,13 +96,14 @@ def refuse_hidden_action(obj: bpy.types.Object) -> None:
                         "its action: turn the solo off to spread an edit")
 
 
-def layers_under(obj: bpy.types.Object, first: float, last: float) -> list[str]:
+def layers_under(obj: bpy.types.Object, first: float, last: float,
+                 bones: Iterable[str] | None = None) -> list[str]:
     """The NLA tracks that change the motion the action shows somewhere in frames
     ``first``-``last`` (unmuted, with a strip there, its extrapolation counted, under an
-    action blended over them, or replacing only some of their channels, or in tweak mode;
-    or under no action at all): what :func:`read_clip`, which reads the action alone,
-    would miss there."""
-    return list(_strips_under(obj, first, last))
+    action blended over them, or in tweak mode; or under no action at all; under an action
+    replacing them, on a channel of ``bones`` (default: any) the action does not key):
+    what :func:`read_clip`, which reads the action alone, would miss there."""
+    return list(_strips_under(obj, first, last, bones))
 
 
 def curves_below(obj: bpy.types.Object, first: float, last: float) -> set[tuple[str, int]]:
@@ -116,9 +117,9 @@ def curves_below(obj: bpy.types.Object, first: float, last: float) -> set[tuple[
     return out
 
 
-def _strips_under(obj: bpy.types.Object, first: float, last: float
-                  ) -> dict[str, list[bpy.types.NlaStrip]]:
-    """:func:`layers_under`'s tracks, by name, with their unmuted strips that reach
+def _strips_under(obj: bpy.types.Object, first: float, last: float,
+                  bones: Iterable[str] | None = None) -> dict[str, list[bpy.types.NlaStrip]]:
+    """:func:`layers_under`'s tracks, by name, with their strips that show in
     ``first``-``last``."""
     anim = obj.animation_data
     if anim is None or not anim.use_nla:
@@ -129,12 +130,15 @@ def _strips_under(obj: bpy.types.Object, first: float, last: float
         bag = channelbag(obj)
         replaced = {(fc.data_path, fc.array_index) for fc in bag.fcurves} \
             if bag is not None else set()
+    read = None if bones is None else {bone_path(b, prop) for b in bones
+                                       for prop in POSE_FIELD}
 
     def shows(strip: bpy.types.NlaStrip) -> bool:
         start = -np.inf if strip.extrapolation == "HOLD" else strip.frame_start
         end = strip.frame_end if strip.extrapolation == "NOTHING" else np.inf
         return not strip.mute and start <= last and end >= first and (
             replaced is None or any((fc.data_path, fc.array_index) not in replaced
+                                    and (read is None or fc.data_path in read)
                                     for fc in strip_curves(strip)))
 
     out = {}

@@ -57,7 +57,7 @@ def unkeyed_edit(obj: bpy.types.Object, info: rig_io.RigInfo, frame: int) -> boo
     base = base_pose.read_base(obj, info)
     pose = rig_io.read_pose(obj, info)
     if base is None or not base_pose.base_is_current(base, info, pose, frame) \
-            or rig_keys.layers_under(obj, frame, frame):
+            or rig_keys.layers_under(obj, frame, frame, [info.names[b] for b in info.mapped]):
         return False  # (under NLA layers the action holds other values than it shows)
     quats, locs, _ = rig_keys.read_clip(obj, info, np.array([frame]), unkeyed=pose)
     mapped = list(info.mapped)

@@ -166,3 +166,35 @@ def test_a_rigify_rig_left_in_ik_layers_over_its_tracks(rigify_rig: bpy.types.Ob
           f"from Solve, muted {back * MM:.4f} mm off the motion")
     assert off < IK_LAYER_TOL
     assert back < MUTED_TOL
+
+
+def test_an_action_replacing_every_channel_read_spreads_into_its_keys(
+        clip_rig: bpy.types.Object) -> None:
+    """An action in Replace mode that keys every channel the rig's joints are read from,
+    over a track that animates others (here the head's scale): nothing of the track
+    shows on the joints, so Every Frame spreads into the action as on a bare one, the
+    track untouched. (It was refused for the track's other channels.)"""
+    obj = clip_rig
+    scene = bpy.context.scene
+    anim = obj.animation_data
+    action = anim.action
+    base = action.copy()
+    info = mapped_rig.rig_for(obj)
+    head = info.names[info.joint_bones[spread_figures.JOINT_INDEX["head"]]]
+    curves = base.fcurves if not hasattr(base, "layers") else \
+        base.layers[0].strips[0].channelbag(base.slots[0]).fcurves  # (4.4+: its slot's)
+    curves.new(rig_keys.bone_path(head, "scale"), index=0).keyframe_points.insert(1, 1.0)
+    track = anim.nla_tracks.new()
+    track.strips.new("base", 1, base)
+    kept = _curves(base)
+    shown = spread_figures.core_joints(obj, FRAMES)
+    scene.frame_set(CENTER)
+    target = spread_figures.move_hand(obj)
+    assert bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, mode="EVERY_FRAME",
+                                   range_mode="RADIUS", radius=RADIUS) == {"FINISHED"}
+    after = spread_figures.core_joints(obj, FRAMES)
+    outside = np.abs(FRAMES - CENTER) >= RADIUS
+    off = np.linalg.norm(after[FRAMES == CENTER][0, HAND] - target)
+    moved = np.linalg.norm(after[outside] - shown[outside], axis=-1).max()
+    assert _curves(base) == kept and len(anim.nla_tracks) == 1
+    assert off < EDIT_TOL and moved < MUTED_TOL, (off, moved)
