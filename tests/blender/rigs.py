@@ -117,3 +117,16 @@ def live_hand(obj: bpy.types.Object) -> tuple[bpy.types.Object, np.ndarray]:
     bpy.context.scene.npe.live = True
     hand = effector_empty(obj, "r_hand")
     return hand, np.array(hand.location)
+
+
+def unkey_bones(obj: bpy.types.Object, joints: Sequence[str]) -> list[str]:
+    """The action's F-curves of the bones mapped to ``joints`` removed: blocking that left
+    them unkeyed (the pose holds them). Returns those bones."""
+    from blender_addon import mapped_rig
+
+    info = mapped_rig.rig_for(obj)
+    names = [info.names[info.joint_bones[JOINTS.index(j)]] for j in joints]
+    bag = rig_keys.channelbag(obj)
+    for fc in [fc for fc in bag.fcurves if any(f'"{n}"' in fc.data_path for n in names)]:
+        bag.fcurves.remove(fc)
+    return names

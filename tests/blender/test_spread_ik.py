@@ -74,6 +74,19 @@ def _shown(rig: bpy.types.Object) -> np.ndarray:
     return np.array([(mw @ np.r_[np.array(rig.pose.bones[n].head), 1.0])[:3] for n in SHOWN])
 
 
+def layer_offs(rig: bpy.types.Object, frame: int, solved: np.ndarray, frames: np.ndarray,
+               before: np.ndarray) -> tuple[float, float]:
+    """After a Layer spread: the edited ``frame``'s largest distance (m) from Solve's pose
+    ``solved`` (:func:`_shown`), and, the new layer muted, the motion's from ``before``
+    over ``frames``. The layer is left muted."""
+    scene = bpy.context.scene
+    scene.frame_set(frame)
+    off = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
+    rig.animation_data.nla_tracks[-1].mute = True
+    muted = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    return float(off), float(np.linalg.norm(muted - before, axis=-1).max())
+
+
 def _curves(rig: bpy.types.Object) -> dict:
     return {(fc.data_path, fc.array_index): [tuple(k.co) for k in fc.keyframe_points]
             for fc in rig_keys.channelbag(rig).fcurves}
@@ -203,10 +216,7 @@ def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Obje
                                    radius=RADIUS) == {"FINISHED"}
     assert _curves(rig) == curves  # the action, bit for bit
     track = rig.animation_data.nla_tracks[-1]
-    scene.frame_set(center)
-    edited = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
-    track.mute = True
-    muted = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
+    edited, off_motion = layer_offs(rig, center, solved, frames, before)
     track.mute = False
     strip = track.strips[0]
     strip.influence = 0.5
@@ -218,7 +228,6 @@ def test_a_rigify_rig_left_in_ik_spreads_into_a_layer(rigify_rig: bpy.types.Obje
     shown = _shown(rig)[0]
     half = np.linalg.norm(shown - before[k, 0]) / np.linalg.norm(solved[0] - before[k, 0])
     midpoint = np.linalg.norm(shown - 0.5 * (before[k, 0] + solved[0]))
-    off_motion = np.linalg.norm(muted - before, axis=-1).max()
     assert edited < HELD_TOL and off_motion < MUTED_TOL, (edited, off_motion)
     assert abs(half - 0.5) < IK_HALF_TOL and midpoint < IK_MIDPOINT_TOL, (half, midpoint)
     print(f"\nFIGURES rigify in IK, LAYER: edited frame {edited * 1e3:.3f} mm from Solve, "
@@ -256,11 +265,7 @@ def test_a_second_layer_on_a_rigify_rig_left_in_ik(rigify_rig: bpy.types.Object)
                                    radius=RADIUS) == {"FINISHED"}
     assert len(anim.nla_tracks) == 2
     assert _curves(rig) == curves and spread_figures.action_curves(first) == layer
-    scene.frame_set(edited)
-    off = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
-    anim.nla_tracks[-1].mute = True
-    muted = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
-    back = np.linalg.norm(muted - before, axis=-1).max()
+    off, back = layer_offs(rig, edited, solved, frames, before)
     print(f"\nFIGURES rigify in IK, second layer: edited frame {off * 1e3:.3f} mm from "
           f"Solve, muted {back * 1e3:.4f} mm off the first layer's motion")
     assert off < HELD_TOL

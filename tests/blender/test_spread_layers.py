@@ -14,7 +14,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 
 from mathutils import Quaternion, Vector  # noqa: E402
 
-from blender_addon import mapped_rig, propagation, rig_keys  # noqa: E402
+from blender_addon import propagation, rig_keys  # noqa: E402
 from blender_addon.errors import STATUS  # noqa: E402
 from tests.blender import rigs  # noqa: E402
 from tests.blender.test_spread_edit import EDIT_TOL, HALF_RAD, MM, MUTED_TOL  # noqa: E402
@@ -170,12 +170,7 @@ def test_a_layer_over_unkeyed_bones_keys_their_pose_once(clip_rig: bpy.types.Obj
     and muting gives the motion back (without that key: 343 mm and 568 mm off); the
     action's own F-curves stay bit for bit."""
     obj = clip_rig
-    info = mapped_rig.rig_for(obj)
-    arm = [info.names[info.joint_bones[spread_figures.JOINT_INDEX[j]]]
-           for j in ("r_upperarm", "r_forearm")]
-    bag = rig_keys.channelbag(obj)
-    for fc in [fc for fc in bag.fcurves if any(f'"{n}"' in fc.data_path for n in arm)]:
-        bag.fcurves.remove(fc)
+    arm = rigs.unkey_bones(obj, ("r_upperarm", "r_forearm"))
     scene = bpy.context.scene
     scene.frame_set(CENTER)
     frames = np.arange(CENTER - 15, CENTER + 16)

@@ -13,9 +13,15 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
                           "(run with .venv-bpy45 / .venv-bpy50)")
 
 from blender_addon import mapped_rig, propagation, rig_keys  # noqa: E402
+from tests.blender import rigs  # noqa: E402
 from tests.blender.test_propagation import solve_a_left_hand_drag  # noqa: E402
 from tests.blender.test_spread_edit import EDIT_TOL, MM, MUTED_TOL  # noqa: E402
-from tests.blender.test_spread_ik import IK_HAND_DRAG, _ik_animated_rig, _shown  # noqa: E402
+from tests.blender.test_spread_ik import (  # noqa: E402
+    IK_HAND_DRAG,
+    _ik_animated_rig,
+    _shown,
+    layer_offs,
+)
 from training.blender_side import spread_figures  # noqa: E402
 from training.blender_side.spread_figures import CENTER, HAND  # noqa: E402
 
@@ -72,12 +78,7 @@ def test_a_layer_goes_over_the_animators_tracks(clip_rig: bpy.types.Object, over
     scene = bpy.context.scene
     anim = obj.animation_data
     if over == "none, arm unkeyed":
-        info = mapped_rig.rig_for(obj)
-        arm = [info.names[info.joint_bones[spread_figures.JOINT_INDEX[j]]]
-               for j in ("r_upperarm", "r_forearm")]
-        bag = rig_keys.channelbag(obj)
-        for fc in [fc for fc in bag.fcurves if any(f'"{n}"' in fc.data_path for n in arm)]:
-            bag.fcurves.remove(fc)
+        rigs.unkey_bones(obj, ("r_upperarm", "r_forearm"))
     base, tweaks = _push_down(obj, over.split(",")[0])
     kept = _curves(base, tweaks)
     shown = spread_figures.core_joints(obj, FRAMES)
@@ -157,11 +158,7 @@ def test_a_rigify_rig_left_in_ik_layers_over_its_tracks(rigify_rig: bpy.types.Ob
     anim = rig.animation_data
     assert len(anim.nla_tracks) == 2 and not any(fc.mute for fc in rig_keys.strip_curves(
         anim.nla_tracks[0].strips[0]))  # (held only while placing)
-    scene.frame_set(CENTER)
-    off = np.linalg.norm(_shown(rig) - solved, axis=-1).max()
-    anim.nla_tracks[-1].mute = True
-    muted = np.array([(scene.frame_set(int(f)), _shown(rig))[1] for f in frames])
-    back = np.linalg.norm(muted - before, axis=-1).max()
+    off, back = layer_offs(rig, CENTER, solved, frames, before)
     print(f"FIGURES rigify in IK over its tracks ({over}): edited frame {off * MM:.3f} mm "
           f"from Solve, muted {back * MM:.4f} mm off the motion")
     assert off < IK_LAYER_TOL
