@@ -14,6 +14,7 @@ bpy = pytest.importorskip("bpy", reason="Blender as a Python module is not insta
 
 from blender_addon import mapped_rig, propagation, rig_keys  # noqa: E402
 from tests.blender import rigs  # noqa: E402
+from tests.blender.test_panels import _draw_all  # noqa: E402
 from tests.blender.test_propagation import solve_a_left_hand_drag  # noqa: E402
 from tests.blender.test_spread_edit import EDIT_TOL, MM, MUTED_TOL  # noqa: E402
 from tests.blender.test_spread_ik import (  # noqa: E402
@@ -81,6 +82,9 @@ def test_a_layer_goes_over_the_animators_tracks(clip_rig: bpy.types.Object, over
         rigs.unkey_bones(obj, ("r_upperarm", "r_forearm"))
     base, tweaks = _push_down(obj, over.split(",")[0])
     kept = _curves(base, tweaks)
+    _draw_all()  # the panels draw over the tracks, and preview the layer Auto picks:
+    assert propagation.preview(scene, propagation.SpreadSettings(
+        mode="AUTO", range_mode="RADIUS", radius=RADIUS), obj)[0] == "LAYER"
     shown = spread_figures.core_joints(obj, FRAMES)
     actions = len(bpy.data.actions)
     spread_figures.move_hand(obj)
