@@ -249,8 +249,9 @@ class Layer:
                 continue
             rig_keys.refuse_linked_action(obj, f"layer over {path}[{i}], which it does not key")
             if bag is None:  # motion in NLA tracks alone: a new action holds those keys
+                had = obj.animation_data.action  # (4.4+: one without a slot for it yet)
                 bag = rig_keys.channelbag(obj, create=True)
-                self.made_action = obj.animation_data.action
+                self.made_action = obj.animation_data.action if had is None else None
             b, prop = self._channel(path)
             fc = rig_keys.new_curve(bag, self.info.names[b], prop, i)
             fc.keyframe_points.insert(float(self.frames[0]), float(base[prop][0, b, i]),

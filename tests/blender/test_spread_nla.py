@@ -36,7 +36,8 @@ def _push_down(obj: bpy.types.Object, over: str, head: str | None = None
                ) -> tuple[bpy.types.Action, bpy.types.Action]:
     """The clip's action pushed down onto a track "base", and over it: an action of one
     additive tweak on the head (``combine``: Combine, as animation layers are made;
-    ``replace``: Blender's default Replace), or none (``none``). The tweak is keyed as
+    ``replace``: Blender's default Replace), an empty one in Combine (``empty``: 4.4+ gives
+    it no slot yet), or none (``none``). The tweak is keyed as
     Blender keys over the NLA (``keyframe_insert``; ``head``: the bone turned, default the
     mapped head)."""
     anim = obj.animation_data
@@ -49,7 +50,8 @@ def _push_down(obj: bpy.types.Object, over: str, head: str | None = None
     if over != "none":
         tweaks = bpy.data.actions.new("tweaks")
         anim.action = tweaks
-        anim.action_blend_type = over.upper()
+        anim.action_blend_type = "COMBINE" if over == "empty" else over.upper()
+    if tweaks is not None and over != "empty":
         info = mapped_rig.rig_for(obj)
         bone = obj.pose.bones[head or info.names[info.joint_bones[
             spread_figures.JOINT_INDEX["head"]]]]
@@ -65,7 +67,8 @@ def _curves(*actions: bpy.types.Action | None) -> list:
     return [spread_figures.action_curves(a) for a in actions if a is not None]
 
 
-@pytest.mark.parametrize("over", ["combine", "none", "none, arm unkeyed"])
+@pytest.mark.parametrize("over", ["combine", "none", "none, arm unkeyed",
+                                  "empty, arm unkeyed"])
 def test_a_layer_goes_over_the_animators_tracks(clip_rig: bpy.types.Object, over: str
                                                  ) -> None:
     """Auto mode spreads into a layer on top of the animator's tracks: the edited hand
@@ -74,12 +77,13 @@ def test_a_layer_goes_over_the_animators_tracks(clip_rig: bpy.types.Object, over
     (the arm keyed nowhere) gets one key of its pose in a new action, which a cancelled
     run takes away again. (Before: over the Combine tweaks the base motion was counted
     twice, the hand 347 mm off and, muted, the hips 1.77 m off; with no action over the
-    tracks Spread Edit was refused.)"""
+    tracks Spread Edit was refused.) An empty action of the animator's keeps those keys and
+    is never taken for one the run made."""
     obj = clip_rig
     scene = bpy.context.scene
     anim = obj.animation_data
-    if over == "none, arm unkeyed":
-        rigs.unkey_bones(obj, ("r_upperarm", "r_forearm"))
+    arm = rigs.unkey_bones(obj, ("r_upperarm", "r_forearm")) \
+        if over.endswith("arm unkeyed") else []
     base, tweaks = _push_down(obj, over.split(",")[0])
     kept = _curves(base, tweaks)
     _draw_all()  # the panels draw over the tracks, and preview the layer Auto picks:
@@ -103,7 +107,12 @@ def test_a_layer_goes_over_the_animators_tracks(clip_rig: bpy.types.Object, over
                                    radius=RADIUS) == {"FINISHED"}
     layer = anim.nla_tracks[-1]
     assert len(anim.nla_tracks) == 2 and layer.name.startswith("Spread Edit")
-    assert _curves(base, tweaks) == kept
+    now = _curves(base, tweaks)
+    assert now[0] == kept[0]  # the base, bit for bit; the tweaks too, but for one key of the
+    if tweaks is not None:  # pose on each channel of the unkeyed arm the layer changes
+        based = {k: v for k, v in now[1].items() if k not in kept[1]}
+        assert {k: now[1][k] for k in kept[1]} == kept[1] and bool(based) == bool(arm)
+        assert all(any(f'"{n}"' in path for n in arm) for path, _ in based)
     made = anim.action if tweaks is None else None
     after = spread_figures.core_joints(obj, FRAMES)
     hand = after[FRAMES == CENTER][0, HAND]
