@@ -100,9 +100,9 @@ def layers_under(obj: bpy.types.Object, first: float, last: float,
                  bones: Iterable[str] | None = None) -> list[str]:
     """The NLA tracks that change the motion the action shows somewhere in frames
     ``first``-``last`` (unmuted, with a strip there, its extrapolation counted, under an
-    action blended over them, or in tweak mode; or under no action at all; under an action
-    replacing them, on a channel of ``bones`` (default: any) the action does not key):
-    what :func:`read_clip`, which reads the action alone, would miss there."""
+    action blended over them, or in tweak mode, or under no action at all; under an action
+    replacing them, where it does not key the channel), on a channel of ``bones`` (default:
+    any channel): what :func:`read_clip`, which reads the action alone, would miss there."""
     return list(_strips_under(obj, first, last, bones))
 
 
@@ -136,10 +136,12 @@ def _strips_under(obj: bpy.types.Object, first: float, last: float,
     def shows(strip: bpy.types.NlaStrip) -> bool:
         start = -np.inf if strip.extrapolation == "HOLD" else strip.frame_start
         end = strip.frame_end if strip.extrapolation == "NOTHING" else np.inf
-        return not strip.mute and start <= last and end >= first and (
-            replaced is None or any((fc.data_path, fc.array_index) not in replaced
-                                    and (read is None or fc.data_path in read)
-                                    for fc in strip_curves(strip)))
+        if strip.mute or start > last or end < first:
+            return False
+        return strip.type != "CLIP" or any(  # (a meta strip or a transition: counted)
+            (read is None or fc.data_path in read)
+            and (replaced is None or (fc.data_path, fc.array_index) not in replaced)
+            for fc in strip_curves(strip))
 
     out = {}
     for track in anim.nla_tracks:

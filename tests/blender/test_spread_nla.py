@@ -178,24 +178,29 @@ def test_a_rigify_rig_left_in_ik_layers_over_its_tracks(rigify_rig: bpy.types.Ob
     assert back < MUTED_TOL
 
 
-def test_an_action_replacing_every_channel_read_spreads_into_its_keys(
-        clip_rig: bpy.types.Object) -> None:
-    """An action in Replace mode that keys every channel the rig's joints are read from,
-    over a track that animates others (here the head's scale): nothing of the track
-    shows on the joints, so Every Frame spreads into the action as on a bare one, the
-    track untouched. (It was refused for the track's other channels.)"""
+@pytest.mark.parametrize("blend", ["REPLACE", "COMBINE"])
+def test_a_track_off_the_channels_read_leaves_keys_to_the_action(
+        clip_rig: bpy.types.Object, blend: str) -> None:
+    """A track that animates no channel the rig's joints are read from (here the head's
+    scale), under the action (Replace or Combine): nothing of it shows on the joints, so
+    Every Frame spreads into the action as on a bare one, the track untouched. (It was
+    refused for the track's channel.)"""
     obj = clip_rig
     scene = bpy.context.scene
     anim = obj.animation_data
-    action = anim.action
-    base = action.copy()
+    anim.action_blend_type = blend
     info = mapped_rig.rig_for(obj)
     head = info.names[info.joint_bones[spread_figures.JOINT_INDEX["head"]]]
-    curves = base.fcurves if not hasattr(base, "layers") else \
-        base.layers[0].strips[0].channelbag(base.slots[0]).fcurves  # (4.4+: its slot's)
-    curves.new(rig_keys.bone_path(head, "scale"), index=0).keyframe_points.insert(1, 1.0)
+    base = bpy.data.actions.new("head scale")
     track = anim.nla_tracks.new()
-    track.strips.new("base", 1, base)
+    strip = track.strips.new("head scale", 1, base)
+    curves = base.fcurves if not hasattr(base, "layers") else \
+        base.layers.new("Layer").strips.new(type="KEYFRAME").channelbag(
+            base.slots.new(id_type="OBJECT", name=obj.name), ensure=True).fcurves
+    if hasattr(base, "layers"):
+        strip.action_slot = base.slots[0]
+    curves.new(rig_keys.bone_path(head, "scale"), index=0).keyframe_points.insert(1, 1.0)
+    assert rig_keys.layers_under(obj, 1, 90)  # (a track there, its channel not read)
     kept = _curves(base)
     shown = spread_figures.core_joints(obj, FRAMES)
     scene.frame_set(CENTER)
