@@ -83,17 +83,19 @@ def refuse_linked_action(obj: bpy.types.Object, to: str, instead: str = "") -> N
 def refuse_hidden_action(obj: bpy.types.Object) -> None:
     """An EditError where the NLA does not show ``obj``'s action as its keys hold it: at
     an influence under 1 it is blended towards the channels' defaults, and a solo track
-    is shown instead of it; reading and writing its keys does not see either (a spread
-    left the hand 252 mm and 83 mm off its target there)."""
+    is shown instead of it, and of a new layer; reading and writing its keys does not see
+    either (a spread left the hand 252 mm and 83 mm off its target there; with the motion
+    in a solo track alone, the layer's edit did not show: 100 mm)."""
     anim = obj.animation_data
-    if anim is None or not anim.use_nla or anim.action is None:
+    if anim is None or not anim.use_nla:
         return
-    if anim.action_influence < 1.0:
+    if solo := [t.name for t in anim.nla_tracks if t.is_solo]:
+        raise EditError(f"{obj.name}'s NLA track {solo[0]} is solo, so the rig shows it "
+                        "alone, not the action or a new layer: turn the solo off to spread "
+                        "an edit")
+    if anim.action is not None and anim.action_influence < 1.0:
         raise EditError(f"{obj.name}'s action plays at influence {anim.action_influence:.2f} "
                         "(the NLA editor's action line): set it to 1 to spread an edit")
-    if solo := [t.name for t in anim.nla_tracks if t.is_solo]:
-        raise EditError(f"{obj.name}'s NLA track {solo[0]} is solo, so the rig does not show "
-                        "its action: turn the solo off to spread an edit")
 
 
 def layers_under(obj: bpy.types.Object, first: float, last: float,

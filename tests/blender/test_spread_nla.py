@@ -213,3 +213,18 @@ def test_a_track_off_the_channels_read_leaves_keys_to_the_action(
     moved = np.linalg.norm(after[outside] - shown[outside], axis=-1).max()
     assert _curves(base) == kept and len(anim.nla_tracks) == 1
     assert off < EDIT_TOL and moved < MUTED_TOL, (off, moved)
+
+
+def test_a_solo_track_of_the_motion_is_refused(clip_rig: bpy.types.Object) -> None:
+    """The motion in a track alone, that track solo: the rig shows it alone, so a new layer
+    would not show. Spread Edit is refused and nothing changes (it reported the spread
+    done with the hand 100 mm off its target)."""
+    obj = clip_rig
+    base, _ = _push_down(obj, "none")
+    anim = obj.animation_data
+    anim.nla_tracks[0].is_solo = True
+    kept = _curves(base)
+    spread_figures.move_hand(obj)
+    with pytest.raises(RuntimeError, match="base is solo, so the rig shows it alone"):
+        bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, range_mode="RADIUS", radius=RADIUS)
+    assert _curves(base) == kept and len(anim.nla_tracks) == 1 and anim.action is None
