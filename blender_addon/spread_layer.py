@@ -9,9 +9,11 @@ its influence scales it (0.5: half the edit), and muting or deleting the track g
 the action's own motion. An NLA strip in Combine mode works alike in Blender 4.2 to 5.0;
 slotted actions (4.4+) are given the object's slot.
 
-Over earlier layers (the action is combined over their tracks) a new layer goes on top of
-them, its change taken from the motion they show: :func:`read_shown` reads it a frame at a
-time, and the strip holds what turns that motion into the edit (see :meth:`Layer._values`).
+Over earlier layers or the animator's own tracks (the action combined over them, or no
+action at all) a new layer goes on top of them, its change taken from the motion they
+show: :func:`read_shown` reads it a frame at a time, and the strip holds what turns that
+motion into the edit (see :meth:`Layer._values`; the action's share is Combine's no change
+on what only the tracks animate, :func:`over_tracks`).
 """
 
 from __future__ import annotations
