@@ -78,6 +78,47 @@ def test_keys_mode_names_the_bones_it_could_not_key(clip_rig: bpy.types.Object) 
     assert {k: len(v["co"]) for k, v in spread_figures.curves(obj).items()} == counts
 
 
+STAGGER = {"r_upperarm": 2, "r_forearm": 4, "r_hand": 5}  # frames the arm's keys follow by
+
+
+def test_keys_mode_says_why_staggered_keys_miss(clip_rig: bpy.types.Object) -> None:
+    """Keys staggered for overlap: the right arm keyed 2-5 frames after the body, so the
+    edited frame holds the body's keys but none of the arm's. Keys mode (adding none)
+    moves the arm's keys around it, the hand misses there, and the note names the arm's
+    bones and what to do (the report gave the miss alone: 3.0 cm); no F-curve gains or
+    loses a key."""
+    obj = clip_rig
+    info = mapped_rig.rig_for(obj)
+    late = {info.names[info.joint_bones[spread_figures.JOINT_INDEX[j]]]: d
+            for j, d in STAGGER.items()}
+    for fc in rig_keys.channelbag(obj).fcurves:
+        points = fc.keyframe_points
+        co = np.empty(2 * len(points), dtype=np.float32)
+        points.foreach_get("co", co)
+        co = co.reshape(-1, 2)
+        kept = co[(np.rint(co[:, 0]) - 1 - late.get(fc.data_path.split('"')[1], 0))
+                  % spread_figures.KEY_STEP == 0]
+        points.clear()
+        points.add(len(kept))
+        points.foreach_set("co", kept.ravel())
+        fc.update()
+    counts = {k: len(v["co"]) for k, v in spread_figures.curves(obj).items()}
+    scene = bpy.context.scene
+    scene.frame_set(CENTER + 1)  # (the edit starts from the staggered keys' pose)
+    scene.frame_set(CENTER)
+    spread_figures.move_hand(obj)
+    settings = propagation.SpreadSettings(mode="KEYS", range_mode="RADIUS", radius=14)
+    outcome = propagation.propagate_edit(scene, obj, bpy.context.evaluated_depsgraph_get(),
+                                         settings=settings)
+    print(f"FIGURES keys mode, arm keys staggered: {outcome.message} {outcome.notes}")
+    note = next(n for n in outcome.notes if n.startswith("Keys mode adds no key"))
+    assert f"at frame {CENTER}" in note and "Insert Keyframe" in note
+    arm = [info.names[info.joint_bones[spread_figures.JOINT_INDEX[j]]]
+           for j in ("r_upperarm", "r_forearm")]
+    assert all(name in note for name in arm)
+    assert {k: len(v["co"]) for k, v in spread_figures.curves(obj).items()} == counts
+
+
 AUTO_KEY_OVERSHOOT = 1.05  # Keys mode: no frame between keys moves the hand further than
 # this share of the edited frame's move (1.31 when the keys' angles were chained through the
 # frames between them: a forearm key on another branch of its Euler angles)
