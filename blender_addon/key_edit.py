@@ -202,17 +202,21 @@ def unkeyed(obj: bpy.types.Object, info: RigInfo, bones: Sequence[int],
             located: Sequence[int], frames: np.ndarray, was: tuple[np.ndarray, np.ndarray],
             solved: tuple[np.ndarray, np.ndarray]) -> list[str]:
     """The names of ``bones`` that the solve turns or moves at the edited frame (``was``
-    and ``solved``: (B, 4) rotations and (B, 3) locations there) and whose channels hold
-    no key in ``frames``: Keys mode adds none, so they keep the action's values. The most
-    turned first."""
+    and ``solved``: (B, 4) rotations and (B, 3) locations there) with a channel of that
+    turn or move holding no key in ``frames`` (one keyed on its X rotation alone too:
+    5.6-10.2 cm missed, unsaid): Keys mode adds none, so it keeps the action's values. The
+    most turned first."""
     turn = 2.0 * np.arccos(np.clip(np.abs(np.sum(was[0] * solved[0], axis=-1)), 0.0, 1.0))
     shift = np.linalg.norm(solved[1] - was[1], axis=-1)
     out = []
     for b in sorted(bones, key=lambda b: -turn[b]):
+        turns = turn[b] > UNKEYED_TURN_RAD
         moves = b in located and shift[b] > UNKEYED_MOVE
-        if turn[b] <= UNKEYED_TURN_RAD and not moves:
-            continue
-        keys = keyed_frames(obj, channel_paths(obj, info, [b], [b] if b in located else []))
-        if not ((keys >= frames[0] - KEY_TOL) & (keys <= frames[-1] + KEY_TOL)).any():
-            out.append(info.names[b])
+        channels = [c for c in channel_paths(obj, info, [b], [b] if moves else [])
+                    if turns or c[0].endswith(".location")]
+        for channel in channels:
+            keys = keyed_frames(obj, [channel])
+            if not ((keys >= frames[0] - KEY_TOL) & (keys <= frames[-1] + KEY_TOL)).any():
+                out.append(info.names[b])
+                break
     return out

@@ -440,22 +440,24 @@ def _keys_missed(obj: bpy.types.Object, info: rig_io.RigInfo, channels: tuple,
                  frames: np.ndarray, w: np.ndarray, center: int, on_key: bool,
                  change: tuple, miss: float) -> list[str]:
     """Why Keys mode left the edited frame ``miss`` (m) off an effector: the bones the edit
-    turns there (``change``: before and after) that hold no key in the range keep the
-    action's motion; those whose keys are all on other frames than a keyed edited frame
-    (``on_key``; keys staggered for overlap) take the edit from the keys around it (a
-    forearm, upper arm and hand keyed 2-5 frames after the body: 3.0 cm, unsaid)."""
+    turns there (``change``: before and after) with a channel that holds no key in the
+    range keep the action's motion on it; those with one keyed only on other frames than a
+    keyed edited frame (``on_key``; keys staggered for overlap) take the edit from the keys
+    around it (an arm keyed 2-5 frames after the body: 3.0 cm, unsaid)."""
     frame = int(frames[center])
     if left := key_edit.unkeyed(obj, info, *channels, frames[w > 0], *change):
-        return [f"Keys mode adds no key: {len(left)} bone(s) the edit turns hold none in "
-                f"frames {frames[0]}-{frames[-1]} ({_names(left)}) and keep the action's "
-                f"motion, so frame {frame} is {miss * 100:.1f} cm off the effector: key them "
-                "on the keyed frames, or use Every Frame or Layer"]
+        return [f"Keys mode adds no key: {len(left)} bone(s) the edit turns have a channel "
+                f"with no key in frames {frames[0]}-{frames[-1]} ({_names(left)}), which keeps "
+                f"the action's motion, so frame {frame} is {miss * 100:.1f} cm off the "
+                "effector: key those channels on the keyed frames, or use Every Frame or "
+                "Layer"]
     if on_key and (left := key_edit.unkeyed(obj, info, *channels, frames[center:center + 1],
                                             *change)):
-        return [f"Keys mode adds no key: {len(left)} bone(s) the edit turns hold none at "
-                f"frame {frame} ({_names(left)}; their keys are on other frames) and take the "
-                f"edit from the keys around it, so it is {miss * 100:.1f} cm off the "
-                "effector: key the frame first (Insert Keyframe), or use Every Frame or Layer"]
+        return [f"Keys mode adds no key: {len(left)} bone(s) the edit turns have a channel "
+                f"with no key at frame {frame} ({_names(left)}; their keys are on other "
+                "frames), which takes the edit from the keys around it, so the frame is "
+                f"{miss * 100:.1f} cm off the effector: key the frame first (Insert "
+                "Keyframe), or use Every Frame or Layer"]
     return []
 
 
