@@ -110,12 +110,14 @@ def layers_under(obj: bpy.types.Object, first: float, last: float,
 
 def curves_below(obj: bpy.types.Object, first: float, last: float) -> set[tuple[str, int]]:
     """(data path, index) of the F-curves that the strips of :func:`layers_under` animate
-    in frames ``first``-``last``: an action combined over them shows their value on those
-    channels where it has no F-curve of its own (not the channel's default)."""
+    in frames ``first``-``last`` (muted ones do not): an action combined over them shows
+    their value on those channels where it has no F-curve of its own (not the channel's
+    default)."""
     out = set()
     for strips in _strips_under(obj, first, last).values():
         for strip in strips:
-            out.update((fc.data_path, fc.array_index) for fc in strip_curves(strip))
+            out.update((fc.data_path, fc.array_index) for fc in strip_curves(strip)
+                       if not fc.mute)
     return out
 
 
@@ -141,7 +143,7 @@ def _strips_under(obj: bpy.types.Object, first: float, last: float,
         if strip.mute or start > last or end < first:
             return False
         return strip.type != "CLIP" or any(  # (a meta strip or a transition: counted)
-            (read is None or fc.data_path in read)
+            not fc.mute and (read is None or fc.data_path in read)
             and (replaced is None or (fc.data_path, fc.array_index) not in replaced)
             for fc in strip_curves(strip))
 

@@ -119,14 +119,18 @@ def live_hand(obj: bpy.types.Object) -> tuple[bpy.types.Object, np.ndarray]:
     return hand, np.array(hand.location)
 
 
-def unkey_bones(obj: bpy.types.Object, joints: Sequence[str]) -> list[str]:
+def unkey_bones(obj: bpy.types.Object, joints: Sequence[str], mute: bool = False
+                ) -> list[str]:
     """The action's F-curves of the bones mapped to ``joints`` removed: blocking that left
-    them unkeyed (the pose holds them). Returns those bones."""
+    them unkeyed (the pose holds them); or muted. Returns those bones."""
     from blender_addon import mapped_rig
 
     info = mapped_rig.rig_for(obj)
     names = [info.names[info.joint_bones[JOINTS.index(j)]] for j in joints]
     bag = rig_keys.channelbag(obj)
     for fc in [fc for fc in bag.fcurves if any(f'"{n}"' in fc.data_path for n in names)]:
-        bag.fcurves.remove(fc)
+        if mute:
+            fc.mute = True
+        else:
+            bag.fcurves.remove(fc)
     return names
