@@ -12,7 +12,7 @@ hidden node group (add-ons have no CurveMapping property of their own).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, fields
 
 import bpy
@@ -187,11 +187,22 @@ def resolve_mode(settings: SpreadSettings, obj: bpy.types.Object, frames: np.nda
     :data:`.spread_items.SPARSE_SHARE` of its frames hold one), else Every Frame."""
     if settings.mode != "AUTO":
         return settings.mode
-    if rig_keys.combined_over(obj) and rig_keys.layers_under(obj, frames[0], frames[-1]):
+    info = mapped_rig.rig_for(obj)
+    ik = spread_ik.ik_limbs(obj, info, frames)
+    if rig_keys.combined_over(obj) and layers_read(
+            obj, info, frames, info.mapped if ik is None else ik.keyed):
         return "LAYER"
     keys = _keys_in(obj, frames, w)
     return "KEYS" if 0 < len(keys) <= SPARSE_SHARE * max(int((w > 0).sum()), 1) \
         else "EVERY_FRAME"
+
+
+def layers_read(obj: bpy.types.Object, info: rig_io.RigInfo, frames: np.ndarray,
+                bones: Sequence[int]) -> list[str]:
+    """The NLA tracks that change, in ``frames``, a channel a spread reads: those of the
+    bones the mapped joints hang from, and of ``bones`` (those it writes)."""
+    return rig_keys.layers_under(obj, frames[0], frames[-1],
+                                 [info.names[b] for b in set(info.needed) | set(bones)])
 
 
 def _keys_in(obj: bpy.types.Object, frames: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -281,8 +292,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     mode = resolve_mode(s, obj, frames, w)
     ik = spread_ik.ik_limbs(obj, info, frames)
     bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
-    layers = rig_keys.layers_under(obj, frames[0], frames[-1],
-                                   [info.names[b] for b in set(info.needed) | set(bones)])
+    layers = layers_read(obj, info, frames, bones)
     spread_checks.check_mode(obj, info, frames, mode, bones, located, layers)
     keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None
     if keyed is not None and not len(keyed):

@@ -202,6 +202,8 @@ def test_a_track_off_the_channels_read_leaves_keys_to_the_action(
         strip.action_slot = base.slots[0]
     curves.new(rig_keys.bone_path(head, "scale"), index=0).keyframe_points.insert(1, 1.0)
     assert rig_keys.layers_under(obj, 1, 90)  # (a track there, its channel not read)
+    settings = propagation.SpreadSettings(mode="AUTO", range_mode="RADIUS", radius=RADIUS)
+    assert propagation.preview(scene, settings, obj)[0] == "EVERY_FRAME"  # (not Layer)
     kept = _curves(base)
     shown = spread_figures.core_joints(obj, FRAMES)
     scene.frame_set(CENTER)
