@@ -231,3 +231,33 @@ def test_a_solo_track_of_the_motion_is_refused(clip_rig: bpy.types.Object) -> No
     with pytest.raises(RuntimeError, match="base is solo, so the rig shows it alone"):
         bpy.ops.npe.spread_edit("EXEC_DEFAULT", True, range_mode="RADIUS", radius=RADIUS)
     assert _curves(base) == kept and len(anim.nla_tracks) == 1 and anim.action is None
+
+
+def test_keys_in_a_tweaked_strip_go_through_the_track_under_it(clip_rig: bpy.types.Object
+                                                               ) -> None:
+    """The tweaks pushed down too, onto a strip in Combine over the base track, and tweaked
+    (Tab): Auto Keying keys the tweaks through the track under them, as Blender's keying
+    does, so a frame change gives the solved pose back. (Keying was refused in tweak
+    mode.)"""
+    obj = clip_rig
+    scene = bpy.context.scene
+    _, tweaks = _push_down(obj, "combine")
+    anim = obj.animation_data
+    track = anim.nla_tracks.new()
+    strip = track.strips.new("tweaks", 1, tweaks)
+    strip.blend_type = "COMBINE"
+    anim.action = None
+    anim.nla_tracks.active = track
+    strip.select = True
+    anim.use_tweak_mode = True
+    assert anim.use_tweak_mode and anim.action == tweaks
+    scene.tool_settings.use_keyframe_insert_auto = True
+    try:
+        target = spread_figures.move_hand(obj)
+        assert bpy.ops.npe.solve("EXEC_DEFAULT", True) == {"FINISHED"}
+        solved = spread_figures.core_joints(obj, np.array([CENTER]))[0]
+        back = spread_figures.core_joints(obj, np.array([CENTER + 3, CENTER]))[1]
+    finally:
+        scene.tool_settings.use_keyframe_insert_auto = False
+    assert np.linalg.norm(solved[HAND] - target) < EDIT_TOL
+    assert np.abs(back - solved).max() < MUTED_TOL
