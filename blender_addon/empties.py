@@ -175,6 +175,16 @@ def moved_rows(empty_matrices: np.ndarray, solved: np.ndarray) -> np.ndarray:
     return np.abs(now - solved).max(axis=1, initial=0.0) > MATRIX_ATOL
 
 
+def moved_since_solve(obj: bpy.types.Object, empty_matrices: np.ndarray) -> np.ndarray:
+    """(E,) which of ``obj``'s empties (``empty_matrices``, as :func:`matrices` reads them)
+    left the place they had at its last solve; all of them when the effectors changed
+    since (no place to compare)."""
+    solved = solved_matrices(obj)
+    if solved.shape != (len(empty_matrices), 16):
+        return np.ones(len(empty_matrices), dtype=bool)
+    return moved_rows(empty_matrices, solved)
+
+
 def follow_pose(obj: bpy.types.Object, info: rig_io.RigInfo, empty_matrices: np.ndarray,
                 joints: np.ndarray) -> np.ndarray:
     """After the pose was changed outside the add-on (bones turned by hand, keys changed):
@@ -185,13 +195,10 @@ def follow_pose(obj: bpy.types.Object, info: rig_io.RigInfo, empty_matrices: np.
     :func:`matrices` reads them. Left where they were, the next solve pulled the pose back
     to them (a forearm turned by hand: the hand 109 mm back); an empty whose joint did not
     move stays, a goal out of reach included."""
-    solved = solved_matrices(obj)
-    if solved.shape != (len(empty_matrices), 16):
-        return empty_matrices
     on_moved = np.array([JOINT_INDEX.get(item.joint) is not None
                          and bool(joints[JOINT_INDEX[item.joint]])
                          for item in obj.npe.effectors], dtype=bool)
-    stale = ~moved_rows(empty_matrices, solved) & on_moved
+    stale = ~moved_since_solve(obj, empty_matrices) & on_moved
     if not stale.any():
         return empty_matrices
     snap(obj, info, animated=False, evaluated=True, only=stale)

@@ -180,17 +180,18 @@ def weights(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
 
 
 def resolve_mode(settings: SpreadSettings, obj: bpy.types.Object, frames: np.ndarray,
-                 w: np.ndarray) -> str:
-    """AUTO: Layer over NLA tracks that change the range (the action combined over them,
-    or no action);
+                 w: np.ndarray, layers: list[str] | None = None) -> str:
+    """AUTO: Layer over NLA tracks that change the range (``layers``, default
+    :func:`layers_read`'s; the action combined over them, or no action);
     else Keys where the mapped bones' keys in the range are sparse (at most
     :data:`.spread_items.SPARSE_SHARE` of its frames hold one), else Every Frame."""
     if settings.mode != "AUTO":
         return settings.mode
-    info = mapped_rig.rig_for(obj)
-    ik = spread_ik.ik_limbs(obj, info, frames)
-    if rig_keys.combined_over(obj) and layers_read(
-            obj, info, frames, info.mapped if ik is None else ik.keyed):
+    if layers is None:
+        info = mapped_rig.rig_for(obj)
+        ik = spread_ik.ik_limbs(obj, info, frames)
+        layers = layers_read(obj, info, frames, info.mapped if ik is None else ik.keyed)
+    if rig_keys.combined_over(obj) and layers:
         return "LAYER"
     keys = _keys_in(obj, frames, w)
     return "KEYS" if 0 < len(keys) <= SPARSE_SHARE * max(int((w > 0).sum()), 1) \
@@ -289,10 +290,10 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values
     w = w_all[live[0]:live[-1] + 1]
     center = scene.frame_current - int(frames[0])
-    mode = resolve_mode(s, obj, frames, w)
     ik = spread_ik.ik_limbs(obj, info, frames)
     bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
     layers = layers_read(obj, info, frames, bones)
+    mode = resolve_mode(s, obj, frames, w, layers)
     spread_checks.check_mode(obj, info, frames, mode, bones, located, layers)
     keyed = _keys_in(obj, frames, w) if mode == "KEYS" else None
     if keyed is not None and not len(keyed):

@@ -34,12 +34,8 @@ def shown_pose(obj: bpy.types.Object, info: rig_io.RigInfo, matrix_world: np.nda
 
 def dragged(obj: bpy.types.Object, depsgraph: bpy.types.Depsgraph | None) -> set[str]:
     """The joints of the effectors whose empties moved since the last solve."""
-    now = empties.matrices(obj, depsgraph)
-    solved = empties.solved_matrices(obj)
-    if solved.shape != (len(now), 16):
-        return {item.joint for item in obj.npe.effectors}
-    return {item.joint for item, m in zip(obj.npe.effectors, empties.moved_rows(now, solved),
-                                          strict=True) if m}
+    moved = empties.moved_since_solve(obj, empties.matrices(obj, depsgraph))
+    return {item.joint for item, m in zip(obj.npe.effectors, moved, strict=True) if m}
 
 
 def as_targets(targets: list[Target], shown: tuple[np.ndarray, dict[int, np.ndarray]],
