@@ -11,6 +11,7 @@ from blender_addon.core import skeleton
 from blender_addon.core.normalize import facing_yaw, rotate_y
 from blender_addon.core.pipeline import Effector, PoseEditor
 from blender_addon.core.propagate import (
+    beyond_held,
     interpolate_changes,
     propagate,
     smooth_changes,
@@ -342,6 +343,31 @@ def test_a_goal_beyond_reach_is_not_leaned_for_frame_by_frame(shipped_models,
     assert ratio < BEYOND_POP_MAX
     assert miss[:, 0].max() > REACH_M  # beyond reach indeed
     assert miss[:, 0].max() < BEYOND_MISS_MAX_M and miss[:, 1:].max() < REACH_M
+
+
+def test_beyond_held_names_a_dragged_goal_the_held_ones_keep_out_of_reach(
+        manifold_clip: np.ndarray) -> None:
+    """A hand dragged further from the held head than the body stretches is named; the
+    same hand moved off its held elbow (a pose turned by hand holds every joint) is not,
+    nor is a held goal."""
+    pose = manifold_clip[CENTER:CENTER + 1]
+    hand, head = skeleton.JOINT_INDEX["l_hand"], skeleton.JOINT_INDEX["head"]
+    dragged = np.zeros(skeleton.NUM_JOINTS, dtype=bool)
+    dragged[hand] = True
+    ends = np.zeros((1, skeleton.NUM_JOINTS))
+    ends[0, skeleton.joint_indices(["l_hand", "r_hand", "l_foot", "r_foot", "head"])] = 1.0
+    targets = pose.copy()
+    targets[0, hand] += HANDS_APART_M * (pose[0, hand] - pose[0, head]) \
+        / np.linalg.norm(pose[0, hand] - pose[0, head])
+    named = beyond_held(pose, ends, targets, ends, dragged)
+    assert named[0, hand] and named.sum() == 1
+    assert not beyond_held(pose, ends, pose, ends, dragged).any()  # nothing moved
+    every = np.ones((1, skeleton.NUM_JOINTS))
+    off_elbow = pose.copy()  # 5 cm past the forearm's length from the held elbow
+    elbow = skeleton.JOINT_INDEX["l_forearm"]
+    off_elbow[0, hand] += 0.05 * (pose[0, hand] - pose[0, elbow]) \
+        / np.linalg.norm(pose[0, hand] - pose[0, elbow])
+    assert not beyond_held(pose, every, off_elbow, every, dragged).any()
 
 
 def test_bend_planes_follow_the_clip_turned_by_the_edit(manifold_clip: np.ndarray) -> None:

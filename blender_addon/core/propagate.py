@@ -11,8 +11,8 @@ bit-identical. Each frame's change is then smoothed over time (:func:`smooth_cha
 the limbs not dragged bent in their own planes turned with the edit
 (:func:`turn_bend_planes`) and the frame made a rig's pose on its targets again
 (:meth:`PoseEditor.settle`), twice over (:data:`SETTLE_ROUNDS`; the second without the
-dragged goals the first left beyond the rig's reach, :func:`left_short`): frames solved on
-their own popped against their neighbours.
+dragged goals no rig pose reaches there, :func:`beyond_held`): frames solved on their own
+popped against their neighbours.
 (The 2023 paper blends latents, ``(1 - W) z + W M(z)``; measured, a hand then got
 61-85 % of its move at W = 0.5, and the edited frame differed from its own solve.)
 """
@@ -23,9 +23,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import exact_reach, skeleton
+from . import exact_reach, reach_bounds, skeleton
 from .normalize import facing_yaw, leg_scale, rotate_y
 from .pipeline import MISS_NOTE_M, MOVED_M, Effector, PoseEditor, SolveOptions
+from .pipeline.constants import _MOVED_LIMBS
 from .pipeline.request import _moved
 from .quaternions import EPS, norm
 
@@ -169,38 +170,50 @@ def propagate(editor: PoseEditor, clip: np.ndarray, frame: int, weights: np.ndar
             scale = leg_scale(skeleton.bone_lengths(clip[frame:frame + 1]))[0]
             dragged = _moved(mask1, targets1, clip[frame:frame + 1], MOVED_M / scale)[0]
             turns = bend_plane_turns(clip[frame], out[frame])
-        settled_mask = mask[others]
-        for _ in range(SETTLE_ROUNDS):
+        later_mask = mask[others] if anchor is None else np.where(beyond_held(
+            poses[others], mask[others], targets[others], weights[others], dragged), 0.0,
+            mask[others])
+        for k in range(SETTLE_ROUNDS):
             smoothed = rotate_y(smooth_changes(change, w, anchor)[live[others]], yaw[others])
             ahead = poses[others] + smoothed
             if anchor is not None:
                 ahead = turn_bend_planes(ahead, poses[others], w[live[others]], turns,
                                          dragged)
-            out[live[others]] = editor.settle(ahead, poses[others], settled_mask,
+            out[live[others]] = editor.settle(ahead, poses[others],
+                                              later_mask if k else mask[others],
                                               targets[others], weights[others],
                                               tuple(values), options)
             change[live] = rotate_y(out[live] - poses, -yaw)
-            if anchor is not None:  # dragged goals left short: settled without them
-                settled_mask = np.where(dragged & left_short(
-                    poses[others], out[live[others]], targets[others]), 0.0, settled_mask)
     return out
 
 
 def left_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """(..., 21) the joints that a solve (``solved`` (..., 21, 3) from ``pose``) leaves
-    over :data:`MISS_NOTE_M` (on the models' body) off their ``targets``: goals beyond the
-    rig's reach there. The edited frame's: a spread asks them only as far as they got.
-    A settled frame's dragged ones: the second round settles it without them, its body
-    where the smoothing puts it. Re-aimed onto such a goal, each frame leaned to the edge
-    of what its held goals allow, and that edge moves as a held leg straightens: a Bandai
-    Namco test clip with every other end held leaned its pelvis 23, 36, 50 mm off the clip
-    over three frames and 41 mm at the next, where the left leg came straight, and the
-    knee snapped straight in one frame (1.24x the clip's largest acceleration; 1.09x so,
-    the hand 64 -> 74 mm short at its furthest)."""
-    pose = np.asarray(pose)
-    scale = leg_scale(skeleton.bone_lengths(pose.reshape(-1, *pose.shape[-2:])))
-    return np.linalg.norm(solved - targets, axis=-1) \
-        * scale.reshape(*pose.shape[:-2], 1) > MISS_NOTE_M
+    """(21,) the joints that the edited frame's solve (``solved`` (21, 3) from ``pose``
+    (21, 3)) leaves over :data:`MISS_NOTE_M` (on the models' body) off their ``targets``
+    (21, 3): goals beyond the rig's reach, which a spread asks only as far as they got."""
+    scale = leg_scale(skeleton.bone_lengths(pose[None]))[0]
+    return np.linalg.norm(solved - targets, axis=-1) * scale > MISS_NOTE_M
+
+
+def beyond_held(poses: np.ndarray, mask: np.ndarray, targets: np.ndarray,
+                weights: np.ndarray, dragged: np.ndarray) -> np.ndarray:
+    """(B, 21) the ``dragged`` (21,) goals that no pose of the rig reaches with the other
+    full-weight goals held (:func:`.reach_bounds.beyond_reach`, by over
+    :data:`MISS_NOTE_M` on the models' body) in frames ``poses`` (B, 21, 3), those of a
+    dragged end's own limb aside (a pose turned by hand holds its elbow too).
+
+    A spread's second settle leaves them out, each frame's body where the smoothing puts
+    it, the first round's lean included: re-aimed onto them, each frame leaned to the edge
+    of what its held goals allow, and that edge moves as a held leg straightens (a Bandai
+    Namco test clip, every other end held: the pelvis 23, 36, 50 mm off the clip over three
+    frames and 41 mm at the next, where the left leg came straight, and the knee snapped
+    straight in one frame; 1.24x the clip's largest acceleration, 1.09x so, the hand 64 ->
+    74 mm short at its furthest). Left out of both rounds, the frames kept the solves' own
+    leans, each its last resort: 1.49x."""
+    held = (mask > 0) & (weights >= 1.0) & ~(dragged @ _MOVED_LIMBS > 0)[None]
+    far = reach_bounds.beyond_reach(poses, held | dragged[None], targets)[0]
+    scale = leg_scale(skeleton.bone_lengths(poses))[:, None]
+    return dragged[None] & (far * scale > MISS_NOTE_M)
 
 
 def kept_short(pose: np.ndarray, solved: np.ndarray, targets: np.ndarray) -> np.ndarray:
