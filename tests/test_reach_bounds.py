@@ -22,6 +22,14 @@ HEAD_MISS_M = 1e-3  # m: the held head's own miss, at most
 HAIR_M = 1e-5  # m: how far a held goal's target may sit off its joint (float32 empties)
 
 
+def test_the_spans_of_a_few_joints_are_those_of_the_whole_table(
+        synthetic_clip: np.ndarray) -> None:
+    joints = np.array(skeleton.joint_indices(list(ENDS)))
+    whole = reach_bounds.max_spans(synthetic_clip[:3])
+    np.testing.assert_allclose(reach_bounds.max_spans(synthetic_clip[:3], joints),
+                               whole[:, joints][:, :, joints], rtol=1e-12)
+
+
 def test_no_pose_the_rig_takes_exceeds_its_spans(synthetic_clip: np.ndarray) -> None:
     """Every pose with the clip's bone lengths and rigid pelvis and chest keeps every two
     joints within the spans read off another such pose; FABRIK kept rig-shaped, pulling
