@@ -29,10 +29,11 @@ from . import (
     rig_controls,
     rig_io,
     rig_keys,
+    rig_mapping,
 )
 from . import state as kept
 from .core import skeleton
-from .core.pipeline import Effector
+from .core.pipeline import MISS_NOTE_M, Effector
 from .core.propagate import kept_short
 from .errors import STATUS, EditError, Outcome, check_finite
 from .guard import busy, is_suspended, updates_suspended
@@ -184,8 +185,9 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
         notes += metric_requests.shortfalls(obj, requests, before)
     parts = []
     if targets:
-        parts.append(f"{len(targets)} effector(s), largest miss "
-                     f"{largest_miss(targets, final_core) * CM:.1f} cm")
+        miss = largest_miss(targets, final_core)
+        notes += driven_notes(obj, info, miss)
+        parts.append(f"{len(targets)} effector(s), largest miss {miss * CM:.1f} cm")
     if requests:
         parts.append(f"{len(requests)} metric request(s)")
     return Outcome(f"Solved {obj.name}: {', '.join(parts)}", notes)
@@ -295,6 +297,15 @@ def largest_miss(targets: list[empties.Target], joints_core: np.ndarray) -> floa
     moved = [t for t in targets if not t.pin]
     return max((float(np.linalg.norm(joints_core[skeleton.JOINT_INDEX[t.joint]]
                                      - t.target_core)) for t in moved), default=0.0)
+
+
+def driven_notes(obj: bpy.types.Object, info: rig_io.RigInfo, miss: float) -> list[str]:
+    """Where the rig shows an edit's moved effectors over :data:`MISS_NOTE_M` off their
+    empties (``miss``, core space): the mapped bones Blender poses by itself, named as Map
+    Rig names them (:func:`.rig_mapping.driven_note`), if any."""
+    said = None if miss <= MISS_NOTE_M else rig_mapping.driven_note(
+        obj, (info.names[b] for b in info.mapped))
+    return [] if said is None else [said[0]]
 
 
 def reach_goals(targets: list[empties.Target], start: np.ndarray, solved: np.ndarray

@@ -435,6 +435,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
         notes.append(f"frame {scene.frame_current} holds no key: Keys mode moved the keys "
                      "around it, and the pose there is what they interpolate")
     miss = _miss(obj, info, targets, mw)
+    notes += edits.driven_notes(obj, info, miss or 0.0)
     if mode == "KEYS" and miss is not None and miss > KEYS_MISS_M:
         notes += _keys_missed(obj, info, (bones, located), frames, w, center, on_key,
                               ((quats[center], locs[center]), (new_q[center], new_l[center])),

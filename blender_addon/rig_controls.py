@@ -66,7 +66,8 @@ def driven_bones(obj: bpy.types.Object, names: Iterable[str]) -> dict[str, str]:
             continue
         kinds = [c.type for c in pb.constraints if _active(c) and c.type not in HARMLESS]
         if kinds:
-            labels = ", ".join(dict.fromkeys(k.replace("_", " ").title() for k in kinds))
+            labels = ", ".join(dict.fromkeys(k.replace("_", " ").title().replace("Ik", "IK")
+                                             for k in kinds))
             out[name] = f"follows constraints ({labels})"
     for pb in pbones:  # IK chains reach up from their owner
         for c in pb.constraints:

@@ -10,6 +10,7 @@ mapped bones that Blender poses by itself are named in the report.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 import bpy
 
@@ -121,23 +122,34 @@ def prepare(obj: bpy.types.Object, joints: dict[str, str],
     mapped bones Blender still poses by itself; returns notes for the report."""
     rig_controls.match_fk_to_shown(obj, joints.values(), view_layer)
     notes = rig_controls.ik_notes(obj, joints.values())
-    driven = rig_controls.driven_bones(obj, joints.values())
-    obj.data.npe_mapping.warning = ""
-    if driven:
-        names, parents = bones_and_parents(obj.data)
-        try:
-            mapping.resolve_mapping(names, parents, CONTROLS_PRESET)
-            hint = "map the controls (Rigify preset)"
-        except mapping.MappingError:
-            hint = "map the bones that drive them (the rig's controls) instead"
-        shown = [f"{bone} {why}" for bone, why in list(driven.items())[:SHOWN_DRIVEN]]
-        more = f" and {len(driven) - SHOWN_DRIVEN} more" if len(driven) > SHOWN_DRIVEN else ""
-        notes.append(f"{'; '.join(shown)}{more}: the add-on cannot move "
-                     f"{'it' if len(driven) == 1 else 'them'}: {hint}")
-        first = next(iter(driven))
-        others = f" and {len(driven) - 1} more" if len(driven) > 1 else ""
-        obj.data.npe_mapping.warning = f"{first}{others} Blender poses itself: {hint}"
-    return notes
+    said = driven_note(obj, joints.values())
+    obj.data.npe_mapping.warning = "" if said is None else said[1]
+    return notes + ([] if said is None else [said[0]])
+
+
+def driven_note(obj: bpy.types.Object, bones: Iterable[str]) -> tuple[str, str] | None:
+    """The report's note and the panel's warning naming the mapped ``bones`` that Blender
+    poses by itself (:func:`.rig_controls.driven_bones`) and what to map instead; None
+    where it poses none of them. Map Rig says it, and so does an edit that the rig then
+    misses (a constraint or driver added since: a hand 43 cm off its empty, said only as
+    a number)."""
+    driven = rig_controls.driven_bones(obj, bones)
+    if not driven:
+        return None
+    names, parents = bones_and_parents(obj.data)
+    try:
+        mapping.resolve_mapping(names, parents, CONTROLS_PRESET)
+        hint = "map the controls (Rigify preset)"
+    except mapping.MappingError:
+        hint = (f"map the bones that drive {'it' if len(driven) == 1 else 'them'} (the "
+                "rig's controls) instead")
+    shown = [f"{bone} {why}" for bone, why in list(driven.items())[:SHOWN_DRIVEN]]
+    more = f" and {len(driven) - SHOWN_DRIVEN} more" if len(driven) > SHOWN_DRIVEN else ""
+    first = next(iter(driven))
+    others = f" and {len(driven) - 1} more" if len(driven) > 1 else ""
+    return (f"{'; '.join(shown)}{more}: the add-on cannot move "
+            f"{'it' if len(driven) == 1 else 'them'}: {hint}",
+            f"{first}{others} Blender poses itself: {hint}")
 
 
 def joint_map(armature: bpy.types.Armature) -> mapping.JointMap:

@@ -16,6 +16,7 @@ from blender_addon import (  # noqa: E402
     edits,
     live,
     mapped_rig,
+    propagation,
     rig_controls,
     rig_io,
     rig_keys,
@@ -36,6 +37,7 @@ FBX_HAND_MOVE = np.array([0.08, -0.12, 0.10])  # m, world: the right hand of the
 HELD_TOL = 1e-4  # m: held feet (planted, or pinned with their toes), read back; measured 0.00
 PIN_TOL = 1e-3  # m: pinned effectors read back; measured up to 0.83 mm (a pinned head)
 FEET_JOINTS = skeleton.joint_indices(["l_foot", "l_toe", "r_foot", "r_toe"])
+DRIVEN_MARK = "the add-on cannot move"  # the note naming bones Blender poses by itself
 
 
 def _deform_heads(obj: bpy.types.Object) -> dict[str, np.ndarray]:
@@ -375,3 +377,37 @@ def test_fbx_animation_propagates(scene: bpy.types.Scene, tmp_path: Path) -> Non
     scene.frame_set(1)
     now = rigs.mapped_heads(obj)
     assert max(np.linalg.norm(now[j] - first[j]) for j in first) < 1e-4
+
+
+def test_a_constraint_added_after_map_rig_is_named_by_the_edit_it_spoils(
+        clip_rig: bpy.types.Object) -> None:
+    """The animator adds an IK constraint to the right forearm after Map Rig (its target
+    an empty at the hand, as a hand-made IK arm has): Solve and Spread Edit write the arm's
+    rotations, which Blender's IK overrides, so the hand stays put. Each says which
+    mapped bones Blender poses by itself, as Map Rig does (before: the miss alone, as a
+    number); an edit the rig shows says nothing of the kind."""
+    from training.blender_side import spread_figures
+
+    obj = clip_rig
+    scene = bpy.context.scene
+    spread_figures.move_hand(obj)
+    outcome = edits.edit(scene, obj, bpy.context.evaluated_depsgraph_get())
+    assert not any(DRIVEN_MARK in n for n in outcome.notes), outcome.notes
+    info = mapped_rig.rig_for(obj)
+    arm = [info.names[info.joint_bones[skeleton.JOINT_INDEX[j]]]
+           for j in ("r_upperarm", "r_forearm")]
+    control = bpy.data.objects.new("hand control", None)
+    scene.collection.objects.link(control)
+    control.location = rigs.mapped_heads(obj)["r_hand"]
+    ik = obj.pose.bones[arm[1]].constraints.new("IK")
+    ik.target, ik.chain_count = control, 2
+    spread_figures.move_hand(obj)
+    solved = edits.edit(scene, obj, bpy.context.evaluated_depsgraph_get())
+    spread = propagation.propagate_edit(
+        scene, obj, bpy.context.evaluated_depsgraph_get(),
+        settings=propagation.SpreadSettings(mode="EVERY_FRAME", range_mode="RADIUS",
+                                            radius=5))
+    for outcome in (solved, spread):
+        said = [n for n in outcome.notes if DRIVEN_MARK in n]
+        assert len(said) == 1 and f"{arm[1]} follows constraints (IK)" in said[0] \
+            and f"{arm[0]} is in the IK chain of {arm[1]}" in said[0], outcome.notes
