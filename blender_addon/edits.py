@@ -82,7 +82,7 @@ def follow_pose(scene: bpy.types.Scene, obj: bpy.types.Object,
     if base_pose.base_is_current(base, info, pose, scene.frame_current):
         return False
     moved = base_pose.moved_joints(info, base, pose)
-    return empties.follow_pose(obj, info, now, moved) is not now
+    return empties.follow_pose(obj, info, now, moved) is not None
 
 
 def prepare_controls(obj: bpy.types.Object) -> list[str]:
@@ -124,8 +124,10 @@ def edit_with(scene: bpy.types.Scene, obj: bpy.types.Object, state: kept.Armatur
     frame = scene.frame_current
     keep_base = state.base_is_current(pose, frame)
     if not keep_base and live:  # the pose changed outside the add-on: the empties follow
-        empty_matrices = empties.follow_pose(  # (Solve: in edit)
+        followed = empties.follow_pose(  # (Solve: in edit)
             obj, info, empty_matrices, base_pose.moved_joints(info, state.base, pose))
+        if followed is not None:
+            empty_matrices = followed
     targets = empties.targets(state.effectors, empty_matrices, mw)
     if extra:
         taken = {t.joint for t in extra}

@@ -186,21 +186,21 @@ def moved_since_solve(obj: bpy.types.Object, empty_matrices: np.ndarray) -> np.n
 
 
 def follow_pose(obj: bpy.types.Object, info: rig_io.RigInfo, empty_matrices: np.ndarray,
-                joints: np.ndarray) -> np.ndarray:
+                joints: np.ndarray) -> np.ndarray | None:
     """After the pose was changed outside the add-on (bones turned by hand, keys changed):
     the empties of the ``joints`` (21,) it moved, not moved since the last solve (nor
     keyed), go onto their joints as last evaluated, the pose the user sees (not evaluated
     again: the solve's own preparation, a control rig's FK controls matched to its IK
     limbs, is not shown yet), where they hold them; returns the matrices as
-    :func:`matrices` reads them. Left where they were, the next solve pulled the pose back
-    to them (a forearm turned by hand: the hand 109 mm back); an empty whose joint did not
-    move stays, a goal out of reach included."""
+    :func:`matrices` reads them then, or None where no empty followed. Left where they
+    were, the next solve pulled the pose back to them (a forearm turned by hand: the hand
+    109 mm back); an empty whose joint did not move stays, a goal out of reach included."""
     on_moved = np.array([JOINT_INDEX.get(item.joint) is not None
                          and bool(joints[JOINT_INDEX[item.joint]])
                          for item in obj.npe.effectors], dtype=bool)
     stale = ~moved_since_solve(obj, empty_matrices) & on_moved
     if not stale.any():
-        return empty_matrices
+        return None
     snap(obj, info, animated=False, evaluated=True, only=stale)
     return matrices(obj, None)
 
