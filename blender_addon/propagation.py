@@ -132,9 +132,16 @@ def _edit_channels(obj: bpy.types.Object | None) -> list:
     if obj is None:
         return []
     info = mapped_rig.rig_for(obj)
-    ik = spread_ik.ik_limbs(obj, info)
-    return key_edit.channel_paths(obj, info, *((ik.keyed, ik.located) if ik is not None
-                                               else ()))
+    return key_edit.channel_paths(obj, info, *_written(obj, info)[1:])
+
+
+def _written(obj: bpy.types.Object, info: rig_io.RigInfo, frames: np.ndarray | None = None
+             ) -> tuple[spread_ik.IkLimbs | None, Sequence[int], Sequence[int]]:
+    """The rig's limbs in IK (on some of ``frames``; default: now), and the bones whose
+    rotations and locations a spread writes: the mapped bones and roots, a limb in IK's
+    IK controls instead of its FK controls."""
+    ik = spread_ik.ik_limbs(obj, info, frames)
+    return (ik, ik.keyed, ik.located) if ik is not None else (None, info.mapped, info.roots)
 
 
 def window(scene: bpy.types.Scene, settings: SpreadSettings | None = None,
@@ -189,8 +196,7 @@ def resolve_mode(settings: SpreadSettings, obj: bpy.types.Object, frames: np.nda
         return settings.mode
     if layers is None:
         info = mapped_rig.rig_for(obj)
-        ik = spread_ik.ik_limbs(obj, info, frames)
-        layers = layers_read(obj, info, frames, info.mapped if ik is None else ik.keyed)
+        layers = layers_read(obj, info, frames, _written(obj, info, frames)[1])
     if rig_keys.combined_over(obj) and layers:
         return "LAYER"
     keys = _keys_in(obj, frames, w)
@@ -290,8 +296,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
     frames = frames_all[live[0]:live[-1] + 1]  # W = 0 frames inside keep their values
     w = w_all[live[0]:live[-1] + 1]
     center = scene.frame_current - int(frames[0])
-    ik = spread_ik.ik_limbs(obj, info, frames)
-    bones, located = (ik.keyed, ik.located) if ik is not None else (info.mapped, info.roots)
+    ik, bones, located = _written(obj, info, frames)
     layers = layers_read(obj, info, frames, bones)
     mode = resolve_mode(s, obj, frames, w, layers)
     spread_checks.check_mode(obj, info, frames, mode, bones, located, layers)
@@ -418,8 +423,7 @@ def _spread(scene: bpy.types.Scene, obj: bpy.types.Object,
                      "add-on (bones turned by hand, or keys changed): that whole change was "
                      "spread, and the effectors put on it")
     if mode == "LAYER" and (based := layer.based):
-        some = f"{len(based)} channel(s) the layer changes ({', '.join(based[:2])}" \
-               f"{', ...' if len(based) > 2 else ''})"
+        some = f"{len(based)} channel(s) the layer changes ({_names(based, 2)})"
         notes.append((f"{obj.name} had no action: a new one, {layer.made_action.name}, holds "
                       f"one key of the pose's value on each of the {some} that no track "
                       "animates" if layer.made_action else f"The action held no key on "

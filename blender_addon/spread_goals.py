@@ -13,7 +13,7 @@ from .core.skeleton import JOINT_INDEX
 
 
 def positions(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray, center: int,
-           matrix_world: np.ndarray) -> dict[int, np.ndarray]:
+              matrix_world: np.ndarray) -> dict[int, np.ndarray]:
     """Where effector joints must land exactly on every frame (armature space).
 
     A pin holds its joint where the clip had it; a full-weight effector reaches its empty at
@@ -39,7 +39,7 @@ def positions(targets: list, clip: np.ndarray, edited: np.ndarray, w: np.ndarray
 
 
 def orientations(info: rig_io.RigInfo, targets: list, quats: np.ndarray, locs: np.ndarray,
-                  w: np.ndarray, center: int) -> dict[int, np.ndarray]:
+                 w: np.ndarray, center: int) -> dict[int, np.ndarray]:
     """Joint -> (T, 3, 3) armature-space rotations the bones of effectors with Use Rotation
     take: the turn the empty asks at the edited frame (from the bone's own rotation there)
     by W(t) of its angle, on each frame's own rotation (the single solve's at the edited
